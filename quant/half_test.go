@@ -29,9 +29,9 @@ func TestF32ToF16Rounding(t *testing.T) {
 	}{
 		{1, 0x3c00},
 		{65504, 0x7bff},
-		{65520, 0x7c00}, // rounds to inf
-		{1 + 1.0/2048, 0x3c00},          // tie, even stays
-		{1 + 3.0/2048, 0x3c02},          // tie, odd rounds up
+		{65520, 0x7c00},        // rounds to inf
+		{1 + 1.0/2048, 0x3c00}, // tie, even stays
+		{1 + 3.0/2048, 0x3c02}, // tie, odd rounds up
 		{float32(math.Ldexp(1, -24)), 0x0001},
 		{float32(math.Ldexp(1, -25)), 0x0000}, // tie to even zero
 		{float32(math.Ldexp(3, -26)), 0x0001},

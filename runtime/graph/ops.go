@@ -113,24 +113,24 @@ func (GatherRows) isOp() {}
 func (TakeAlong) isOp()  {}
 func (Reshape) isOp()    {}
 
-func (Embed) String() string        { return "Embed" }
-func (MatMul) String() string       { return "MatMul" }
-func (o RMSNorm) String() string    { return fmt.Sprintf("RMSNorm{eps=%g}", o.Eps) }
-func (o RoPE) String() string       { return fmt.Sprintf("RoPE{dims=%d,neox=%v}", 2*len(o.InvFreq), o.NeoX) }
-func (o Attention) String() string  { return fmt.Sprintf("Attention{scale=%g}", o.Scale) }
-func (KVWrite) String() string      { return "KVWrite" }
-func (KVCompact) String() string    { return "KVCompact" }
-func (SiLU) String() string         { return "SiLU" }
-func (SwiGLU) String() string       { return "SwiGLU" }
-func (Add) String() string          { return "Add" }
-func (Mul) String() string          { return "Mul" }
-func (Concat) String() string       { return "Concat" }
-func (LogSoftmax) String() string   { return "LogSoftmax" }
-func (Argmax) String() string       { return "Argmax" }
-func (o TopK) String() string       { return fmt.Sprintf("TopK{k=%d}", o.K) }
-func (GatherRows) String() string   { return "GatherRows" }
-func (TakeAlong) String() string    { return "TakeAlong" }
-func (o Reshape) String() string    { return "Reshape" + o.Shape.String() }
+func (Embed) String() string       { return "Embed" }
+func (MatMul) String() string      { return "MatMul" }
+func (o RMSNorm) String() string   { return fmt.Sprintf("RMSNorm{eps=%g}", o.Eps) }
+func (o RoPE) String() string      { return fmt.Sprintf("RoPE{dims=%d,neox=%v}", 2*len(o.InvFreq), o.NeoX) }
+func (o Attention) String() string { return fmt.Sprintf("Attention{scale=%g}", o.Scale) }
+func (KVWrite) String() string     { return "KVWrite" }
+func (KVCompact) String() string   { return "KVCompact" }
+func (SiLU) String() string        { return "SiLU" }
+func (SwiGLU) String() string      { return "SwiGLU" }
+func (Add) String() string         { return "Add" }
+func (Mul) String() string         { return "Mul" }
+func (Concat) String() string      { return "Concat" }
+func (LogSoftmax) String() string  { return "LogSoftmax" }
+func (Argmax) String() string      { return "Argmax" }
+func (o TopK) String() string      { return fmt.Sprintf("TopK{k=%d}", o.K) }
+func (GatherRows) String() string  { return "GatherRows" }
+func (TakeAlong) String() string   { return "TakeAlong" }
+func (o Reshape) String() string   { return "Reshape" + o.Shape.String() }
 
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
