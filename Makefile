@@ -1,0 +1,51 @@
+# redrafter: the two commands that matter are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/redrafter
+MODEL   := models/stories260K/stories260K.gguf
+PKGS    := ./...
+
+.PHONY: build demo test test-short deps lint cross bench fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/redrafter
+
+# Build, then generate on the bundled demo model.
+demo: build
+	$(BIN) generate --model $(MODEL) --max-tokens 256 --stats
+
+# Install what the tests need (see scripts/deps.sh), then run every test,
+# the pure-Go (noasm) kernels too, and the darwin cross-build checks.
+test: deps
+	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -tags noasm ./runtime/cpu/...
+	$(MAKE) --no-print-directory cross
+
+deps:
+	@bash scripts/deps.sh
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet $(PKGS)
+
+# Type-check, build and compile the tests of every package for macOS
+# (the Metal target) from any machine, without cgo.
+cross:
+	@for arch in arm64 amd64; do \
+		echo "darwin/$$arch: vet, build, test -c"; \
+		CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) vet $(PKGS) || exit 1; \
+		CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) build $(PKGS) || exit 1; \
+		for p in $$($(GO) list $(PKGS)); do \
+			CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) test -c -o /dev/null $$p || exit 1; \
+		done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -count 10 ./runtime/cpu/... ./runtime/ | tee bench.txt
+
+# Run each parser fuzzer for a while (the seed corpora run in `make test`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseGGUF -fuzztime 60s ./runtime/formats/
+	$(GO) test -run '^$$' -fuzz FuzzParseSafetensors -fuzztime 60s ./runtime/formats/
+
+clean:
+	rm -rf bin bench.txt
