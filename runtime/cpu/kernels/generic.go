@@ -1,0 +1,203 @@
+package kernels
+
+import (
+	"math"
+
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// Generic is the pure-Go reference Set. Its results define what every other
+// Set computes (up to float rounding, see the package comment). Its loops
+// use eight independent accumulators, so it is also a usable fallback.
+var Generic = Set{
+	Name:             "generic",
+	DotF32:           dotF32Generic,
+	DotF16:           dotF16Generic,
+	DotBF16:          dotBF16Generic,
+	MatVecF32:        matVecF32Generic,
+	MatVecF16:        matVecF16Generic,
+	MatVecBF16:       matVecBF16Generic,
+	MatMulF32:        matMulF32Generic,
+	MatMulF16:        matMulF16Generic,
+	MatMulBF16:       matMulBF16Generic,
+	Axpy:             axpyGeneric,
+	Scale:            scaleGeneric,
+	SumSquares:       sumSquaresGeneric,
+	ConvertF16ToF32:  convertF16ToF32Generic,
+	ConvertF32ToF16:  convertF32ToF16Generic,
+	ConvertBF16ToF32: convertBF16ToF32Generic,
+}
+
+// f16ToF32 is quant.F16ToF32 with signalling NaNs quietened, which is what
+// F16C's VCVTPH2PS returns.
+func f16ToF32(h uint16) float32 {
+	if h&0x7c00 == 0x7c00 && h&0x3ff != 0 {
+		return math.Float32frombits(uint32(h&0x8000)<<16 | 0x7fc00000 | uint32(h&0x3ff)<<13)
+	}
+	return quant.F16ToF32(h)
+}
+
+func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+func dotF32Generic(a, b []float32) float32 {
+	checkSameLen("DotF32", len(a), len(b))
+	return dotF32(a, b)
+}
+
+func dotF32(a, b []float32) float32 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		pa, pb := (*[8]float32)(a[i:i+8]), (*[8]float32)(b[i:i+8])
+		s0 += pa[0] * pb[0]
+		s1 += pa[1] * pb[1]
+		s2 += pa[2] * pb[2]
+		s3 += pa[3] * pb[3]
+		s4 += pa[4] * pb[4]
+		s5 += pa[5] * pb[5]
+		s6 += pa[6] * pb[6]
+		s7 += pa[7] * pb[7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+func dotF16Generic(w []uint16, x []float32) float32 {
+	checkSameLen("DotF16", len(w), len(x))
+	return dotF16(w, x)
+}
+
+func dotF16(w []uint16, x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(w); i += 4 {
+		pw, px := (*[4]uint16)(w[i:i+4]), (*[4]float32)(x[i:i+4])
+		s0 += f16ToF32(pw[0]) * px[0]
+		s1 += f16ToF32(pw[1]) * px[1]
+		s2 += f16ToF32(pw[2]) * px[2]
+		s3 += f16ToF32(pw[3]) * px[3]
+	}
+	for ; i < len(w); i++ {
+		s0 += f16ToF32(w[i]) * x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotBF16Generic(w []uint16, x []float32) float32 {
+	checkSameLen("DotBF16", len(w), len(x))
+	return dotBF16(w, x)
+}
+
+func dotBF16(w []uint16, x []float32) float32 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(w); i += 8 {
+		pw, px := (*[8]uint16)(w[i:i+8]), (*[8]float32)(x[i:i+8])
+		s0 += bf16ToF32(pw[0]) * px[0]
+		s1 += bf16ToF32(pw[1]) * px[1]
+		s2 += bf16ToF32(pw[2]) * px[2]
+		s3 += bf16ToF32(pw[3]) * px[3]
+		s4 += bf16ToF32(pw[4]) * px[4]
+		s5 += bf16ToF32(pw[5]) * px[5]
+		s6 += bf16ToF32(pw[6]) * px[6]
+		s7 += bf16ToF32(pw[7]) * px[7]
+	}
+	for ; i < len(w); i++ {
+		s0 += bf16ToF32(w[i]) * x[i]
+	}
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+func matVecF32Generic(y, w, x []float32) {
+	checkMatVec("MatVecF32", len(y), len(w), len(x))
+	k := len(x)
+	for r := range y {
+		y[r] = dotF32(w[r*k:(r+1)*k], x)
+	}
+}
+
+func matVecF16Generic(y []float32, w []uint16, x []float32) {
+	checkMatVec("MatVecF16", len(y), len(w), len(x))
+	k := len(x)
+	for r := range y {
+		y[r] = dotF16(w[r*k:(r+1)*k], x)
+	}
+}
+
+func matVecBF16Generic(y []float32, w []uint16, x []float32) {
+	checkMatVec("MatVecBF16", len(y), len(w), len(x))
+	k := len(x)
+	for r := range y {
+		y[r] = dotBF16(w[r*k:(r+1)*k], x)
+	}
+}
+
+func matMulF32Generic(y []float32, ldy int, x []float32, m int, w []float32) {
+	k, n := checkMatMul("MatMulF32", len(y), ldy, len(x), m, len(w))
+	for i := 0; i < m && k > 0; i++ {
+		for j := 0; j < n; j++ {
+			y[i*ldy+j] = dotF32(x[i*k:(i+1)*k], w[j*k:(j+1)*k])
+		}
+	}
+}
+
+func matMulF16Generic(y []float32, ldy int, x []float32, m int, w []uint16) {
+	k, n := checkMatMul("MatMulF16", len(y), ldy, len(x), m, len(w))
+	for i := 0; i < m && k > 0; i++ {
+		for j := 0; j < n; j++ {
+			y[i*ldy+j] = dotF16(w[j*k:(j+1)*k], x[i*k:(i+1)*k])
+		}
+	}
+}
+
+func matMulBF16Generic(y []float32, ldy int, x []float32, m int, w []uint16) {
+	k, n := checkMatMul("MatMulBF16", len(y), ldy, len(x), m, len(w))
+	for i := 0; i < m && k > 0; i++ {
+		for j := 0; j < n; j++ {
+			y[i*ldy+j] = dotBF16(w[j*k:(j+1)*k], x[i*k:(i+1)*k])
+		}
+	}
+}
+
+func axpyGeneric(y []float32, a float32, x []float32) {
+	checkSameLen("Axpy", len(y), len(x))
+	axpy(y, a, x)
+}
+
+func axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * x[i]
+	}
+}
+
+func scaleGeneric(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+func sumSquaresGeneric(x []float32) float32 { return dotF32(x, x) }
+
+func convertF16ToF32Generic(dst []float32, src []uint16) {
+	checkSameLen("ConvertF16ToF32", len(dst), len(src))
+	for i, h := range src {
+		dst[i] = f16ToF32(h)
+	}
+}
+
+func convertF32ToF16Generic(dst []uint16, src []float32) {
+	checkSameLen("ConvertF32ToF16", len(dst), len(src))
+	for i, f := range src {
+		dst[i] = quant.F32ToF16(f)
+	}
+}
+
+func convertBF16ToF32Generic(dst []float32, src []uint16) {
+	checkSameLen("ConvertBF16ToF32", len(dst), len(src))
+	for i, h := range src {
+		dst[i] = bf16ToF32(h)
+	}
+}

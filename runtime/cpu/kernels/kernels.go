@@ -1,0 +1,136 @@
+package kernels
+
+import "fmt"
+
+// Set is one implementation of every kernel. The package-level functions
+// call the fields of [Active]; their documentation is the contract of the
+// corresponding field in every Set.
+type Set struct {
+	Name string // "generic", "avx2" or "avx512"
+
+	DotF32     func(a, b []float32) float32
+	DotF16     func(w []uint16, x []float32) float32
+	DotBF16    func(w []uint16, x []float32) float32
+	MatVecF32  func(y, w, x []float32)
+	MatVecF16  func(y []float32, w []uint16, x []float32)
+	MatVecBF16 func(y []float32, w []uint16, x []float32)
+	MatMulF32  func(y []float32, ldy int, x []float32, m int, w []float32)
+	MatMulF16  func(y []float32, ldy int, x []float32, m int, w []uint16)
+	MatMulBF16 func(y []float32, ldy int, x []float32, m int, w []uint16)
+	Axpy       func(y []float32, a float32, x []float32)
+	Scale      func(x []float32, a float32)
+	SumSquares func(x []float32) float32
+
+	ConvertF16ToF32  func(dst []float32, src []uint16)
+	ConvertF32ToF16  func(dst []uint16, src []float32)
+	ConvertBF16ToF32 func(dst []float32, src []uint16)
+}
+
+// Sets returns every Set the running CPU supports, Generic first and the
+// preferred (Active) one last.
+func Sets() []Set { return append([]Set{Generic}, archSets()...) }
+
+var active = func() Set { s := Sets(); return s[len(s)-1] }()
+
+// Active returns the Set used by the package-level functions.
+func Active() Set { return active }
+
+// DotF32 returns Σ a[i]*b[i]. It panics unless len(a) == len(b).
+func DotF32(a, b []float32) float32 { return active.DotF32(a, b) }
+
+// DotF16 returns Σ f16(w[i])*x[i], w holding IEEE half bits. It panics
+// unless len(w) == len(x).
+func DotF16(w []uint16, x []float32) float32 { return active.DotF16(w, x) }
+
+// DotBF16 returns Σ bf16(w[i])*x[i]. It panics unless len(w) == len(x).
+func DotBF16(w []uint16, x []float32) float32 { return active.DotBF16(w, x) }
+
+// MatVecF32 sets y[r] = dot(w[r*k:(r+1)*k], x) for every r < len(y), with
+// k = len(x). It panics unless len(w) == len(y)*k.
+func MatVecF32(y, w, x []float32) { active.MatVecF32(y, w, x) }
+
+// MatVecF16 is MatVecF32 with IEEE half weights.
+func MatVecF16(y []float32, w []uint16, x []float32) { active.MatVecF16(y, w, x) }
+
+// MatVecBF16 is MatVecF32 with bfloat16 weights.
+func MatVecBF16(y []float32, w []uint16, x []float32) { active.MatVecBF16(y, w, x) }
+
+// MatMulF32 sets y[i*ldy+j] = Σ_kk x[i*k+kk]*w[j*k+kk] for i < m, j < n,
+// where x is [m, k] (k = len(x)/m) and w is [n, k] row-major (n = len(w)/k).
+// To compute a column block of a wider output, pass that block's rows of the
+// weight matrix and y sliced from the block's first column. It panics unless
+// len(x) is a multiple of m, len(w) a multiple of k, ldy ≥ n and
+// len(y) ≥ (m-1)*ldy+n. With m == 0 or k == 0 it does nothing (n is then
+// undefined).
+func MatMulF32(y []float32, ldy int, x []float32, m int, w []float32) {
+	active.MatMulF32(y, ldy, x, m, w)
+}
+
+// MatMulF16 is MatMulF32 with IEEE half weights.
+func MatMulF16(y []float32, ldy int, x []float32, m int, w []uint16) {
+	active.MatMulF16(y, ldy, x, m, w)
+}
+
+// MatMulBF16 is MatMulF32 with bfloat16 weights.
+func MatMulBF16(y []float32, ldy int, x []float32, m int, w []uint16) {
+	active.MatMulBF16(y, ldy, x, m, w)
+}
+
+// Axpy sets y[i] += a*x[i]. It panics unless len(y) == len(x).
+func Axpy(y []float32, a float32, x []float32) { active.Axpy(y, a, x) }
+
+// Scale sets x[i] *= a.
+func Scale(x []float32, a float32) { active.Scale(x, a) }
+
+// SumSquares returns Σ x[i]*x[i].
+func SumSquares(x []float32) float32 { return active.SumSquares(x) }
+
+// ConvertF16ToF32 sets dst[i] to the value of the IEEE half src[i] (exact;
+// signalling NaNs come out quiet). It panics unless len(dst) == len(src).
+func ConvertF16ToF32(dst []float32, src []uint16) { active.ConvertF16ToF32(dst, src) }
+
+// ConvertF32ToF16 sets dst[i] to src[i] rounded to the nearest IEEE half,
+// ties to even (quant.F32ToF16). It panics unless len(dst) == len(src).
+func ConvertF32ToF16(dst []uint16, src []float32) { active.ConvertF32ToF16(dst, src) }
+
+// ConvertBF16ToF32 sets dst[i] to the value of the bfloat16 src[i] (exact).
+// It panics unless len(dst) == len(src).
+func ConvertBF16ToF32(dst []float32, src []uint16) { active.ConvertBF16ToF32(dst, src) }
+
+// Argument checks shared by every Set; they panic on programmer errors.
+
+func checkSameLen(op string, na, nb int) {
+	if na != nb {
+		panic(fmt.Sprintf("kernels: %s: lengths differ (%d and %d)", op, na, nb))
+	}
+}
+
+// checkMatVec validates a MatVec call.
+func checkMatVec(op string, ny, nw, nx int) {
+	if nw != ny*nx {
+		panic(fmt.Sprintf("kernels: %s: len(w)=%d, want len(y)*len(x)=%d*%d", op, nw, ny, nx))
+	}
+}
+
+// checkMatMul validates a MatMul call and returns k and n; k == 0 means
+// there is nothing to do.
+func checkMatMul(op string, ny, ldy, nx, m, nw int) (k, n int) {
+	if m < 0 || (m == 0 && nx != 0) || (m > 0 && nx%m != 0) {
+		panic(fmt.Sprintf("kernels: %s: len(x)=%d is not a multiple of m=%d", op, nx, m))
+	}
+	if m == 0 || nx == 0 {
+		return 0, 0
+	}
+	k = nx / m
+	if nw%k != 0 {
+		panic(fmt.Sprintf("kernels: %s: len(w)=%d is not a multiple of k=%d", op, nw, k))
+	}
+	n = nw / k
+	if n == 0 {
+		return 0, 0
+	}
+	if ldy < n || ny < (m-1)*ldy+n {
+		panic(fmt.Sprintf("kernels: %s: y too small (len %d, ldy %d) for %d×%d", op, ny, ldy, m, n))
+	}
+	return k, n
+}

@@ -1,0 +1,211 @@
+//go:build amd64 && !noasm
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+var (
+	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+)
+
+// archSets returns the assembly Sets this CPU supports, narrowest first.
+func archSets() []Set {
+	var s []Set
+	if hasAVX2 {
+		s = append(s, avx2Set)
+	}
+	if hasAVX512 {
+		s = append(s, avx512Set)
+	}
+	return s
+}
+
+type elem interface{ float32 | uint16 }
+
+// tileFunc is the signature of the generated tile kernels: the mr×nr block
+// y[i*ldy+j] (+)= Σ_{kk<k} x[i*ldx+kk]*w[j*ldw+kk].
+type tileFunc[T elem] = func(x *float32, ldx int, w *T, ldw int, k int, y *float32, ldy int, acc int)
+
+// tiler drives one family of tile kernels over a whole product.
+type tiler[T elem] struct {
+	fn    [][5]tileFunc[T] // fn[mr][nr], 1 ≤ mr ≤ mrMax, 1 ≤ nr ≤ 4
+	mrMax int
+	align int // the kernels handle k rounded down to a multiple of align
+	cvt   func(T) float32
+}
+
+const nrMax = 4
+
+// matMul computes y = x·wᵀ for x [m, k] and w [n, k] (see MatMulF32); the
+// arguments have been checked.
+func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n int) {
+	ka := k &^ (t.align - 1)
+	nt := (m + t.mrMax - 1) / t.mrMax // tiles along m, as even as possible
+	for j0 := 0; j0 < n; j0 += nrMax {
+		nb := min(nrMax, n-j0)
+		i0 := 0
+		for it := 0; it < nt; it++ {
+			mb := m / nt
+			if it < m%nt {
+				mb++
+			}
+			t.fn[mb][nb](&x[i0*k], k, &w[j0*k], k, ka, &y[i0*ldy+j0], ldy, 0)
+			i0 += mb
+		}
+	}
+	if ka == k {
+		return
+	}
+	for i := range m {
+		xt := x[i*k+ka : (i+1)*k]
+		for j := range n {
+			wt := w[j*k+ka : (j+1)*k]
+			s := y[i*ldy+j]
+			for kk, v := range xt {
+				s += v * t.cvt(wt[kk])
+			}
+			y[i*ldy+j] = s
+		}
+	}
+}
+
+func (t *tiler[T]) dot(w []T, x []float32) float32 {
+	var r [1]float32
+	if len(x) > 0 {
+		t.matMul(r[:], 1, x, 1, w, len(x), 1)
+	}
+	return r[0]
+}
+
+func (t *tiler[T]) matVec(y []float32, w []T, x []float32) {
+	k := len(x)
+	if k == 0 {
+		clear(y)
+		return
+	}
+	if len(y) > 0 {
+		t.matMul(y, len(y), x, 1, w, k, len(y))
+	}
+}
+
+func (t *tiler[T]) matMulChecked(op string, y []float32, ldy int, x []float32, m int, w []T) {
+	k, n := checkMatMul(op, len(y), ldy, len(x), m, len(w))
+	if k > 0 {
+		t.matMul(y, ldy, x, m, w, k, n)
+	}
+}
+
+func identity(v float32) float32 { return v }
+
+var (
+	f32AVX512  = tiler[float32]{fn: tilesF32_avx512[:], mrMax: 6, align: 1, cvt: identity}
+	f16AVX512  = tiler[uint16]{fn: tilesF16_avx512[:], mrMax: 6, align: 1, cvt: f16ToF32}
+	bf16AVX512 = tiler[uint16]{fn: tilesBF16_avx512[:], mrMax: 6, align: 1, cvt: bf16ToF32}
+	f32AVX2    = tiler[float32]{fn: tilesF32_avx2[:], mrMax: 3, align: 8, cvt: identity}
+	f16AVX2    = tiler[uint16]{fn: tilesF16_avx2[:], mrMax: 3, align: 8, cvt: f16ToF32}
+	bf16AVX2   = tiler[uint16]{fn: tilesBF16_avx2[:], mrMax: 3, align: 8, cvt: bf16ToF32}
+)
+
+// vecKernels are the element-wise kernels of one ISA level; each handles n
+// rounded down to a multiple of align.
+type vecKernels struct {
+	align     int
+	axpy      func(y *float32, x *float32, n int, a float32)
+	scale     func(x *float32, n int, a float32)
+	cvtF16F32 func(dst *float32, src *uint16, n int)
+	cvtBF16   func(dst *float32, src *uint16, n int)
+	cvtF32F16 func(dst *uint16, src *float32, n int)
+}
+
+func (v *vecKernels) body(n int) int { return n &^ (v.align - 1) }
+
+func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *vecKernels) Set {
+	return Set{
+		Name: name,
+		DotF32: func(a, b []float32) float32 {
+			checkSameLen("DotF32", len(a), len(b))
+			return f32.dot(b, a)
+		},
+		DotF16: func(w []uint16, x []float32) float32 {
+			checkSameLen("DotF16", len(w), len(x))
+			return f16t.dot(w, x)
+		},
+		DotBF16: func(w []uint16, x []float32) float32 {
+			checkSameLen("DotBF16", len(w), len(x))
+			return bf16t.dot(w, x)
+		},
+		MatVecF32: func(y, w, x []float32) {
+			checkMatVec("MatVecF32", len(y), len(w), len(x))
+			f32.matVec(y, w, x)
+		},
+		MatVecF16: func(y []float32, w []uint16, x []float32) {
+			checkMatVec("MatVecF16", len(y), len(w), len(x))
+			f16t.matVec(y, w, x)
+		},
+		MatVecBF16: func(y []float32, w []uint16, x []float32) {
+			checkMatVec("MatVecBF16", len(y), len(w), len(x))
+			bf16t.matVec(y, w, x)
+		},
+		MatMulF32: func(y []float32, ldy int, x []float32, m int, w []float32) {
+			f32.matMulChecked("MatMulF32", y, ldy, x, m, w)
+		},
+		MatMulF16: func(y []float32, ldy int, x []float32, m int, w []uint16) {
+			f16t.matMulChecked("MatMulF16", y, ldy, x, m, w)
+		},
+		MatMulBF16: func(y []float32, ldy int, x []float32, m int, w []uint16) {
+			bf16t.matMulChecked("MatMulBF16", y, ldy, x, m, w)
+		},
+		Axpy: func(y []float32, a float32, x []float32) {
+			checkSameLen("Axpy", len(y), len(x))
+			b := v.body(len(y))
+			if b > 0 {
+				v.axpy(&y[0], &x[0], b, a)
+			}
+			axpy(y[b:], a, x[b:])
+		},
+		Scale: func(x []float32, a float32) {
+			b := v.body(len(x))
+			if b > 0 {
+				v.scale(&x[0], b, a)
+			}
+			scaleGeneric(x[b:], a)
+		},
+		SumSquares: func(x []float32) float32 { return f32.dot(x, x) },
+		ConvertF16ToF32: func(dst []float32, src []uint16) {
+			checkSameLen("ConvertF16ToF32", len(dst), len(src))
+			b := v.body(len(src))
+			if b > 0 {
+				v.cvtF16F32(&dst[0], &src[0], b)
+			}
+			convertF16ToF32Generic(dst[b:], src[b:])
+		},
+		ConvertF32ToF16: func(dst []uint16, src []float32) {
+			checkSameLen("ConvertF32ToF16", len(dst), len(src))
+			b := v.body(len(src))
+			if b > 0 {
+				v.cvtF32F16(&dst[0], &src[0], b)
+			}
+			convertF32ToF16Generic(dst[b:], src[b:])
+		},
+		ConvertBF16ToF32: func(dst []float32, src []uint16) {
+			checkSameLen("ConvertBF16ToF32", len(dst), len(src))
+			b := v.body(len(src))
+			if b > 0 {
+				v.cvtBF16(&dst[0], &src[0], b)
+			}
+			convertBF16ToF32Generic(dst[b:], src[b:])
+		},
+	}
+}
+
+var (
+	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
+		align: 1, axpy: axpy_avx512, scale: scale_avx512,
+		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
+	})
+	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
+		align: 8, axpy: axpy_avx2, scale: scale_avx2,
+		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
+	})
+)

@@ -1,0 +1,425 @@
+package kernels
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "random seed for the kernel cross-checks (0: time-based)")
+
+// newRand returns a seeded generator and logs the seed if the test fails.
+func newRand(t testing.TB) *rand.Rand {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("random seed: %d (rerun with -seed=%d)", seed, seed)
+		}
+	})
+	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+}
+
+// testLengths are the tail and unroll boundaries of every kernel.
+var testLengths = []int{0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4095, 4096, 4097}
+
+// fastSets returns the non-reference Sets, skipping the test if there are none.
+func fastSets(t *testing.T) []Set {
+	s := Sets()[1:]
+	if len(s) == 0 {
+		t.Skip("no assembly Set on this CPU or build (noasm tag, non-amd64, or no AVX2+FMA+F16C)")
+	}
+	return s
+}
+
+// misaligned returns a slice of length n starting off elements into a
+// fresh backing array, so the kernels see every alignment.
+func misaligned[T any](n, off int) []T { return make([]T, n+off+1)[off : off+n : off+n] }
+
+func randF32(r *rand.Rand, n, off int) []float32 {
+	s := misaligned[float32](n, off)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+func randF16(r *rand.Rand, n, off int) []uint16 {
+	s := misaligned[uint16](n, off)
+	for i := range s {
+		s[i] = quant.F32ToF16(float32(r.NormFloat64()))
+	}
+	return s
+}
+
+func randBF16(r *rand.Rand, n, off int) []uint16 {
+	s := misaligned[uint16](n, off)
+	for i := range s {
+		s[i] = quant.F32ToBF16(float32(r.NormFloat64()))
+	}
+	return s
+}
+
+// absDot is Σ|a·b|, the scale of a dot product's rounding error.
+func absDot(a []float32, b func(int) float32) float64 {
+	s := 0.0
+	for i, v := range a {
+		s += math.Abs(float64(v) * float64(b(i)))
+	}
+	return s
+}
+
+// close reports whether got is within relative 1e-5 of the scale of the sum.
+func close(got, want float32, scale float64) bool {
+	return math.Abs(float64(got)-float64(want)) <= 1e-5*scale+1e-30
+}
+
+func TestActiveIsLast(t *testing.T) {
+	s := Sets()
+	if s[0].Name != "generic" || Active().Name != s[len(s)-1].Name {
+		t.Fatalf("Sets() = %v..., Active() = %s", s[0].Name, Active().Name)
+	}
+	t.Logf("active set: %s (of %d)", Active().Name, len(s))
+}
+
+// TestGenericDot checks the reference against a float64 sum.
+func TestGenericDot(t *testing.T) {
+	r := newRand(t)
+	for _, n := range testLengths {
+		a, b := randF32(r, n, 0), randF32(r, n, 0)
+		want := 0.0
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := Generic.DotF32(a, b); !close(got, float32(want), absDot(a, func(i int) float32 { return b[i] })) {
+			t.Errorf("Generic.DotF32(n=%d) = %g, want %g", n, got, want)
+		}
+		h := randF16(r, n, 0)
+		want = 0
+		for i := range a {
+			want += float64(a[i]) * float64(quant.F16ToF32(h[i]))
+		}
+		if got := Generic.DotF16(h, a); !close(got, float32(want), absDot(a, func(i int) float32 { return quant.F16ToF32(h[i]) })) {
+			t.Errorf("Generic.DotF16(n=%d) = %g, want %g", n, got, want)
+		}
+	}
+}
+
+func TestDot(t *testing.T) {
+	r := newRand(t)
+	for _, s := range fastSets(t) {
+		for _, n := range testLengths {
+			for off := range 3 {
+				a, b := randF32(r, n, off), randF32(r, n, 2-off)
+				want := Generic.DotF32(a, b)
+				if got := s.DotF32(a, b); !close(got, want, absDot(a, func(i int) float32 { return b[i] })) {
+					t.Errorf("%s.DotF32(n=%d, off=%d) = %g, want %g", s.Name, n, off, got, want)
+				}
+				if got, want := s.SumSquares(a), Generic.SumSquares(a); !close(got, want, absDot(a, func(i int) float32 { return a[i] })) {
+					t.Errorf("%s.SumSquares(n=%d, off=%d) = %g, want %g", s.Name, n, off, got, want)
+				}
+				h := randF16(r, n, off)
+				want = Generic.DotF16(h, a)
+				if got := s.DotF16(h, a); !close(got, want, absDot(a, func(i int) float32 { return quant.F16ToF32(h[i]) })) {
+					t.Errorf("%s.DotF16(n=%d, off=%d) = %g, want %g", s.Name, n, off, got, want)
+				}
+				bf := randBF16(r, n, off)
+				want = Generic.DotBF16(bf, a)
+				if got := s.DotBF16(bf, a); !close(got, want, absDot(a, func(i int) float32 { return quant.BF16ToF32(bf[i]) })) {
+					t.Errorf("%s.DotBF16(n=%d, off=%d) = %g, want %g", s.Name, n, off, got, want)
+				}
+			}
+		}
+	}
+}
+
+// checkMat compares y against want for an m×n output with stride ldy, and
+// checks that the padding between rows kept its sentinel.
+func checkMat(t *testing.T, call string, y, want []float32, scale []float64, m, n, ldy int) {
+	t.Helper()
+	for i := range m {
+		for j := range ldy {
+			idx := i*ldy + j
+			if idx >= len(y) {
+				break
+			}
+			if j >= n {
+				if y[idx] != 12345 {
+					t.Fatalf("%s: wrote y[%d] outside the %d×%d block (ldy %d)", call, idx, m, n, ldy)
+				}
+				continue
+			}
+			if !close(y[idx], want[idx], scale[idx]) {
+				t.Fatalf("%s: y[%d,%d] = %g, want %g", call, i, j, y[idx], want[idx])
+			}
+		}
+	}
+}
+
+func TestMatVec(t *testing.T) {
+	r := newRand(t)
+	for _, s := range fastSets(t) {
+		for _, rows := range []int{0, 1, 2, 3, 4, 5, 7, 9, 17} {
+			for _, k := range testLengths {
+				if rows*k > 1<<16 {
+					continue
+				}
+				off := (rows + k) % 3
+				x := randF32(r, k, off)
+				for _, dt := range []string{"F32", "F16", "BF16"} {
+					y, want := misaligned[float32](rows, off), make([]float32, rows)
+					scale := make([]float64, rows)
+					call := fmt.Sprintf("%s.MatVec%s(rows=%d, k=%d)", s.Name, dt, rows, k)
+					switch dt {
+					case "F32":
+						w := randF32(r, rows*k, 2-off)
+						Generic.MatVecF32(want, w, x)
+						s.MatVecF32(y, w, x)
+						for i := range scale {
+							scale[i] = absDot(x, func(j int) float32 { return w[i*k+j] })
+						}
+					case "F16", "BF16":
+						w, conv, gen, fast := randF16(r, rows*k, 2-off), quant.F16ToF32, Generic.MatVecF16, s.MatVecF16
+						if dt == "BF16" {
+							w, conv, gen, fast = randBF16(r, rows*k, 2-off), quant.BF16ToF32, Generic.MatVecBF16, s.MatVecBF16
+						}
+						gen(want, w, x)
+						fast(y, w, x)
+						for i := range scale {
+							scale[i] = absDot(x, func(j int) float32 { return conv(w[i*k+j]) })
+						}
+					}
+					checkMat(t, call, y, want, scale, rows, rows, rows)
+				}
+			}
+		}
+	}
+}
+
+func TestMatMul(t *testing.T) {
+	r := newRand(t)
+	for _, s := range fastSets(t) {
+		for m := 1; m <= 19; m++ {
+			if m > 9 && m != 12 && m != 13 && m != 17 && m != 19 {
+				continue
+			}
+			for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 13} {
+				for _, k := range []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 129, 257} {
+					off := (m + n + k) % 3
+					ldy := n + (m+k)%3
+					x := randF32(r, m*k, off)
+					for _, dt := range []string{"F32", "F16", "BF16"} {
+						call := fmt.Sprintf("%s.MatMul%s(m=%d, n=%d, k=%d, ldy=%d)", s.Name, dt, m, n, k, ldy)
+						size := (m-1)*ldy + n
+						y, want := misaligned[float32](size, 2-off), make([]float32, size)
+						for i := range y {
+							y[i], want[i] = 12345, 12345
+						}
+						scale := make([]float64, size)
+						var wf func(j, kk int) float32
+						switch dt {
+						case "F32":
+							w := randF32(r, n*k, 2-off)
+							Generic.MatMulF32(want, ldy, x, m, w)
+							s.MatMulF32(y, ldy, x, m, w)
+							wf = func(j, kk int) float32 { return w[j*k+kk] }
+						case "F16", "BF16":
+							w, conv, gen, fast := randF16(r, n*k, 2-off), quant.F16ToF32, Generic.MatMulF16, s.MatMulF16
+							if dt == "BF16" {
+								w, conv, gen, fast = randBF16(r, n*k, 2-off), quant.BF16ToF32, Generic.MatMulBF16, s.MatMulBF16
+							}
+							gen(want, ldy, x, m, w)
+							fast(y, ldy, x, m, w)
+							wf = func(j, kk int) float32 { return conv(w[j*k+kk]) }
+						}
+						for i := range m {
+							for j := range n {
+								scale[i*ldy+j] = absDot(x[i*k:(i+1)*k], func(kk int) float32 { return wf(j, kk) })
+							}
+						}
+						checkMat(t, call, y, want, scale, m, n, ldy)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAxpyScale(t *testing.T) {
+	r := newRand(t)
+	for _, s := range fastSets(t) {
+		for _, n := range testLengths {
+			for off := range 3 {
+				a := float32(r.NormFloat64())
+				x, y := randF32(r, n, off), randF32(r, n, 2-off)
+				want := append([]float32(nil), y...)
+				Generic.Axpy(want, a, x)
+				s.Axpy(y, a, x)
+				for i := range y {
+					// One rounding (FMA) against up to two.
+					if !close(y[i], want[i], 0.1*(math.Abs(float64(want[i]))+math.Abs(float64(a*x[i])))) {
+						t.Fatalf("%s.Axpy(n=%d, off=%d): y[%d] = %g, want %g", s.Name, n, off, i, y[i], want[i])
+					}
+				}
+				want = append(want[:0], x...)
+				Generic.Scale(want, a)
+				s.Scale(x, a)
+				for i := range x {
+					if x[i] != want[i] {
+						t.Fatalf("%s.Scale(n=%d, off=%d): x[%d] = %g, want %g", s.Name, n, off, i, x[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestConvertHalves checks every half and bfloat16 bit pattern, against
+// package quant and against each Set.
+func TestConvertHalves(t *testing.T) {
+	src := make([]uint16, 1<<16)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	want := make([]float32, len(src))
+	Generic.ConvertF16ToF32(want, src)
+	for i, h := range src {
+		q := math.Float32bits(quant.F16ToF32(h))
+		if h&0x7c00 == 0x7c00 && h&0x3ff != 0 {
+			q |= 0x00400000 // F16C quietens signalling NaNs
+		}
+		if g := math.Float32bits(want[i]); g != q {
+			t.Fatalf("Generic.ConvertF16ToF32(%#04x) = %#08x, want %#08x", h, g, q)
+		}
+	}
+	for _, s := range Sets()[1:] {
+		for _, off := range []int{0, 1} {
+			got := misaligned[float32](len(src)-off, off)
+			s.ConvertF16ToF32(got, src[off:])
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i+off]) {
+					t.Fatalf("%s.ConvertF16ToF32(%#04x) = %#08x, want %#08x", s.Name, src[i+off], math.Float32bits(got[i]), math.Float32bits(want[i+off]))
+				}
+			}
+			s.ConvertBF16ToF32(got, src[off:])
+			for i := range got {
+				if q := quant.BF16ToF32(src[i+off]); math.Float32bits(got[i]) != math.Float32bits(q) {
+					t.Fatalf("%s.ConvertBF16ToF32(%#04x) = %#08x, want %#08x", s.Name, src[i+off], math.Float32bits(got[i]), math.Float32bits(q))
+				}
+			}
+		}
+	}
+}
+
+func TestConvertF32ToF16(t *testing.T) {
+	r := newRand(t)
+	var src []float32
+	for h := range 1 << 16 {
+		f := quant.F16ToF32(uint16(h))
+		src = append(src, f)
+		if h&0x7fff < 0x7c00 { // finite: the tie above h, and its neighbours
+			b := math.Float32bits(f)
+			next := math.Float32bits(quant.F16ToF32(uint16(h + 1)))
+			if h&0x7fff == 0x7bff {
+				next = b + 0x2000 // 65520, the tie to infinity
+			}
+			mid := b + (next-b)/2
+			src = append(src, math.Float32frombits(mid), math.Float32frombits(mid-1), math.Float32frombits(mid+1))
+		}
+	}
+	for range 1 << 18 {
+		src = append(src, math.Float32frombits(r.Uint32()))
+	}
+	src = append(src, float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00001), 1e-45, -1e-40, 65519.99)
+	want := make([]uint16, len(src))
+	for i, f := range src {
+		want[i] = quant.F32ToF16(f)
+	}
+	for _, s := range Sets() {
+		for _, off := range []int{0, 1, 3} {
+			got := misaligned[uint16](len(src)-off, off)
+			s.ConvertF32ToF16(got, src[off:])
+			for i := range got {
+				if got[i] != want[i+off] {
+					t.Fatalf("%s.ConvertF32ToF16(%g = %#08x) = %#04x, want %#04x", s.Name, src[i+off], math.Float32bits(src[i+off]), got[i], want[i+off])
+				}
+			}
+		}
+	}
+}
+
+func TestConvertLengths(t *testing.T) {
+	r := newRand(t)
+	for _, s := range fastSets(t) {
+		for _, n := range testLengths {
+			for off := range 3 {
+				h := randF16(r, n, off)
+				got, want := misaligned[float32](n, 2-off), make([]float32, n)
+				s.ConvertF16ToF32(got, h)
+				Generic.ConvertF16ToF32(want, h)
+				s.ConvertBF16ToF32(got[:0], h[:0])
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s.ConvertF16ToF32(n=%d, off=%d): [%d] = %g, want %g", s.Name, n, off, i, got[i], want[i])
+					}
+				}
+				s.ConvertBF16ToF32(got, h)
+				Generic.ConvertBF16ToF32(want, h)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%s.ConvertBF16ToF32(n=%d, off=%d): [%d] = %g, want %g", s.Name, n, off, i, got[i], want[i])
+					}
+				}
+				h2, w2 := misaligned[uint16](n, off), make([]uint16, n)
+				s.ConvertF32ToF16(h2, got)
+				Generic.ConvertF32ToF16(w2, got)
+				for i := range w2 {
+					if h2[i] != w2[i] {
+						t.Fatalf("%s.ConvertF32ToF16(n=%d, off=%d): [%d] = %#04x, want %#04x", s.Name, n, off, i, h2[i], w2[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPanics(t *testing.T) {
+	for _, s := range Sets() {
+		cases := map[string]func(){
+			"DotF32":      func() { s.DotF32(make([]float32, 3), make([]float32, 4)) },
+			"DotF16":      func() { s.DotF16(make([]uint16, 3), make([]float32, 4)) },
+			"MatVecF32":   func() { s.MatVecF32(make([]float32, 2), make([]float32, 7), make([]float32, 4)) },
+			"MatVecF16":   func() { s.MatVecF16(make([]float32, 2), make([]uint16, 9), make([]float32, 4)) },
+			"MatMulF32/x": func() { s.MatMulF32(make([]float32, 8), 4, make([]float32, 7), 2, make([]float32, 8)) },
+			"MatMulF16/w": func() { s.MatMulF16(make([]float32, 8), 4, make([]float32, 8), 2, make([]uint16, 7)) },
+			"MatMulF16/y": func() { s.MatMulF16(make([]float32, 5), 3, make([]float32, 8), 2, make([]uint16, 12)) },
+			"Axpy":        func() { s.Axpy(make([]float32, 3), 1, make([]float32, 4)) },
+			"Convert":     func() { s.ConvertF16ToF32(make([]float32, 3), make([]uint16, 4)) },
+		}
+		for name, f := range cases {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s.%s: no panic", s.Name, name)
+					}
+				}()
+				f()
+			}()
+		}
+		// Empty products are fine.
+		s.MatMulF32(nil, 0, nil, 0, nil)
+		s.MatMulF16(nil, 0, nil, 3, nil)
+		y := []float32{1, 2}
+		s.MatVecF32(y, nil, nil)
+		if y[0] != 0 || y[1] != 0 {
+			t.Errorf("%s.MatVecF32 with k=0 left y = %v", s.Name, y)
+		}
+	}
+}
