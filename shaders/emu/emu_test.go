@@ -1,0 +1,232 @@
+package emu
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+)
+
+// The semantics tests: small kernels whose results depend on barriers and
+// simdgroup collectives behaving as on the GPU, and kernels with bugs the
+// dispatcher must report.
+const semanticsSrc = `
+#include <metal_stdlib>
+using namespace metal;
+
+struct N { int n; };
+
+// Each thread reads what its neighbour wrote before the barrier.
+template <typename T>
+kernel void barrier_rotate(constant N &a [[buffer(0)]], device T *out [[buffer(1)]],
+		threadgroup T *sh [[threadgroup(0)]], uint tid [[thread_index_in_threadgroup]],
+		uint3 tg [[threadgroup_position_in_grid]]) {
+	sh[tid] = T(tid) + T(1000 * tg.x);
+	threadgroup_barrier(mem_flags::mem_threadgroup);
+	out[tg.x * a.n + tid] = sh[(tid + 1) % a.n];
+}
+
+// Collectives over a threadgroup whose last simdgroup is partial.
+template <typename T>
+kernel void simd_ops(constant N &a [[buffer(0)]], device float *out [[buffer(1)]],
+		uint tid [[thread_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]]) {
+	const float v = float(tid) * 0.5f;
+	device float *o = out + tid * 8;
+	o[0] = simd_sum(v);
+	o[1] = simd_max(v);
+	o[2] = simd_prefix_exclusive_sum(v);
+	o[3] = simd_shuffle_down(v, ushort(3));
+	o[4] = simd_shuffle_xor(v, ushort(5));
+	o[5] = simd_broadcast(v, ushort(2));
+	o[6] = simd_any(lane == 7u) ? 1.0f : 0.0f;
+	o[7] = simd_all(lane < 40u) ? 1.0f : 0.0f;
+}
+
+// C[16x16] = A[16x8] · B[8x16], B read transposed from Bt[16x8].
+template <typename T>
+kernel void matrix_mul(constant N &a [[buffer(0)]], device const float *A [[buffer(1)]],
+		device const float *Bt [[buffer(2)]], device float *C [[buffer(3)]],
+		uint sg [[simdgroup_index_in_threadgroup]]) {
+	const int i = int(sg) / 2, j = int(sg) % 2;
+	simdgroup_float8x8 x, y, c = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+	simdgroup_load(x, A + i * 8 * 8, 8);
+	simdgroup_load(y, Bt + j * 8 * 8, 8, ulong2(0), true);
+	simdgroup_multiply_accumulate(c, x, y, c);
+	simdgroup_store(c, C + i * 8 * 16 + j * 8, 16);
+}
+
+template <typename T>
+kernel void bad_barrier(constant N &a [[buffer(0)]], device float *out [[buffer(1)]],
+		uint tid [[thread_index_in_threadgroup]]) {
+	if (tid < 16u) {
+		threadgroup_barrier(mem_flags::mem_threadgroup);
+	}
+	out[tid] = 1.0f;
+}
+
+template <typename T>
+kernel void bad_divergence(constant N &a [[buffer(0)]], device float *out [[buffer(1)]],
+		uint lane [[thread_index_in_simdgroup]]) {
+	out[lane] = lane < 16u ? simd_sum(1.0f) : simd_max(1.0f);
+}
+
+template <typename T>
+kernel void bad_bounds(constant N &a [[buffer(0)]], device float *out [[buffer(1)]],
+		uint tid [[thread_position_in_grid]]) {
+	out[tid] = 1.0f; // the grid is larger than the buffer
+}
+
+template <typename T>
+kernel void bad_load(constant N &a [[buffer(0)]], device float *out [[buffer(1)]],
+		uint lane [[thread_index_in_simdgroup]]) {
+	simdgroup_float8x8 x;
+	simdgroup_load(x, out + lane, 8);
+}
+
+instantiate_kernel("barrier_rotate_f32", barrier_rotate, float)
+instantiate_kernel("simd_ops_f32", simd_ops, float)
+instantiate_kernel("matrix_mul_f32", matrix_mul, float)
+instantiate_kernel("bad_barrier_f32", bad_barrier, float)
+instantiate_kernel("bad_divergence_f32", bad_divergence, float)
+instantiate_kernel("bad_bounds_f32", bad_bounds, float)
+instantiate_kernel("bad_load_f32", bad_load, float)
+`
+
+func semantics(t *testing.T) *Program {
+	t.Helper()
+	p, err := ForTest(t).Build("semantics.metal", semanticsSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func i32s(vs ...int) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	}
+	return b
+}
+
+func f32s(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func fromF32(f []float32) []byte {
+	b := make([]byte, 4*len(f))
+	for i, v := range f {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+func TestBarrier(t *testing.T) {
+	p := semantics(t)
+	const n, groups = 100, 3
+	d := &Dispatch{Kernel: "barrier_rotate_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
+		Buffers:     []Buffer{{0, i32s(n)}, {1, make([]byte, 4*n*groups)}},
+		Threadgroup: map[int]int{0: 4 * 112}}
+	if err := p.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	out := f32s(d.Buffers[1].Data)
+	for g := 0; g < groups; g++ {
+		for i := 0; i < n; i++ {
+			if want := float32((i+1)%n + 1000*g); out[g*n+i] != want {
+				t.Fatalf("group %d thread %d read %v, want %v", g, i, out[g*n+i], want)
+			}
+		}
+	}
+}
+
+func TestSimdgroupOps(t *testing.T) {
+	p := semantics(t)
+	const n = 48 // one full simdgroup and one of 16 lanes
+	d := &Dispatch{Kernel: "simd_ops_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{n, 1, 1},
+		Buffers: []Buffer{{0, i32s(n)}, {1, make([]byte, 4*8*n)}}}
+	if err := p.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	out := f32s(d.Buffers[1].Data)
+	for tid := 0; tid < n; tid++ {
+		sg, lane := tid/32, tid%32
+		lanes := min(32, n-32*sg)
+		val := func(l int) float32 { return float32(32*sg+l) * 0.5 }
+		var sum, prefix float32
+		for l := 0; l < lanes; l++ {
+			sum += val(l)
+			if l < lane {
+				prefix += val(l)
+			}
+		}
+		from := func(src int) float32 {
+			if src < 0 || src >= lanes {
+				return val(lane)
+			}
+			return val(src)
+		}
+		want := []float32{sum, val(lanes - 1), prefix, from(lane + 3), from(lane ^ 5), val(2), 1, 1}
+		for k, w := range want {
+			if got := out[tid*8+k]; got != w {
+				t.Errorf("thread %d op %d = %v, want %v", tid, k, got, w)
+			}
+		}
+	}
+}
+
+func TestSimdgroupMatrix(t *testing.T) {
+	p := semantics(t)
+	a := make([]float32, 16*8)
+	bt := make([]float32, 16*8)
+	for i := range a {
+		a[i] = float32(i%7) - 3
+		bt[i] = float32(i%5) * 0.25
+	}
+	d := &Dispatch{Kernel: "matrix_mul_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{128, 1, 1},
+		Buffers: []Buffer{{0, i32s(0)}, {1, fromF32(a)}, {2, fromF32(bt)}, {3, make([]byte, 4*256)}}}
+	if err := p.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	c := f32s(d.Buffers[3].Data)
+	for i := 0; i < 16; i++ {
+		for j := 0; j < 16; j++ {
+			want := float32(1)
+			for k := 0; k < 8; k++ {
+				want += a[i*8+k] * bt[j*8+k]
+			}
+			if c[i*16+j] != want {
+				t.Fatalf("C[%d,%d] = %v, want %v", i, j, c[i*16+j], want)
+			}
+		}
+	}
+}
+
+// TestReportsBugs checks that kernel bugs that would hang, corrupt memory or
+// be undefined on the GPU are reported rather than computed.
+func TestReportsBugs(t *testing.T) {
+	p := semantics(t)
+	for _, tc := range []struct {
+		kernel string
+		group  int
+		out    int
+		want   string
+	}{
+		{"bad_barrier_f32", 64, 64, "threadgroup_barrier"},
+		{"bad_divergence_f32", 32, 32, "divergent"},
+		{"bad_bounds_f32", 64, 63, "past the end of buffer(1)"},
+		{"bad_load_f32", 32, 64, "simdgroup_load"},
+	} {
+		d := &Dispatch{Kernel: tc.kernel, Grid: [3]int{1, 1, 1}, Group: [3]int{tc.group, 1, 1},
+			Buffers: []Buffer{{0, i32s(0)}, {1, make([]byte, 4*tc.out)}}}
+		err := p.Run(d)
+		t.Logf("%s: %v", tc.kernel, err)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.kernel, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+// driver.cpp runs one emulated Metal dispatch per process: it reads the
+// kernel name, grid, buffers and threadgroup memory sizes from stdin, runs
+// every threadgroup (threads as fibers, see emu.h), and writes the buffers
+// back to stdout. Errors go to stderr with exit status 2; a memory fault
+// (a guard page around every buffer) exits with status 3.
+//
+// Request, little-endian:
+//   "EMU1" u32 namelen, name, u32 grid[3] (threadgroups), u32 group[3] (threads),
+//   u32 nbuf, nbuf × {u32 index, u64 size, size bytes},
+//   u32 ntg, ntg × {u32 index, u64 size}
+// Reply: the nbuf buffers' bytes, in request order.
+//
+// "driver --list" prints the kernel names, one a line.
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <vector>
+
+#include "emu.h"
+
+extern emu::Entry emu_entries[];
+extern int emu_nentries;
+
+namespace emu {
+
+Thread *cur;
+Launch *launch;
+
+enum State { kReady, kRunning, kBlockedSimd, kBlockedBarrier, kDone };
+
+static const char *kernel_name = "";
+static ucontext_t sched_ctx;
+static std::vector<Thread> threads;
+static std::vector<ucontext_t> fibers;
+static std::vector<Simdgroup *> simdgroups;
+static Threadgroup group;
+static void (*entry)();
+static unsigned char *stacks;
+static const size_t kStack = 256 << 10;
+
+[[noreturn]] void fail(const char *fmt, ...) {
+	fflush(stdout);
+	fprintf(stderr, "emu: %s", kernel_name);
+	if (cur != nullptr) {
+		fprintf(stderr, " threadgroup (%u,%u,%u) thread (%u,%u,%u)", cur->tgpig.x, cur->tgpig.y, cur->tgpig.z,
+		        cur->tpitg.x, cur->tpitg.y, cur->tpitg.z);
+	}
+	fprintf(stderr, ": ");
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	_exit(2);
+}
+
+Thread *thread_at(int i) { return &threads[i]; }
+
+void block() {
+	Thread *t = cur;
+	swapcontext(&fibers[t->tiitg], &sched_ctx);
+}
+
+void release(Thread *t) { t->state = kReady; }
+
+void complete(Simdgroup *g) {
+	g->op(g);
+	for (int l = 0; l < kSimdWidth; l++) {
+		if (!g->present[l]) continue;
+		g->present[l] = false;
+		Thread *t = thread_at(g->first + l);
+		if (t != cur) release(t);
+	}
+	g->arrived = 0;
+	g->op = nullptr;
+}
+
+void threadgroup_barrier() {
+	Thread *t = cur;
+	Threadgroup *tg = t->tg;
+	if (tg->active != tg->threads) {
+		fail("threadgroup_barrier reached after %d of %d threads returned", tg->threads - tg->active, tg->threads);
+	}
+	if (t->sg->arrived > 0) {
+		fail("threadgroup_barrier while other lanes of simdgroup %d wait in %s", t->sg->index, t->sg->what);
+	}
+	tg->arrived++;
+	if (tg->arrived == tg->active) {
+		tg->arrived = 0;
+		for (auto &o : threads)
+			if (o.state == kBlockedBarrier) o.state = kReady;
+		return;
+	}
+	t->state = kBlockedBarrier;
+	block();
+}
+
+static void finish(Thread *t) {
+	t->state = kDone;
+	Simdgroup *g = t->sg;
+	g->active--;
+	t->tg->active--;
+	if (t->tg->arrived > 0) {
+		fail("returned while %d threads wait at threadgroup_barrier", t->tg->arrived);
+	}
+	if (g->arrived > 0 && g->arrived == g->active) complete(g);
+}
+
+static void trampoline() {
+	entry();
+	finish(cur);
+	swapcontext(&fibers[cur->tiitg], &sched_ctx);
+	fail("finished fiber resumed");
+}
+
+static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
+	int n = int(ntptg.x * ntptg.y * ntptg.z);
+	int nsg = (n + kSimdWidth - 1) / kSimdWidth;
+	group = Threadgroup{n, n, 0};
+	for (int s = 0; s < nsg; s++) {
+		Simdgroup *g = simdgroups[s];
+		memset(g->present, 0, sizeof g->present);
+		g->index = s;
+		g->first = s * kSimdWidth;
+		g->lanes = n - g->first < kSimdWidth ? n - g->first : kSimdWidth;
+		g->active = g->lanes;
+		g->arrived = 0;
+		g->op = nullptr;
+		g->what = "";
+	}
+	for (int i = 0; i < n; i++) {
+		Thread &t = threads[i];
+		t.tpitg = {uint32_t(i) % ntptg.x, (uint32_t(i) / ntptg.x) % ntptg.y, uint32_t(i) / (ntptg.x * ntptg.y)};
+		t.tgpig = tgpig;
+		t.ntptg = ntptg;
+		t.ntgpg = ntgpg;
+		t.ntpg = {ntgpg.x * ntptg.x, ntgpg.y * ntptg.y, ntgpg.z * ntptg.z};
+		t.tpig = {tgpig.x * ntptg.x + t.tpitg.x, tgpig.y * ntptg.y + t.tpitg.y, tgpig.z * ntptg.z + t.tpitg.z};
+		t.tiitg = uint32_t(i);
+		t.lane = uint32_t(i % kSimdWidth);
+		t.sgitg = uint32_t(i / kSimdWidth);
+		t.nsg = uint32_t(nsg);
+		t.sg = simdgroups[i / kSimdWidth];
+		t.tg = &group;
+		t.state = kReady;
+		ucontext_t &f = fibers[i];
+		getcontext(&f);
+		f.uc_stack.ss_sp = stacks + size_t(i) * kStack;
+		f.uc_stack.ss_size = kStack;
+		f.uc_link = nullptr;
+		makecontext(&f, trampoline, 0);
+	}
+	// Threadgroup memory starts as NaN bytes, so reading it before writing shows.
+	for (int i = 0; i < 8; i++)
+		if (launch->tgmem[i] != nullptr) memset(launch->tgmem[i], 0xff, launch->tgsizes[i]);
+
+	int done = 0;
+	while (done < n) {
+		bool ran = false;
+		for (int i = 0; i < n; i++) {
+			Thread &t = threads[i];
+			if (t.state != kReady) continue;
+			ran = true;
+			t.state = kRunning;
+			cur = &t;
+			swapcontext(&sched_ctx, &fibers[i]);
+			if (t.state == kRunning) t.state = kBlockedSimd;
+			if (t.state == kDone) done++;
+		}
+		if (!ran && done < n) {
+			cur = nullptr;
+			std::string why;
+			for (auto *g : simdgroups) {
+				if (g->index >= nsg) break;
+				if (g->arrived > 0) {
+					why += " simdgroup " + std::to_string(g->index) + ": " + std::to_string(g->arrived) + " of " +
+					       std::to_string(g->active) + " active lanes wait in " + g->what + ";";
+				}
+			}
+			if (group.arrived > 0) {
+				why += " " + std::to_string(group.arrived) + " of " + std::to_string(group.active) +
+				       " threads wait at threadgroup_barrier;";
+			}
+			fail("deadlock in threadgroup (%u,%u,%u):%s", tgpig.x, tgpig.y, tgpig.z, why.c_str());
+		}
+	}
+	cur = nullptr;
+}
+
+// Device buffers sit between two inaccessible pages, ending 16-byte aligned
+// right before the second, so that reading or writing past either end faults.
+struct Guarded {
+	unsigned char *base;
+	size_t maplen;
+	unsigned char *data;
+	size_t size, slack;
+};
+
+static std::vector<Guarded> guarded;
+
+static Guarded make_guarded(size_t size) {
+	size_t page = size_t(sysconf(_SC_PAGESIZE));
+	size_t padded = (size + 15) & ~size_t(15);
+	size_t body = (padded + page - 1) / page * page;
+	size_t maplen = body + 2 * page;
+	void *m = mmap(nullptr, maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) fail("mmap of %zu bytes failed", maplen);
+	unsigned char *base = static_cast<unsigned char *>(m);
+	mprotect(base, page, PROT_NONE);
+	mprotect(base + page + body, page, PROT_NONE);
+	unsigned char *data = base + page + body - padded;
+	memset(data + size, 0xff, padded - size);
+	return Guarded{base, maplen, data, size, padded - size};
+}
+
+static void on_fault(int sig, siginfo_t *si, void *) {
+	char msg[256];
+	int n = 0;
+	unsigned char *a = static_cast<unsigned char *>(si->si_addr);
+	const char *what = "an unknown address";
+	int idx = -1;
+	for (size_t i = 0; i < guarded.size(); i++) {
+		if (guarded[i].base == nullptr) continue;
+		if (a >= guarded[i].base && a < guarded[i].base + guarded[i].maplen) {
+			idx = int(i);
+			what = a < guarded[i].data ? "before the start of" : "past the end of";
+		}
+	}
+	if (idx >= 0) {
+		n = snprintf(msg, sizeof msg, "emu: %s: memory fault (signal %d) %s buffer(%d) at byte offset %ld\n",
+		             kernel_name, sig, what, idx, long(a - guarded[idx].data));
+	} else {
+		n = snprintf(msg, sizeof msg, "emu: %s: memory fault (signal %d) at %p (%s)\n", kernel_name, sig,
+		             si->si_addr, what);
+	}
+	if (n > 0) {
+		ssize_t w = write(2, msg, size_t(n));
+		(void)w;
+	}
+	_exit(3);
+}
+
+static void read_full(void *p, size_t n) {
+	if (n > 0 && fread(p, 1, n, stdin) != n) fail("short request on stdin");
+}
+static uint32_t read_u32() {
+	uint32_t v;
+	read_full(&v, 4);
+	return v;
+}
+static uint64_t read_u64() {
+	uint64_t v;
+	read_full(&v, 8);
+	return v;
+}
+
+} // namespace emu
+
+int main(int argc, char **argv) {
+	using namespace emu;
+	if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+		for (int i = 0; i < emu_nentries; i++) printf("%s\n", emu_entries[i].name);
+		return 0;
+	}
+	char magic[4];
+	read_full(magic, 4);
+	if (memcmp(magic, "EMU1", 4) != 0) fail("bad request magic");
+	std::string name(read_u32(), '\0');
+	read_full(name.data(), name.size());
+	kernel_name = strdup(name.c_str());
+	for (int i = 0; i < emu_nentries; i++)
+		if (name == emu_entries[i].name) entry = emu_entries[i].run;
+	if (entry == nullptr) fail("no kernel named %s in this library", name.c_str());
+	Dim3 grid{read_u32(), read_u32(), read_u32()};
+	Dim3 tg{read_u32(), read_u32(), read_u32()};
+	uint64_t nthreads = uint64_t(tg.x) * tg.y * tg.z;
+	if (nthreads == 0 || nthreads > 1024) fail("threadgroup of %llu threads (1..1024)", (unsigned long long)nthreads);
+
+	static Launch l;
+	launch = &l;
+	guarded.resize(32);
+	uint32_t nbuf = read_u32();
+	std::vector<uint32_t> order;
+	for (uint32_t i = 0; i < nbuf; i++) {
+		uint32_t idx = read_u32();
+		uint64_t size = read_u64();
+		if (idx >= 32) fail("buffer index %u out of range", idx);
+		if (l.buffers[idx] != nullptr) fail("buffer(%u) bound twice", idx);
+		Guarded g = make_guarded(size);
+		read_full(g.data, size);
+		guarded[idx] = g;
+		l.buffers[idx] = g.data;
+		l.sizes[idx] = size;
+		order.push_back(idx);
+	}
+	uint32_t ntg = read_u32();
+	size_t tgtotal = 0;
+	for (uint32_t i = 0; i < ntg; i++) {
+		uint32_t idx = read_u32();
+		uint64_t size = read_u64();
+		if (idx >= 8) fail("threadgroup memory index %u out of range", idx);
+		if (size % 16 != 0) fail("threadgroup(%u) memory length %llu is not a multiple of 16", idx, (unsigned long long)size);
+		tgtotal += size;
+		l.tgmem[idx] = static_cast<unsigned char *>(aligned_alloc(16, size > 0 ? size : 16));
+		l.tgsizes[idx] = size;
+	}
+	if (tgtotal > 32768) fail("%zu bytes of threadgroup memory (Apple GPUs allow 32768)", tgtotal);
+
+	stack_t ss;
+	ss.ss_sp = malloc(1 << 16);
+	ss.ss_size = 1 << 16;
+	ss.ss_flags = 0;
+	sigaltstack(&ss, nullptr);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigaction(SIGSEGV, &sa, nullptr);
+	sigaction(SIGBUS, &sa, nullptr);
+
+	threads.resize(nthreads);
+	fibers.resize(nthreads);
+	int nsg = int((nthreads + kSimdWidth - 1) / kSimdWidth);
+	for (int s = 0; s < nsg; s++) simdgroups.push_back(new Simdgroup());
+	stacks = static_cast<unsigned char *>(mmap(nullptr, kStack * nthreads, PROT_READ | PROT_WRITE,
+	                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+	if (stacks == MAP_FAILED) fail("cannot map fiber stacks");
+
+	for (uint32_t z = 0; z < grid.z; z++)
+		for (uint32_t y = 0; y < grid.y; y++)
+			for (uint32_t x = 0; x < grid.x; x++) run_threadgroup(Dim3{x, y, z}, grid, tg);
+
+	for (uint32_t idx : order) {
+		Guarded &g = guarded[idx];
+		for (size_t i = 0; i < g.slack; i++)
+			if (g.data[g.size + i] != 0xff) fail("kernel wrote past the end of buffer(%u) (byte %zu)", idx, g.size + i);
+		if (g.size > 0 && fwrite(g.data, 1, g.size, stdout) != g.size) fail("short write of buffer(%u)", idx);
+	}
+	fflush(stdout);
+	return 0;
+}

@@ -1,0 +1,46 @@
+// kv.metal: writes new rows into a KV cache at kvLen, and compacts the
+// accepted path of a verified tree (row kvLen+idx[i] moves to kvLen+i).
+// Grid: (ceil(N·row/256)) for kv_write and (ceil(row/256)) for kv_compact;
+// threadgroup: 256.
+#include "common.h"
+
+template <typename T>
+kernel void kv_write(
+		constant KVArgs &args [[buffer(0)]],
+		device T *cache [[buffer(1)]],
+		device const T *rows [[buffer(2)]],
+		device const int *kv_len [[buffer(3)]],
+		uint3 tpig [[thread_position_in_grid]]) {
+	const int at = kv_len[0];
+	const uint i = tpig.x;
+	if (i >= uint(args.N) * uint(args.row) || at < 0 || at + args.N > args.C) {
+		return;
+	}
+	cache[ulong(at) * ulong(args.row) + i] = rows[i];
+}
+
+// Each thread owns one column of the row and walks the indices in order, so
+// the in-place forward copy is safe without barriers: idx is increasing with
+// idx[i] >= i, so a row is read before any later step overwrites it.
+template <typename T>
+kernel void kv_compact(
+		constant KVArgs &args [[buffer(0)]],
+		device T *cache [[buffer(1)]],
+		device const int *kv_len [[buffer(2)]],
+		device const int *idx [[buffer(3)]],
+		uint3 tpig [[thread_position_in_grid]]) {
+	const int at = kv_len[0];
+	const uint c = tpig.x;
+	if (c >= uint(args.row) || at < 0) {
+		return;
+	}
+	for (int i = 0; i < args.N; i++) {
+		const int j = idx[i];
+		if (j != i && at + j < args.C) {
+			cache[ulong(at + i) * ulong(args.row) + c] = cache[ulong(at + j) * ulong(args.row) + c];
+		}
+	}
+}
+
+instantiate_kernel("kv_write_f32", kv_write, float)
+instantiate_kernel("kv_compact_f32", kv_compact, float)
