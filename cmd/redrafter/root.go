@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/seed9b8f47b1/redrafter/runtime/cpu" // registers the cpu backend
+)
+
+// globalFlags are shared by every command.
+type globalFlags struct {
+	backend  string
+	threads  int
+	logLevel string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "redrafter",
+		Short:         "Run Llama-family models locally, faster with ReDrafter speculative decoding",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+			if g.threads < 0 {
+				return fmt.Errorf("--threads must be positive")
+			}
+			if g.threads > 0 {
+				goruntime.GOMAXPROCS(g.threads)
+			}
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.backend, "backend", envOr("REDRAFTER_BACKEND", "auto"), "compute backend: auto, cpu, metal or cuda (env REDRAFTER_BACKEND)")
+	pf.IntVar(&g.threads, "threads", 0, "CPU threads (0: all cores)")
+	pf.StringVar(&g.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd())
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

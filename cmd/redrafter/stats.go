@@ -1,0 +1,62 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/seed9b8f47b1/redrafter/runtime"
+)
+
+type statsJSON struct {
+	Backend         string  `json:"backend"`
+	PromptTokens    int     `json:"prompt_tokens"`
+	GeneratedTokens int     `json:"generated_tokens"`
+	LoadMS          float64 `json:"load_ms"`
+	PrefillMS       float64 `json:"prefill_ms"`
+	DecodeMS        float64 `json:"decode_ms"`
+	PrefillTokPerS  float64 `json:"prefill_tokens_per_s"`
+	DecodeTokPerS   float64 `json:"decode_tokens_per_s"`
+	StopReason      string  `json:"stop_reason"`
+}
+
+type resultJSON struct {
+	Text   string    `json:"text"`
+	Tokens []int32   `json:"tokens"`
+	Stats  statsJSON `json:"stats"`
+}
+
+func jsonResult(r *runtime.Result, e *runtime.Engine) resultJSON {
+	s := r.Stats
+	tokens := r.Tokens
+	if tokens == nil {
+		tokens = []int32{}
+	}
+	return resultJSON{Text: r.Text, Tokens: tokens, Stats: statsJSON{
+		Backend:         e.Backend.Name(),
+		PromptTokens:    s.PromptTokens,
+		GeneratedTokens: s.GeneratedTokens,
+		LoadMS:          ms(e.LoadTime.Seconds()),
+		PrefillMS:       ms(s.Prefill.Seconds()),
+		DecodeMS:        ms(s.Decode.Seconds()),
+		PrefillTokPerS:  s.PrefillRate(),
+		DecodeTokPerS:   s.DecodeRate(),
+		StopReason:      r.Reason,
+	}}
+}
+
+func ms(sec float64) float64 { return sec * 1000 }
+
+func printStats(w io.Writer, r *runtime.Result, e *runtime.Engine) {
+	s := r.Stats
+	fmt.Fprintf(w, "backend %s, load %.0f ms\n", e.Backend.Name(), ms(e.LoadTime.Seconds()))
+	fmt.Fprintf(w, "prefill: %d tokens in %.1f ms (%.1f tokens/s)\n", s.PromptTokens, ms(s.Prefill.Seconds()), s.PrefillRate())
+	fmt.Fprintf(w, "decode:  %d tokens in %.1f ms (%.1f tokens/s), stop: %s\n", s.GeneratedTokens, ms(s.Decode.Seconds()), s.DecodeRate(), r.Reason)
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) >> 1
+}

@@ -1,0 +1,92 @@
+// Package llama is the Llama-family architecture (Llama 2/3, Vicuna,
+// TinyLlama, Mistral, Qwen2): its configuration, weights bound by checkpoint
+// name, and the graph builder for prefill, decode and tree verification,
+// which are one forward pass over N new tokens with different attention
+// trees.
+package llama
+
+import (
+	"fmt"
+	"math"
+)
+
+// Config is the architecture of a loaded model, normalised from a GGUF
+// file's metadata or an HF config.json.
+type Config struct {
+	Arch       string  // "llama", "mistral" or "qwen2"
+	Vocab      int     // vocabulary size
+	Dim        int     // hidden size
+	FFN        int     // intermediate size of the SwiGLU MLP
+	Layers     int     // transformer blocks
+	Heads      int     // query heads
+	KVHeads    int     // key/value heads (GQA when < Heads)
+	HeadDim    int     // per-head dimension
+	NormEps    float32 // RMSNorm epsilon
+	RopeTheta  float64 // RoPE base
+	RopeDims   int     // rotated dimensions per head (= HeadDim unless partial)
+	RopeNeoX   bool    // pair x[j] with x[j+d/2] (HF); else adjacent pairs (llama.cpp's permuted GGUF)
+	RopeScale  RopeScaling
+	Context    int  // trained context length
+	QKVBias    bool // q/k/v projections carry biases (Qwen2)
+	TiedOutput bool // the output projection is the embedding table
+}
+
+// RopeScaling adjusts RoPE frequencies for long contexts.
+type RopeScaling struct {
+	Type   string  // "", "linear" or "llama3"
+	Factor float64 // linear and llama3
+	// llama3 only.
+	LowFreqFactor, HighFreqFactor float64
+	OriginalContext               int
+	// FreqFactors divide the frequencies one by one (GGUF rope_freqs.weight).
+	FreqFactors []float32
+}
+
+// validate checks that the numbers describe a buildable model.
+func (c *Config) validate() error {
+	switch {
+	case c.Vocab <= 0 || c.Dim <= 0 || c.FFN <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0:
+		return fmt.Errorf("llama: config has non-positive sizes: %+v", *c)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("llama: %d query heads are not a multiple of %d KV heads", c.Heads, c.KVHeads)
+	case c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
+		return fmt.Errorf("llama: rope dimension %d is invalid for head dimension %d", c.RopeDims, c.HeadDim)
+	case c.Context <= 0:
+		return fmt.Errorf("llama: context length %d", c.Context)
+	case !(c.NormEps > 0) || !(c.RopeTheta > 0):
+		return fmt.Errorf("llama: rms epsilon %g and rope base %g must be positive", c.NormEps, c.RopeTheta)
+	}
+	return nil
+}
+
+// InvFreq returns the RoPE inverse frequencies with scaling applied.
+func (c *Config) InvFreq() []float32 {
+	half := c.RopeDims / 2
+	inv := make([]float32, half)
+	s := c.RopeScale
+	for j := range half {
+		f := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.RopeDims))
+		switch s.Type {
+		case "linear":
+			f /= s.Factor
+		case "llama3":
+			// Llama 3.1: long wavelengths are slowed by Factor, short ones
+			// kept, and the band between interpolated.
+			lowWave := float64(s.OriginalContext) / s.LowFreqFactor
+			highWave := float64(s.OriginalContext) / s.HighFreqFactor
+			wave := 2 * math.Pi / f
+			switch {
+			case wave > lowWave:
+				f /= s.Factor
+			case wave >= highWave:
+				smooth := (float64(s.OriginalContext)/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+				f = (1-smooth)*f/s.Factor + smooth*f
+			}
+		}
+		if j < len(s.FreqFactors) {
+			f /= float64(s.FreqFactors[j])
+		}
+		inv[j] = float32(f)
+	}
+	return inv
+}
