@@ -1,0 +1,340 @@
+package formats
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// HFConfig is a Hugging Face config.json of a Llama-family model (Llama 1-3,
+// Vicuna, TinyLlama, Mistral, Qwen2), by its config.json names. ReadHFConfig
+// fills in the defaults; see setDefaults for them.
+type HFConfig struct {
+	Architectures         []string     `json:"architectures"` // e.g. ["LlamaForCausalLM"]
+	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2"
+	HiddenSize            int          `json:"hidden_size"`
+	IntermediateSize      int          `json:"intermediate_size"`
+	NumHiddenLayers       int          `json:"num_hidden_layers"`
+	NumAttentionHeads     int          `json:"num_attention_heads"`
+	NumKeyValueHeads      int          `json:"num_key_value_heads"` // default NumAttentionHeads
+	HeadDim               int          `json:"head_dim"`            // default HiddenSize/NumAttentionHeads
+	RMSNormEps            float64      `json:"rms_norm_eps"`        // default 1e-6
+	RopeTheta             float64      `json:"rope_theta"`          // default 10000
+	RopeScaling           *RopeScaling `json:"rope_scaling"`        // nil: none
+	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
+	VocabSize             int          `json:"vocab_size"`
+	// TieWordEmbeddings: there is no lm_head.weight; the output projection
+	// reuses model.embed_tokens.weight.
+	TieWordEmbeddings bool `json:"tie_word_embeddings"`
+	// AttentionBias is Llama's flag for biases on q, k, v and o. Qwen2 does
+	// not set it but always has q, k and v biases (and none on o): key that
+	// on ModelType or on the tensors present.
+	AttentionBias bool   `json:"attention_bias"`
+	MLPBias       bool   `json:"mlp_bias"`
+	BOSTokenID    *int   `json:"-"`           // bos_token_id; nil if absent or null
+	EOSTokenIDs   []int  `json:"-"`           // eos_token_id, an int or a list
+	TorchDType    string `json:"torch_dtype"` // "float16", "bfloat16", "float32"; newer files say "dtype"
+	HiddenAct     string `json:"hidden_act"`  // default "silu"
+	SlidingWindow *int   `json:"sliding_window"`
+	// UseSlidingWindow is Qwen2's switch for SlidingWindow (false there by
+	// default); Mistral has no switch and uses the window when it is set.
+	UseSlidingWindow *bool `json:"use_sliding_window"`
+	// Quantization is "quantization", or else "quantization_config"; nil if
+	// neither is present.
+	Quantization *Quantization `json:"-"`
+}
+
+// RopeScaling is config.json "rope_scaling".
+type RopeScaling struct {
+	Type                          string  `json:"-"` // "rope_type", or else "type": "linear", "dynamic", "yarn", "llama3"
+	Factor                        float64 `json:"factor"`
+	LowFreqFactor                 float64 `json:"low_freq_factor"`                  // llama3
+	HighFreqFactor                float64 `json:"high_freq_factor"`                 // llama3
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"` // llama3, yarn
+}
+
+// UnmarshalJSON accepts the type under "rope_type" or "type".
+func (r *RopeScaling) UnmarshalJSON(b []byte) error {
+	type plain RopeScaling
+	aux := struct {
+		*plain
+		Type     string `json:"type"`
+		RopeType string `json:"rope_type"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	r.Type = aux.RopeType
+	if r.Type == "" {
+		r.Type = aux.Type
+	}
+	return nil
+}
+
+// Quantization is the quantization block of config.json. MLX checkpoints
+// write {"group_size": 64, "bits": 4} plus optional per-module overrides
+// keyed by module path; Hugging Face quantizers (GPTQ, AWQ, ...) write
+// "quant_method" and their own keys, which are not interpreted here.
+type Quantization struct {
+	GroupSize   int    `json:"group_size"`   // MLX default 64
+	Bits        int    `json:"bits"`         // MLX default 4
+	Mode        string `json:"mode"`         // MLX: "affine" (default), "mxfp4", ...
+	QuantMethod string `json:"quant_method"` // Hugging Face quantizers only
+	// Overrides holds the per-module entries as written: a JSON object with
+	// group_size and/or bits, or false for a module left unquantized. Only
+	// MLX-style blocks (no quant_method) have them.
+	Overrides map[string]json.RawMessage `json:"-"`
+}
+
+// quantOverride is one object in Quantization.Overrides.
+type quantOverride struct {
+	GroupSize int `json:"group_size"`
+	Bits      int `json:"bits"`
+}
+
+// UnmarshalJSON reads the known keys and keeps object and boolean entries as
+// Overrides.
+func (q *Quantization) UnmarshalJSON(b []byte) error {
+	type plain Quantization
+	if err := json.Unmarshal(b, (*plain)(q)); err != nil {
+		return err
+	}
+	if q.QuantMethod != "" {
+		return nil
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	for k, v := range all {
+		switch k {
+		case "group_size", "bits", "mode", "quant_method":
+			continue
+		}
+		v = bytes.TrimSpace(v)
+		switch {
+		case len(v) > 0 && v[0] == '{':
+			var o quantOverride
+			if err := json.Unmarshal(v, &o); err != nil {
+				return fmt.Errorf("module %q: %w", k, err)
+			}
+		case string(v) == "false" || string(v) == "true":
+		default:
+			continue
+		}
+		if q.Overrides == nil {
+			q.Overrides = map[string]json.RawMessage{}
+		}
+		q.Overrides[k] = v
+	}
+	return nil
+}
+
+// Module returns the group size and bits for the module at path (for example
+// "model.layers.0.mlp.down_proj"), applying its override if there is one. ok
+// is false if the override is false. In MLX checkpoints whether a module is
+// quantized at all is decided by the presence of <path>.scales; Module only
+// says how.
+func (q *Quantization) Module(path string) (groupSize, bits int, ok bool) {
+	groupSize, bits = q.GroupSize, q.Bits
+	v, found := q.Overrides[path]
+	switch {
+	case !found || string(v) == "true":
+		return groupSize, bits, true
+	case string(v) == "false":
+		return 0, 0, false
+	}
+	var o quantOverride
+	json.Unmarshal(v, &o) // checked by UnmarshalJSON
+	if o.GroupSize != 0 {
+		groupSize = o.GroupSize
+	}
+	if o.Bits != 0 {
+		bits = o.Bits
+	}
+	return groupSize, bits, true
+}
+
+// UnmarshalJSON decodes config.json without applying defaults: it handles
+// eos_token_id as an int or a list, "dtype" for "torch_dtype", the two names
+// of the quantization block, and the "rope_parameters" block of newer
+// transformers releases (which holds rope_theta and the scaling).
+func (c *HFConfig) UnmarshalJSON(b []byte) error {
+	type plain HFConfig
+	aux := struct {
+		*plain
+		BOS                json.RawMessage `json:"bos_token_id"`
+		EOS                json.RawMessage `json:"eos_token_id"`
+		DType              string          `json:"dtype"`
+		Quantization       *Quantization   `json:"quantization"`
+		QuantizationConfig *Quantization   `json:"quantization_config"`
+		RopeParameters     json.RawMessage `json:"rope_parameters"`
+	}{plain: (*plain)(c)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	bos, err := tokenIDs(aux.BOS)
+	if err != nil {
+		return fmt.Errorf("bos_token_id: %w", err)
+	}
+	if len(bos) > 0 {
+		c.BOSTokenID = &bos[0]
+	}
+	if c.EOSTokenIDs, err = tokenIDs(aux.EOS); err != nil {
+		return fmt.Errorf("eos_token_id: %w", err)
+	}
+	if c.TorchDType == "" {
+		c.TorchDType = aux.DType
+	}
+	c.Quantization = aux.Quantization
+	if c.Quantization == nil {
+		c.Quantization = aux.QuantizationConfig
+	}
+	if len(aux.RopeParameters) > 0 && string(aux.RopeParameters) != "null" {
+		var rp struct {
+			RopeTheta float64 `json:"rope_theta"`
+		}
+		var rs RopeScaling
+		if err := json.Unmarshal(aux.RopeParameters, &rp); err != nil {
+			return fmt.Errorf("rope_parameters: %w", err)
+		}
+		if err := json.Unmarshal(aux.RopeParameters, &rs); err != nil {
+			return fmt.Errorf("rope_parameters: %w", err)
+		}
+		if c.RopeTheta == 0 {
+			c.RopeTheta = rp.RopeTheta
+		}
+		if c.RopeScaling == nil && rs.Type != "" && rs.Type != "default" {
+			c.RopeScaling = &rs
+		}
+	}
+	return nil
+}
+
+// tokenIDs decodes null, an int, or a list of ints.
+func tokenIDs(raw json.RawMessage) ([]int, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '[' {
+		var ids []int
+		err := json.Unmarshal(raw, &ids)
+		return ids, err
+	}
+	var id int
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return nil, err
+	}
+	return []int{id}, nil
+}
+
+// ReadHFConfig reads a config.json (path may also be the directory holding
+// it) and applies the defaults.
+func ReadHFConfig(path string) (*HFConfig, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "config.json")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ParseHFConfig(path, data)
+}
+
+// ParseHFConfig parses config.json text and applies the defaults. path is
+// used in errors only.
+func ParseHFConfig(path string, data []byte) (*HFConfig, error) {
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(data, &present); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	c := new(HFConfig)
+	if err := json.Unmarshal(data, c); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	if err := c.setDefaults(present); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// setDefaults checks the required keys and derives every default, in one
+// place. present holds the keys of the file. Optional numbers that are absent,
+// null or 0 get their defaults:
+//
+//	num_key_value_heads      num_attention_heads (no GQA: Llama 1, Vicuna)
+//	head_dim                 hidden_size / num_attention_heads
+//	rope_theta               10000 (Llama 1/2)
+//	rms_norm_eps             1e-6 (transformers' LlamaConfig default; Llama 2 files say 1e-5)
+//	max_position_embeddings  2048 (transformers' LlamaConfig default)
+//	hidden_act               "silu"
+//	quantization             group_size 64, bits 4, mode "affine" (MLX, when no quant_method)
+func (c *HFConfig) setDefaults(present map[string]json.RawMessage) error {
+	required := []struct {
+		key string
+		v   int
+	}{
+		{"hidden_size", c.HiddenSize},
+		{"intermediate_size", c.IntermediateSize},
+		{"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads},
+		{"vocab_size", c.VocabSize},
+	}
+	for _, r := range required {
+		if v, ok := present[r.key]; !ok || string(v) == "null" {
+			return fmt.Errorf("missing required key %q", r.key)
+		}
+		if r.v <= 0 {
+			return fmt.Errorf("%s is %d, want > 0", r.key, r.v)
+		}
+	}
+	switch {
+	case c.NumKeyValueHeads < 0:
+		return fmt.Errorf("num_key_value_heads is %d, want > 0", c.NumKeyValueHeads)
+	case c.HeadDim < 0:
+		return fmt.Errorf("head_dim is %d, want > 0", c.HeadDim)
+	case c.RopeTheta < 0:
+		return fmt.Errorf("rope_theta is %g, want > 0", c.RopeTheta)
+	case c.RMSNormEps < 0:
+		return fmt.Errorf("rms_norm_eps is %g, want > 0", c.RMSNormEps)
+	}
+	if c.NumKeyValueHeads == 0 {
+		c.NumKeyValueHeads = c.NumAttentionHeads
+	}
+	if c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.NumKeyValueHeads)
+	}
+	if c.HeadDim == 0 {
+		if c.HiddenSize%c.NumAttentionHeads != 0 {
+			return fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d, and head_dim is not set", c.HiddenSize, c.NumAttentionHeads)
+		}
+		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
+	}
+	if c.RopeTheta == 0 {
+		c.RopeTheta = 10000
+	}
+	if c.RMSNormEps == 0 {
+		c.RMSNormEps = 1e-6
+	}
+	if c.MaxPositionEmbeddings == 0 {
+		c.MaxPositionEmbeddings = 2048
+	}
+	if c.HiddenAct == "" {
+		c.HiddenAct = "silu"
+	}
+	if q := c.Quantization; q != nil && q.QuantMethod == "" {
+		if q.GroupSize == 0 {
+			q.GroupSize = 64
+		}
+		if q.Bits == 0 {
+			q.Bits = 4
+		}
+		if q.Mode == "" {
+			q.Mode = "affine"
+		}
+	}
+	return nil
+}

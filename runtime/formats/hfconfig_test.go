@@ -1,0 +1,174 @@
+package formats
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestReadHFConfig(t *testing.T) {
+	llama := []string{"LlamaForCausalLM"}
+	llama3Rope := func(factor float64) *RopeScaling {
+		return &RopeScaling{Type: "llama3", Factor: factor, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
+	}
+	cases := []struct {
+		file string
+		want HFConfig
+	}{
+		{"llama2-7b.json", HFConfig{
+			Architectures: llama, ModelType: "llama", HiddenSize: 4096, IntermediateSize: 11008,
+			NumHiddenLayers: 32, NumAttentionHeads: 32, NumKeyValueHeads: 32, HeadDim: 128,
+			RMSNormEps: 1e-5, RopeTheta: 10000, MaxPositionEmbeddings: 4096, VocabSize: 32000,
+			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "float16", HiddenAct: "silu",
+		}},
+		{"vicuna-7b-v1.3.json", HFConfig{ // Llama 1: no num_key_value_heads, no rope_theta
+			Architectures: llama, ModelType: "llama", HiddenSize: 4096, IntermediateSize: 11008,
+			NumHiddenLayers: 32, NumAttentionHeads: 32, NumKeyValueHeads: 32, HeadDim: 128,
+			RMSNormEps: 1e-6, RopeTheta: 10000, MaxPositionEmbeddings: 2048, VocabSize: 32000,
+			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "float16", HiddenAct: "silu",
+		}},
+		{"llama3.1-8b-instruct.json", HFConfig{
+			Architectures: llama, ModelType: "llama", HiddenSize: 4096, IntermediateSize: 14336,
+			NumHiddenLayers: 32, NumAttentionHeads: 32, NumKeyValueHeads: 8, HeadDim: 128,
+			RMSNormEps: 1e-5, RopeTheta: 500000, RopeScaling: llama3Rope(8), MaxPositionEmbeddings: 131072,
+			VocabSize: 128256, BOSTokenID: ptr(128000), EOSTokenIDs: []int{128001, 128008, 128009},
+			TorchDType: "bfloat16", HiddenAct: "silu",
+		}},
+		{"mistral-7b-v0.1.json", HFConfig{
+			Architectures: []string{"MistralForCausalLM"}, ModelType: "mistral", HiddenSize: 4096, IntermediateSize: 14336,
+			NumHiddenLayers: 32, NumAttentionHeads: 32, NumKeyValueHeads: 8, HeadDim: 128,
+			RMSNormEps: 1e-5, RopeTheta: 10000, MaxPositionEmbeddings: 32768, VocabSize: 32000,
+			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "bfloat16", HiddenAct: "silu", SlidingWindow: ptr(4096),
+		}},
+		{"qwen2-0.5b-instruct.json", HFConfig{
+			Architectures: []string{"Qwen2ForCausalLM"}, ModelType: "qwen2", HiddenSize: 896, IntermediateSize: 4864,
+			NumHiddenLayers: 24, NumAttentionHeads: 14, NumKeyValueHeads: 2, HeadDim: 64,
+			RMSNormEps: 1e-6, RopeTheta: 1e6, MaxPositionEmbeddings: 32768, VocabSize: 151936, TieWordEmbeddings: true,
+			BOSTokenID: ptr(151643), EOSTokenIDs: []int{151645}, TorchDType: "bfloat16", HiddenAct: "silu",
+			SlidingWindow: ptr(32768), UseSlidingWindow: ptr(false),
+		}},
+		{"tinyllama-1.1b-chat.json", HFConfig{
+			Architectures: llama, ModelType: "llama", HiddenSize: 2048, IntermediateSize: 5632,
+			NumHiddenLayers: 22, NumAttentionHeads: 32, NumKeyValueHeads: 4, HeadDim: 64,
+			RMSNormEps: 1e-5, RopeTheta: 10000, MaxPositionEmbeddings: 2048, VocabSize: 32000,
+			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "bfloat16", HiddenAct: "silu",
+		}},
+		{"mlx-llama3.2-1b-4bit.json", HFConfig{
+			Architectures: llama, ModelType: "llama", HiddenSize: 2048, IntermediateSize: 8192,
+			NumHiddenLayers: 16, NumAttentionHeads: 32, NumKeyValueHeads: 8, HeadDim: 64,
+			RMSNormEps: 1e-5, RopeTheta: 500000, RopeScaling: llama3Rope(32), MaxPositionEmbeddings: 131072,
+			VocabSize: 128256, TieWordEmbeddings: true, BOSTokenID: ptr(128000), EOSTokenIDs: []int{128001, 128008, 128009},
+			TorchDType: "bfloat16", HiddenAct: "silu",
+			Quantization: &Quantization{GroupSize: 64, Bits: 4, Mode: "affine"},
+		}},
+		{"synthetic-mlx-mixed.json", HFConfig{
+			ModelType: "qwen2", HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2,
+			NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, RMSNormEps: 1e-6, RopeTheta: 10000,
+			MaxPositionEmbeddings: 2048, VocabSize: 100, HiddenAct: "silu",
+			Quantization: &Quantization{GroupSize: 32, Bits: 4, Mode: "affine", Overrides: map[string]json.RawMessage{
+				"model.layers.0.mlp.down_proj": json.RawMessage(`{"bits": 8}`),
+				"model.layers.1.mlp.down_proj": json.RawMessage(`{"group_size": 64, "bits": 6}`),
+				"lm_head":                      json.RawMessage(`false`),
+			}},
+		}},
+		{"synthetic-transformers-v5.json", HFConfig{
+			Architectures: llama, ModelType: "llama", HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2,
+			NumAttentionHeads: 4, NumKeyValueHeads: 1, HeadDim: 32, RMSNormEps: 1e-6, RopeTheta: 500000,
+			RopeScaling: llama3Rope(8), MaxPositionEmbeddings: 2048, VocabSize: 100,
+			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "bfloat16", HiddenAct: "silu",
+		}},
+	}
+	for _, c := range cases {
+		got, err := ReadHFConfig(filepath.Join("testdata", "hfconfig", c.file))
+		if err != nil {
+			t.Errorf("ReadHFConfig(%s): %v", c.file, err)
+			continue
+		}
+		if !reflect.DeepEqual(*got, c.want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(&c.want)
+			t.Errorf("ReadHFConfig(%s) =\n%s\nwant\n%s\n(%+v)", c.file, g, w, *got)
+		}
+	}
+}
+
+func TestQuantizationModule(t *testing.T) {
+	c, err := ReadHFConfig("testdata/hfconfig/synthetic-mlx-mixed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path            string
+		groupSize, bits int
+		quantized       bool
+	}{
+		{"model.layers.0.self_attn.q_proj", 32, 4, true},
+		{"model.layers.0.mlp.down_proj", 32, 8, true},
+		{"model.layers.1.mlp.down_proj", 64, 6, true},
+		{"lm_head", 0, 0, false},
+	}
+	for _, tc := range cases {
+		gs, bits, ok := c.Quantization.Module(tc.path)
+		if gs != tc.groupSize || bits != tc.bits || ok != tc.quantized {
+			t.Errorf("Module(%q) = %d, %d, %v; want %d, %d, %v", tc.path, gs, bits, ok, tc.groupSize, tc.bits, tc.quantized)
+		}
+	}
+}
+
+// TestHFConfigHFQuantizer keeps a Hugging Face quantization_config without
+// MLX defaults or overrides.
+func TestHFConfigHFQuantizer(t *testing.T) {
+	c, err := ParseHFConfig("gptq/config.json", []byte(`{"hidden_size": 8, "intermediate_size": 16,
+		"num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 7,
+		"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": false, "sym": true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := c.Quantization; q == nil || q.QuantMethod != "gptq" || q.Bits != 4 || q.GroupSize != 128 || q.Mode != "" || q.Overrides != nil {
+		t.Errorf("Quantization = %+v", c.Quantization)
+	}
+}
+
+func TestHFConfigErrors(t *testing.T) {
+	const base = `"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10`
+	cases := []struct {
+		name, json, want string
+	}{
+		{"no hidden_size", `{"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}`, `missing required key "hidden_size"`},
+		{"null vocab", `{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": null}`, `missing required key "vocab_size"`},
+		{"no intermediate", `{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}`, `missing required key "intermediate_size"`},
+		{"no layers", `{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 10}`, `missing required key "num_hidden_layers"`},
+		{"no heads", `{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 10}`, `missing required key "num_attention_heads"`},
+		{"zero heads", `{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 0, "vocab_size": 10}`, `num_attention_heads is 0, want > 0`},
+		{"gqa", `{` + base + `, "num_key_value_heads": 3}`, `num_attention_heads 4 is not a multiple of num_key_value_heads 3`},
+		{"head dim", `{"hidden_size": 66, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10}`, `hidden_size 66 is not a multiple of num_attention_heads 4, and head_dim is not set`},
+		{"negative head dim", `{` + base + `, "head_dim": -1}`, `head_dim is -1`},
+		{"eos string", `{` + base + `, "eos_token_id": "x"}`, `eos_token_id: json: cannot unmarshal string`},
+		{"bad override", `{` + base + `, "quantization": {"bits": 4, "m": {"bits": "x"}}}`, `module "m"`},
+		{"not json", `{`, `unexpected end of JSON input`},
+		{"wrong type", `{` + base + `, "rope_theta": "big"}`, `cannot unmarshal string`},
+	}
+	for _, c := range cases {
+		_, err := ParseHFConfig("m/config.json", []byte(c.json))
+		checkErr(t, "ParseHFConfig("+c.name+")", err, "", c.want)
+		if err != nil && !strings.HasPrefix(err.Error(), "config: m/config.json: ") {
+			t.Errorf("ParseHFConfig(%s): error %q does not name the file", c.name, err)
+		}
+	}
+	_, err := ReadHFConfig(filepath.Join(t.TempDir(), "config.json"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadHFConfig(missing) = %v, want fs.ErrNotExist", err)
+	}
+	// A directory means its config.json.
+	dir := t.TempDir()
+	writeFile(t, dir, "config.json", []byte(`{`+base+`}`))
+	if c, err := ReadHFConfig(dir); err != nil || c.HeadDim != 16 {
+		t.Errorf("ReadHFConfig(dir) = %+v, %v", c, err)
+	}
+}
