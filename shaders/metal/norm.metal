@@ -28,4 +28,4 @@ kernel void rmsnorm_row(
 	}
 }
 
-instantiate_kernel("rmsnorm_row_f32", rmsnorm_row, float)
+instantiate_kernel("norm_rms_f32", rmsnorm_row, float)

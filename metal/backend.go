@@ -1,0 +1,297 @@
+package metal
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
+)
+
+// Backend runs graph plans on a Metal device. A plan is turned once into a
+// list of dispatches with its barriers and command-buffer cuts (kept in
+// Plan.BackendState), and each Run replays it: one concurrent compute
+// encoder per command buffer, the first committed early, one wait at the end.
+type Backend struct {
+	dev    device
+	policy Policy
+	pool   *pool
+
+	mu    sync.Mutex
+	pipes map[string]pipeline
+	stats Stats
+}
+
+// Stats counts what the backend has encoded, for tests and `bench`.
+type Stats struct {
+	Runs, Encodes, Dispatches, Barriers, CommandBuffers int
+}
+
+func newBackend(dev device, p Policy) *Backend {
+	return &Backend{dev: dev, policy: p, pool: newPool(dev), pipes: map[string]pipeline{}}
+}
+
+// Name implements graph.Backend.
+func (b *Backend) Name() string { return "metal" }
+
+// Device describes the GPU.
+func (b *Backend) Device() DeviceInfo { return b.dev.info() }
+
+// Policy is the command-buffer policy in use.
+func (b *Backend) Policy() Policy { return b.policy }
+
+// Stats returns the counters so far.
+func (b *Backend) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+// Close releases the pooled buffers and the device.
+func (b *Backend) Close() error {
+	b.pool.drain()
+	b.dev.close()
+	return nil
+}
+
+// Buffer is Metal memory in shared storage: the CPU reads and writes it
+// directly, the GPU sees the same bytes. It may be a window of a larger
+// device buffer (base), as when host memory is wrapped from its page start.
+type Buffer struct {
+	dev   devBuffer
+	base  int
+	size  int
+	class int // pool size class; -1 when not pooled
+	freed bool
+}
+
+// Size implements graph.Buffer.
+func (x *Buffer) Size() int { return x.size }
+
+func (x *Buffer) bytes() []byte { return x.dev.contents()[x.base : x.base+x.size] }
+
+// Alloc implements graph.Backend. Buffers come from a pool of size classes.
+func (b *Backend) Alloc(size int) (graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("metal: alloc of %d bytes", size)
+	}
+	return b.pool.get(size)
+}
+
+// pageSize is the host page size; Apple Silicon uses 16 KiB.
+var pageSize = os.Getpagesize()
+
+// WrapHost implements graph.Backend. Memory that starts on a page boundary
+// (an mmapped weight file) is wrapped without copying, its length rounded up
+// to whole pages (which an mmap guarantees are mapped); anything else is
+// copied once. Wrapped memory must stay mapped and unmodified until Free.
+func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
+	if len(data) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(pageSize) == 0 {
+		n := (len(data) + pageSize - 1) / pageSize * pageSize
+		full := unsafe.Slice(unsafe.SliceData(data), n)
+		db, err := b.dev.wrap(full)
+		if err == nil {
+			return &Buffer{dev: db, size: len(data), class: -1}, nil
+		}
+	}
+	nb, err := b.pool.get(len(data))
+	if err != nil {
+		return nil, err
+	}
+	copy(nb.bytes(), data)
+	return nb, nil
+}
+
+// Free implements graph.Backend.
+func (b *Backend) Free(buf graph.Buffer) {
+	x, ok := buf.(*Buffer)
+	if !ok || x.freed {
+		return
+	}
+	x.freed = true
+	if x.class < 0 {
+		x.dev.release()
+		return
+	}
+	b.pool.put(x)
+}
+
+func (b *Backend) own(buf graph.Buffer) (*Buffer, error) {
+	x, ok := buf.(*Buffer)
+	if !ok {
+		return nil, fmt.Errorf("metal: buffer %T is not from this backend", buf)
+	}
+	if x.freed {
+		return nil, fmt.Errorf("metal: use of a freed buffer")
+	}
+	return x, nil
+}
+
+// Write implements graph.Backend.
+func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
+	x, err := b.own(dst)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+len(src) > x.size {
+		return fmt.Errorf("metal: write of %d bytes at %d into a %d-byte buffer", len(src), off, x.size)
+	}
+	copy(x.bytes()[off:], src)
+	return nil
+}
+
+// Read implements graph.Backend.
+func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
+	x, err := b.own(src)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+len(dst) > x.size {
+		return fmt.Errorf("metal: read of %d bytes at %d from a %d-byte buffer", len(dst), off, x.size)
+	}
+	copy(dst, x.bytes()[off:])
+	return nil
+}
+
+// Supports implements graph.Backend.
+func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
+	dt := func(i int) graph.DType {
+		if i < len(in) {
+			return in[i]
+		}
+		return 0
+	}
+	switch op.(type) {
+	case graph.Embed:
+		return hasKernel("embed", "rows", dt(0))
+	case graph.MatMul:
+		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
+	case graph.KVWrite:
+		return hasKernel("kv", "write", dt(0))
+	case graph.KVCompact:
+		return hasKernel("kv", "compact", dt(0))
+	case graph.GatherRows:
+		return hasKernel("gather", "rows", dt(0))
+	case graph.Reshape:
+		return true
+	case graph.RMSNorm, graph.RoPE, graph.Attention, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,
+		graph.Concat, graph.LogSoftmax, graph.Argmax, graph.TopK, graph.TakeAlong:
+		return dt(0) == graph.F32
+	}
+	return false
+}
+
+// planState is what a plan keeps between runs.
+type planState struct {
+	backend *Backend
+	ds      []*dispatch
+	sched   schedule
+}
+
+// Run implements graph.Backend: it encodes the plan (the first time),
+// submits it, and waits once.
+func (b *Backend) Run(p *graph.Plan) error {
+	st, ok := p.BackendState.(*planState)
+	if !ok || st.backend != b {
+		var err error
+		if st, err = b.encodePlan(p); err != nil {
+			return err
+		}
+		p.BackendState = st
+	}
+	b.mu.Lock()
+	b.stats.Runs++
+	b.mu.Unlock()
+	return b.submit(st)
+}
+
+func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
+	st := &planState{backend: b}
+	err := b.dev.do(func() error {
+		for i := range p.Steps {
+			ds, err := b.encodeStep(&p.Steps[i])
+			if err != nil {
+				return fmt.Errorf("metal: step %d %v: %w", i, p.Steps[i].Op, err)
+			}
+			st.ds = append(st.ds, ds...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.sched = planSchedule(st.ds, b.policy)
+	b.mu.Lock()
+	b.stats.Encodes++
+	b.mu.Unlock()
+	return st, nil
+}
+
+// submit replays a plan's dispatches into command buffers and waits for the
+// last one (a queue runs its command buffers in order).
+func (b *Backend) submit(st *planState) error {
+	if len(st.ds) == 0 {
+		return nil
+	}
+	var cbs []commandBuffer
+	err := b.dev.do(func() error {
+		var cb commandBuffer
+		for i, d := range st.ds {
+			if cb == nil {
+				var err error
+				if cb, err = b.dev.newCommandBuffer(); err != nil {
+					return err
+				}
+			}
+			for _, bd := range d.binds {
+				if bd.buf != nil && bd.buf.freed {
+					return fmt.Errorf("metal: %s uses a freed buffer", d.pipe.name())
+				}
+			}
+			if st.sched.barrier[i] {
+				cb.barrier()
+			}
+			cb.dispatch(d)
+			if st.sched.commit[i] {
+				cb.commit()
+				cbs = append(cbs, cb)
+				cb = nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, cb := range cbs {
+		if err := cb.wait(); err != nil && first == nil {
+			first = fmt.Errorf("metal: command buffer: %w", err)
+		}
+	}
+	b.mu.Lock()
+	b.stats.Dispatches += len(st.ds)
+	b.stats.CommandBuffers += len(cbs)
+	for _, x := range st.sched.barrier {
+		if x {
+			b.stats.Barriers++
+		}
+	}
+	b.mu.Unlock()
+	return first
+}
+
+func (b *Backend) pipeline(name string) (pipeline, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.pipes[name]; ok {
+		return p, nil
+	}
+	p, err := b.dev.pipeline(name)
+	if err != nil {
+		return nil, err
+	}
+	b.pipes[name] = p
+	return p, nil
+}

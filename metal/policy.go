@@ -1,0 +1,100 @@
+package metal
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Policy is how a plan is cut into command buffers: data, chosen per device
+// class (MLX's measured defaults) and overridable from the environment with
+// REDRAFTER_METAL_FIRST_COMMIT, REDRAFTER_METAL_OPS_PER_BUFFER and
+// REDRAFTER_METAL_MB_PER_BUFFER.
+type Policy struct {
+	FirstCommit  int // dispatches in the first command buffer, committed early
+	OpsPerBuffer int // dispatches per later command buffer
+	MBPerBuffer  int // megabytes of bound buffers per command buffer (0: no limit)
+	// MatvecMaxRows is the largest M that MatMul runs as matvec; larger M
+	// use the simdgroup-matrix kernel.
+	MatvecMaxRows int
+}
+
+// DefaultPolicy returns the policy for a device: the architecture name's
+// last letter is the class (p: phone, g: base and Pro, s: Max, d: Ultra).
+func DefaultPolicy(info DeviceInfo) Policy {
+	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 4}
+	switch deviceClass(info) {
+	case 'p':
+		p.OpsPerBuffer, p.MBPerBuffer = 20, 40
+	case 's', 'd':
+		p.OpsPerBuffer, p.MBPerBuffer = 50, 50
+	}
+	return p
+}
+
+// WithEnv applies the environment overrides.
+func (p Policy) WithEnv() (Policy, error) {
+	for _, o := range []struct {
+		env string
+		v   *int
+	}{
+		{"REDRAFTER_METAL_FIRST_COMMIT", &p.FirstCommit},
+		{"REDRAFTER_METAL_OPS_PER_BUFFER", &p.OpsPerBuffer},
+		{"REDRAFTER_METAL_MB_PER_BUFFER", &p.MBPerBuffer},
+		{"REDRAFTER_METAL_MATVEC_MAX_ROWS", &p.MatvecMaxRows},
+	} {
+		s := os.Getenv(o.env)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return p, fmt.Errorf("metal: %s=%q: want a non-negative integer", o.env, s)
+		}
+		*o.v = n
+	}
+	if p.FirstCommit < 1 {
+		p.FirstCommit = 1
+	}
+	if p.OpsPerBuffer < 1 {
+		p.OpsPerBuffer = 1
+	}
+	return p, nil
+}
+
+// deviceClass is 'p', 'g', 's' or 'd' from the architecture name
+// ("applegpu_g14s" → 's'), or guessed from the marketing name.
+func deviceClass(info DeviceInfo) byte {
+	if a := info.Architecture; a != "" {
+		switch c := a[len(a)-1]; c {
+		case 'p', 'g', 's', 'd':
+			return c
+		}
+	}
+	switch n := info.Name; {
+	case strings.Contains(n, "Ultra"):
+		return 'd'
+	case strings.Contains(n, "Max"):
+		return 's'
+	default:
+		return 'g'
+	}
+}
+
+// BeamShape is the ReDrafter beam for a device: W beams of length L.
+type BeamShape struct{ Width, Length int }
+
+// RecommendedBeam is the default beam for a device class: base M-series
+// chips (and phones) W=1, Pro and Max W=2, Ultra W=3; L=4, or 5 on Ultra.
+// More compute per step pays only where the GPU has cores to spare.
+func RecommendedBeam(info DeviceInfo) BeamShape {
+	switch {
+	case deviceClass(info) == 'd':
+		return BeamShape{3, 5}
+	case deviceClass(info) == 's' || strings.Contains(info.Name, "Pro") || info.Cores >= 14:
+		return BeamShape{2, 4}
+	default:
+		return BeamShape{1, 4}
+	}
+}
