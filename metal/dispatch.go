@@ -39,7 +39,9 @@ type span struct {
 	lo, hi int
 }
 
-func (s span) overlaps(t span) bool { return s.buf.dev == t.buf.dev && s.lo+s.buf.base < t.hi+t.buf.base && t.lo+t.buf.base < s.hi+s.buf.base }
+func (s span) overlaps(t span) bool {
+	return s.buf.dev == t.buf.dev && s.lo+s.buf.base < t.hi+t.buf.base && t.lo+t.buf.base < s.hi+s.buf.base
+}
 
 func conflicts(a []span, b []span) bool {
 	for _, x := range a {

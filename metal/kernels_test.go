@@ -165,7 +165,7 @@ func opCases(r *rand.Rand) []opCase {
 	// Attention: decode, causal prefill, trees; GQA; head dims around 32.
 	for _, s := range []struct {
 		n, h, kvh, d, past int
-		kind                string
+		kind               string
 	}{
 		{1, 2, 2, 8, 0, "decode"}, {1, 4, 2, 64, 40, "decode"}, {5, 3, 1, 33, 0, "chain"},
 		{6, 4, 2, 100, 9, "chain"}, {7, 2, 1, 16, 5, "tree"}, {9, 4, 4, 64, 30, "tree"}, {13, 6, 2, 32, 3, "tree"},
