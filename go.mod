@@ -2,6 +2,8 @@ module github.com/seed9b8f47b1/redrafter
 
 go 1.26.0
 
+require github.com/dlclark/regexp2 v1.12.0
+
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect

@@ -1,0 +1,132 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestRenderChatGolden compares with testdata/chat_golden.json, rendered by
+// Python jinja2 in transformers' environment from the models' HF templates
+// (gen_chat_golden.py).
+func TestRenderChatGolden(t *testing.T) {
+	data, err := os.ReadFile("testdata/chat_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Template string    `json:"template"`
+		AddGen   bool      `json:"add_generation_prompt"`
+		Messages []Message `json:"messages"`
+		Text     string    `json:"text"`
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, c := range cases {
+		seen[c.Template]++
+		got, err := RenderChat(c.Template, c.Messages, c.AddGen)
+		if err != nil {
+			t.Errorf("RenderChat(%s, %v, %v): %v", c.Template, c.Messages, c.AddGen, err)
+			continue
+		}
+		if got != c.Text {
+			t.Errorf("RenderChat(%s, %v, %v) =\n%q, want\n%q", c.Template, c.Messages, c.AddGen, got, c.Text)
+		}
+	}
+	for _, name := range []string{TemplateVicuna, TemplateLlama2, TemplateChatML, TemplateLlama3} {
+		if seen[name] < 4 {
+			t.Errorf("%s: %d golden cases", name, seen[name])
+		}
+	}
+}
+
+// TestRenderVicunaDoc checks the FastChat vicuna_v1.1 layout spelled out in
+// docs: "{system} USER: {u1} ASSISTANT: {a1}</s>USER: {u2} ASSISTANT:".
+func TestRenderVicunaDoc(t *testing.T) {
+	got, err := RenderChat(TemplateVicuna, []Message{
+		{"user", "u1"}, {"assistant", "a1"}, {"user", "u2"},
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := VicunaSystem + " USER: u1 ASSISTANT: a1</s>USER: u2 ASSISTANT:"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestRenderChatErrors(t *testing.T) {
+	for _, c := range []struct {
+		template string
+		msgs     []Message
+		gen      bool
+		want     string
+	}{
+		{"jinja", nil, true, `unknown chat template "jinja"`},
+		{TemplateLlama2, []Message{{"assistant", "x"}}, true, `message 0 has role "assistant", want "user"`},
+		{TemplateVicuna, []Message{{"user", "a"}, {"user", "b"}}, true, `message 1 has role "user", want "assistant"`},
+		{TemplateVicuna, []Message{{"user", "a"}, {"assistant", "b"}}, true, "must follow a user message"},
+	} {
+		_, err := RenderChat(c.template, c.msgs, c.gen)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "tokenizer: ") {
+			t.Errorf("RenderChat(%s, %v): err = %v, want %q", c.template, c.msgs, err, c.want)
+		}
+	}
+}
+
+func TestDetectTemplate(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' }}{% endfor %}", TemplateChatML},
+		{"{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}", TemplateLlama2},
+		{"{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' %}", TemplateLlama3},
+		{"{{ 'USER: ' + m.content + ' ASSISTANT:' }}", TemplateVicuna},
+		{"{{ '<start_of_turn>' }}", ""},
+		{"", ""},
+	} {
+		if got := DetectTemplate(c.src); got != c.want {
+			t.Errorf("DetectTemplate(%q) = %q, want %q", c.src, got, c.want)
+		}
+	}
+	if !TemplateAddsBOS(TemplateLlama2) || !TemplateAddsBOS(TemplateLlama3) || TemplateAddsBOS(TemplateVicuna) || TemplateAddsBOS(TemplateChatML) {
+		t.Error("TemplateAddsBOS wrong")
+	}
+}
+
+// TestChatPromptTokens encodes rendered prompts: the BOS text of llama2 and
+// llama3 becomes the BOS token once, and chat markers become control tokens.
+func TestChatPromptTokens(t *testing.T) {
+	msgs := []Message{{"system", "Be brief."}, {"user", "Hi"}}
+
+	spm := loadLlamaSPM(t)
+	p, _ := RenderChat(TemplateLlama2, msgs, true)
+	ids := spm.EncodeSpecial(p, false)
+	if ids[0] != 1 || ids[1] == 1 {
+		t.Errorf("llama2 prompt ids start %v", ids[:3])
+	}
+	if got := spm.Decode(ids); got != strings.TrimPrefix(p, "<s>") {
+		t.Errorf("llama2 Decode = %q", got)
+	}
+
+	_, l3 := loadHF(t, "llama3")
+	p, _ = RenderChat(TemplateLlama3, msgs, true)
+	ids = l3.EncodeSpecial(p, false)
+	if ids[0] != 128000 || ids[1] != 128006 || ids[len(ids)-2] != 128007 {
+		t.Errorf("llama3 prompt ids %v", ids)
+	}
+
+	_, qw := loadHF(t, "qwen3")
+	p, _ = RenderChat(TemplateChatML, msgs, true)
+	ids = qw.EncodeSpecial(p, false)
+	n := 0
+	for _, id := range ids {
+		if id == 151644 {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("chatml prompt has %d <|im_start|> tokens, want 3: %v", n, ids)
+	}
+}

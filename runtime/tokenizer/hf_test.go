@@ -1,0 +1,164 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bpeGolden is one entry of testdata/bpe_golden.json: transformers.js's
+// encoding (add_special_tokens=false, added-token text parsed) of text with
+// the full tokenizer.json, and its decoding with special tokens skipped.
+type bpeGolden struct {
+	Text    string  `json:"text"`
+	IDs     []int32 `json:"ids"`
+	Decoded string  `json:"decoded"`
+}
+
+func readBPEGolden(t testing.TB) map[string][]bpeGolden {
+	t.Helper()
+	data, err := os.ReadFile("testdata/bpe_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g map[string][]bpeGolden
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func loadHF(t testing.TB, name string) (*Vocab, Tokenizer) {
+	t.Helper()
+	v, err := LoadHF(filepath.Join("testdata", "hf", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, tok
+}
+
+func TestHFGolden(t *testing.T) {
+	golden := readBPEGolden(t)
+	for _, name := range []string{"qwen3", "llama3", "mistral"} {
+		t.Run(name, func(t *testing.T) {
+			cases := golden[name]
+			if len(cases) < 50 {
+				t.Fatalf("%d golden cases", len(cases))
+			}
+			v, tok := loadHF(t, name)
+			for i, c := range cases {
+				got := tok.EncodeSpecial(c.Text, false)
+				if idsString(got) != idsString(c.IDs) {
+					t.Errorf("case %d: EncodeSpecial(%q) =\n%v, want\n%v", i, c.Text, got, c.IDs)
+					continue
+				}
+				if !hasAddedToken(v, c.Text) {
+					if plain := tok.Encode(c.Text, false); idsString(plain) != idsString(got) {
+						t.Errorf("case %d: Encode(%q) = %v, differs from EncodeSpecial %v", i, c.Text, plain, got)
+					}
+				}
+				if dec := tok.Decode(got); dec != c.Decoded {
+					t.Errorf("case %d: Decode(%v) = %q, want %q", i, got, dec, c.Decoded)
+				}
+			}
+		})
+	}
+}
+
+// hasAddedToken reports whether text contains a control or user-defined
+// token's text.
+func hasAddedToken(v *Vocab, text string) bool {
+	for i, p := range v.Tokens {
+		if (v.Types[i] == TypeControl || v.Types[i] == TypeUserDefined) && p != "" && strings.Contains(text, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLoadHF(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		model         string
+		bos, eos, unk int32
+		addBOS        bool
+		ignoreMerges  bool
+		template      string
+	}{
+		{"qwen3", ModelBPE, -1, 151645, -1, false, false, TemplateChatML},
+		{"llama3", ModelBPE, 128000, 128001, -1, false, true, TemplateLlama3},
+		{"mistral", ModelSPM, 1, 2, 0, true, false, ""},
+	} {
+		v, tok := loadHF(t, c.name)
+		if v.Model != c.model || v.BOS != c.bos || v.EOS != c.eos || v.UNK != c.unk || v.AddBOS != c.addBOS || v.IgnoreMerges != c.ignoreMerges {
+			t.Errorf("%s: model %q bos %d eos %d unk %d addBOS %v ignoreMerges %v", c.name, v.Model, v.BOS, v.EOS, v.UNK, v.AddBOS, v.IgnoreMerges)
+		}
+		if got := DetectTemplate(v.ChatTemplate); got != c.template {
+			t.Errorf("%s: DetectTemplate = %q, want %q", c.name, got, c.template)
+		}
+		if c.eos >= 0 && !tok.IsControl(c.eos) {
+			t.Errorf("%s: eos %d is not control", c.name, c.eos)
+		}
+	}
+	if _, err := LoadHF("testdata/none"); err == nil || !strings.HasPrefix(err.Error(), "tokenizer: ") {
+		t.Errorf("missing dir: err = %v", err)
+	}
+}
+
+// TestHFSpecialParsing checks that Encode leaves control-token text alone
+// while EncodeSpecial turns it into the token.
+func TestHFSpecialParsing(t *testing.T) {
+	_, tok := loadHF(t, "qwen3")
+	const s = "<|im_start|>user\nhi<|im_end|>"
+	special := tok.EncodeSpecial(s, false)
+	if special[0] != 151644 || special[len(special)-1] != 151645 {
+		t.Errorf("EncodeSpecial(%q) = %v", s, special)
+	}
+	plain := tok.Encode(s, false)
+	for _, id := range plain {
+		if tok.IsControl(id) {
+			t.Errorf("Encode(%q) = %v contains control token %d", s, plain, id)
+		}
+	}
+	if got := tok.Decode(plain); got != s {
+		t.Errorf("Decode(Encode(%q)) = %q", s, got)
+	}
+}
+
+func TestParseHFErrors(t *testing.T) {
+	for _, c := range []struct{ json, want string }{
+		{`{`, "unexpected end"},
+		{`{"model":{"type":"Unigram"}}`, `model type "Unigram" not supported`},
+		{`{"model":{"type":"BPE","vocab":{"a":0}}}`, "neither a ByteLevel nor"},
+		{`{"pre_tokenizer":{"type":"Whitespace"},"normalizer":{"type":"Prepend","prepend":"▁"},"model":{"type":"BPE","vocab":{"a":0}}}`, ""},
+		{`{"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Punctuation"},{"type":"ByteLevel"}]},"model":{"type":"BPE","vocab":{"a":0}}}`, `pre-tokenizer "Punctuation" not supported`},
+		{`{"pre_tokenizer":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":-1}}}`, "negative id"},
+		{`{"pre_tokenizer":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":0},"merges":[["a"]]}}`, "1 parts, want 2"},
+	} {
+		_, err := parseHFTokenizer([]byte(c.json))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.json, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
+		}
+	}
+}
+
+func BenchmarkBPEEncode(b *testing.B) {
+	_, tok := loadHF(b, "llama3")
+	s := strings.Repeat("Hello, y'all! How are you 😁 ?我想在apple工作1314151天～ ", 100)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		tok.Encode(s, false)
+	}
+}
