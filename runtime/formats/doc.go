@@ -27,10 +27,10 @@
 //
 //   - It must not be written to. On Linux and macOS a write faults and kills
 //     the process.
-//   - It is valid only until Close. Using it afterwards faults. Close does not
-//     run by itself: nothing is unmapped when the *GGUF or *Safetensors becomes
-//     unreachable, so a caller that keeps only Tensor.Data views keeps the
-//     mapping alive until it calls Close.
+//   - It is valid only until Close. Using it afterwards faults. There is no
+//     finalizer: a *GGUF or *Safetensors dropped without Close stays mapped
+//     for the life of the process, which is also what keeps views taken from
+//     it valid.
 //   - If another process truncates the file while it is mapped, reading the
 //     lost pages raises SIGBUS.
 //
@@ -54,5 +54,6 @@
 // Both messages start with the format name and the path. Missing files give
 // errors that wrap fs.ErrNotExist. The parsers are written for hostile input:
 // every count and length is checked against the bytes that remain before
-// anything is allocated, and they are fuzzed.
+// anything is allocated, preallocation from counts is capped, sizes are
+// overflow-checked, and both parsers are fuzzed.
 package formats

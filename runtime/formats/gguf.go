@@ -33,6 +33,7 @@ const (
 	ggufMaxDims          = 4       // GGML_MAX_DIMS
 	ggufMaxAlignment     = 1 << 30 // far above any real file; keeps offset arithmetic small
 	ggufMaxArrayDepth    = 4       // nesting of arrays of arrays; llama.cpp writes none
+	ggufMaxArrayLen      = 1 << 26 // elements in one array; the largest vocabularies have ~256k
 )
 
 // GGUF is an open GGUF file: its metadata and tensor table, with tensor data
@@ -248,10 +249,10 @@ func ParseGGUF(path string, data []byte) (*GGUF, error) {
 	g := &GGUF{
 		Path:      path,
 		Version:   version,
-		KV:        make(map[string]any, nKV),
-		Keys:      make([]string, 0, nKV),
+		KV:        make(map[string]any, capHint(nKV)),
+		Keys:      make([]string, 0, capHint(nKV)),
 		Alignment: ggufDefaultAlignment,
-		byName:    make(map[string]int, nTensors),
+		byName:    make(map[string]int, capHint(nTensors)),
 	}
 	for range nKV {
 		keyOff := d.off
@@ -289,8 +290,8 @@ func ParseGGUF(path string, data []byte) (*GGUF, error) {
 		rel, at uint64
 		size    int
 	}
-	g.Tensors = make([]Tensor, 0, nTensors)
-	places := make([]placement, 0, nTensors)
+	g.Tensors = make([]Tensor, 0, capHint(nTensors))
+	places := make([]placement, 0, capHint(nTensors))
 	for i := range nTensors {
 		infoOff := d.off
 		name := d.str(fmt.Sprintf("tensor %d name", i))
@@ -519,19 +520,23 @@ func (d *ggufDecoder) array(depth int, what string) any {
 		d.fail(at+4, "%s: %d array elements cannot fit in the %d bytes left", what, n, d.left())
 		return nil
 	}
+	if n > ggufMaxArrayLen {
+		d.err = &UnsupportedError{"gguf", d.path, fmt.Sprintf("%s: array of %d elements (limit %d)", what, n, ggufMaxArrayLen)}
+		return nil
+	}
 	switch et {
 	case ggufString:
-		out := make([]string, n)
-		for i := range out {
-			if out[i] = d.str(what); d.err != nil {
+		out := make([]string, 0, capHint(n))
+		for range n {
+			if out = append(out, d.str(what)); d.err != nil {
 				return nil
 			}
 		}
 		return out
 	case ggufArray:
-		out := make([]any, n)
-		for i := range out {
-			if out[i] = d.array(depth+1, what); d.err != nil {
+		out := make([]any, 0, capHint(n))
+		for range n {
+			if out = append(out, d.array(depth+1, what)); d.err != nil {
 				return nil
 			}
 		}
@@ -567,6 +572,11 @@ func (d *ggufDecoder) array(depth int, what string) any {
 		return fixedArray(b, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 	}
 }
+
+// capHint bounds the initial capacity for n items read one by one, so that a
+// count that is wrong but still fits in a large file costs no more memory
+// than the items actually read.
+func capHint(n uint64) int { return int(min(n, 1<<12)) }
 
 // fixedArray decodes len(b)/size elements of size bytes each.
 func fixedArray[T any](b []byte, size int, conv func([]byte) T) []T {

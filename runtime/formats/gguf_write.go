@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 )
 
 // KV is one GGUF metadata pair. Value has one of the Go types GGUF.KV holds.
@@ -217,6 +218,9 @@ func appendArray[T any](b []byte, typ uint32, s []T, elem func([]byte, T) []byte
 // appendGGUFValue appends v without its type tag. depth counts enclosing
 // arrays.
 func appendGGUFValue(b []byte, v any, depth int) ([]byte, error) {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.Len() > ggufMaxArrayLen {
+		return nil, fmt.Errorf("array of %d elements (limit %d)", rv.Len(), ggufMaxArrayLen)
+	}
 	le := binary.LittleEndian
 	u8 := func(b []byte, v uint8) []byte { return append(b, v) }
 	i8 := func(b []byte, v int8) []byte { return append(b, uint8(v)) }

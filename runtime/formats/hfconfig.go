@@ -10,7 +10,8 @@ import (
 
 // HFConfig is a Hugging Face config.json of a Llama-family model (Llama 1-3,
 // Vicuna, TinyLlama, Mistral, Qwen2), by its config.json names. ReadHFConfig
-// fills in the defaults; see setDefaults for them.
+// and ParseHFConfig fill in the defaults listed at ReadHFConfig; unknown keys
+// are ignored.
 type HFConfig struct {
 	Architectures         []string     `json:"architectures"` // e.g. ["LlamaForCausalLM"]
 	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2"
@@ -232,7 +233,18 @@ func tokenIDs(raw json.RawMessage) ([]int, error) {
 }
 
 // ReadHFConfig reads a config.json (path may also be the directory holding
-// it) and applies the defaults.
+// it), checks the required keys (hidden_size, intermediate_size,
+// num_hidden_layers, num_attention_heads, vocab_size: an error names the
+// missing key and the file) and fills in the defaults. Optional numbers that
+// are absent, null or 0 get:
+//
+//	num_key_value_heads      num_attention_heads (no GQA: Llama 1, Vicuna)
+//	head_dim                 hidden_size / num_attention_heads
+//	rope_theta               10000 (Llama 1/2)
+//	rms_norm_eps             1e-6 (transformers' LlamaConfig default; Llama 2 files say 1e-5)
+//	max_position_embeddings  2048 (transformers' LlamaConfig default)
+//	hidden_act               "silu"
+//	quantization             group_size 64, bits 4, mode "affine" (MLX blocks: no quant_method)
 func ReadHFConfig(path string) (*HFConfig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "config.json")
@@ -244,8 +256,8 @@ func ReadHFConfig(path string) (*HFConfig, error) {
 	return ParseHFConfig(path, data)
 }
 
-// ParseHFConfig parses config.json text and applies the defaults. path is
-// used in errors only.
+// ParseHFConfig parses config.json text as ReadHFConfig does. path is used in
+// errors only.
 func ParseHFConfig(path string, data []byte) (*HFConfig, error) {
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(data, &present); err != nil {
@@ -261,17 +273,8 @@ func ParseHFConfig(path string, data []byte) (*HFConfig, error) {
 	return c, nil
 }
 
-// setDefaults checks the required keys and derives every default, in one
-// place. present holds the keys of the file. Optional numbers that are absent,
-// null or 0 get their defaults:
-//
-//	num_key_value_heads      num_attention_heads (no GQA: Llama 1, Vicuna)
-//	head_dim                 hidden_size / num_attention_heads
-//	rope_theta               10000 (Llama 1/2)
-//	rms_norm_eps             1e-6 (transformers' LlamaConfig default; Llama 2 files say 1e-5)
-//	max_position_embeddings  2048 (transformers' LlamaConfig default)
-//	hidden_act               "silu"
-//	quantization             group_size 64, bits 4, mode "affine" (MLX, when no quant_method)
+// setDefaults checks the required keys and derives every default listed at
+// ReadHFConfig, in one place. present holds the keys of the file.
 func (c *HFConfig) setDefaults(present map[string]json.RawMessage) error {
 	required := []struct {
 		key string
