@@ -5,6 +5,7 @@ go 1.26.0
 require github.com/dlclark/regexp2 v1.12.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
