@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 	"github.com/seed9b8f47b1/redrafter/runtime/tokenizer"
@@ -33,8 +34,11 @@ type Engine struct {
 
 	ckpt    *llama.Checkpoint
 	runner  *llama.Runner
-	context int
-	log     *slog.Logger
+	drafter *drafter.Drafter
+	// draftSource proposes beams: the drafter, or a test's stand-in.
+	draftSource beamSource
+	context     int
+	log         *slog.Logger
 }
 
 // Load opens a model: a .gguf file or an HF checkpoint directory.
@@ -104,6 +108,11 @@ func (e *Engine) Runner() *llama.Runner { return e.runner }
 
 // Close releases the model and its mapping.
 func (e *Engine) Close() error {
+	if e.drafter != nil {
+		e.drafter.Close()
+		e.drafter.Head.Close()
+		e.drafter, e.draftSource = nil, nil
+	}
 	if e.runner != nil {
 		e.runner.Close()
 		e.runner = nil

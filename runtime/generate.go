@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 	"github.com/seed9b8f47b1/redrafter/runtime/sample"
 	"github.com/seed9b8f47b1/redrafter/runtime/tokenizer"
@@ -20,6 +21,7 @@ type GenerateOptions struct {
 	Seed      uint64        // seeds sampling; the same seed gives the same text
 	Stop      []string      // stop before the first occurrence of any of these
 	NoBOS     bool          // do not prepend the BOS token to the prompt
+	Draft     DraftOptions  // speculative decoding, when the engine has a draft head
 	// ParseSpecial makes special-token text in the prompt (such as
 	// "<|im_start|>" rendered by a chat template) encode as those tokens.
 	ParseSpecial bool
@@ -46,6 +48,8 @@ type Stats struct {
 	GeneratedTokens int
 	Prefill         time.Duration
 	Decode          time.Duration
+	// Draft is the ReDrafter ledger (nil for autoregressive decoding).
+	Draft *drafter.Stats
 }
 
 // PrefillRate is prompt tokens per second.
@@ -80,9 +84,10 @@ func (e *Engine) Generate(ctx context.Context, prompt string, opt GenerateOption
 type Session struct {
 	e      *Engine
 	state  *llama.State
-	tokens []int32 // the tokens whose keys and values are cached
-	logits []float32
-	reused int // tokens of the last prompt found in the cache
+	tokens []int32   // the tokens whose keys and values are cached
+	logits []float32 // [vocab] after the last cached token
+	hidden []float32 // [dim] final-norm hidden state of the last cached token
+	reused int       // tokens of the last prompt found in the cache
 }
 
 // NewSession allocates a KV cache of Engine.Context() tokens.
@@ -91,7 +96,7 @@ func (e *Engine) NewSession() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{e: e, state: st, logits: make([]float32, e.Config.Vocab)}, nil
+	return &Session{e: e, state: st, logits: make([]float32, e.Config.Vocab), hidden: make([]float32, e.Config.Dim)}, nil
 }
 
 // Close frees the session's cache.
@@ -116,7 +121,11 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	if len(ids) >= s.state.Cap() {
 		return nil, fmt.Errorf("runtime: the prompt is %d tokens, which leaves no room in the context of %d", len(ids), s.state.Cap())
 	}
-	res := &Result{}
+	spec, err := e.draftPlan(opt.Draft)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Reason: StopLength}
 	start := time.Now()
 	if err := s.prefill(ctx, ids); err != nil {
 		return nil, err
@@ -125,57 +134,97 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	res.Stats.Prefill = time.Since(start)
 
 	start = time.Now()
-	rng := rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))
-	out := newStopWriter(tok, opt.Stop, onText)
-	probs := make([]float64, len(s.logits))
-	res.Reason = StopLength
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if opt.MaxTokens > 0 && len(res.Tokens) >= opt.MaxTokens {
-			break
-		}
-		var next int32
-		if opt.Sampling.Greedy() {
-			next = sample.Argmax(s.logits)
-		} else {
-			sample.Probs(probs, s.logits, opt.Sampling)
-			next = sample.Draw(probs, rng)
-		}
-		if next == tok.EOS() || next == tok.BOS() {
-			res.Reason = StopEOS
-			break
-		}
-		res.Tokens = append(res.Tokens, next)
-		stopped, err := out.add(next)
-		if err != nil {
-			return nil, err
-		}
-		if stopped {
-			res.Reason = StopString
-			break
-		}
-		if s.state.Len()+1 >= s.state.Cap() {
-			break // the context is full
-		}
-		if err := s.forward([]int32{next}); err != nil {
-			return nil, err
-		}
+	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, opt.Stop, onText)}
+	d := &decoder{s: s, opt: opt, em: em, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
+	if spec != nil {
+		err = d.speculative(ctx, spec)
+	} else {
+		err = d.autoregressive(ctx)
 	}
-	if err := out.flush(); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	res.Text = out.text.String()
+	if err := em.out.flush(); err != nil {
+		return nil, err
+	}
+	res.Text = em.out.text.String()
 	res.Stats.GeneratedTokens = len(res.Tokens)
 	res.Stats.Decode = time.Since(start)
 	return res, nil
 }
 
+// emitter applies the stop rules to each token the model decides.
+type emitter struct {
+	res *Result
+	tok tokenizer.Tokenizer
+	max int
+	out *stopWriter
+}
+
+// push adds one decided token and reports whether generation is over.
+func (em *emitter) push(id int32) (bool, error) {
+	if id == em.tok.EOS() || id == em.tok.BOS() {
+		em.res.Reason = StopEOS
+		return true, nil
+	}
+	em.res.Tokens = append(em.res.Tokens, id)
+	stopped, err := em.out.add(id)
+	if err != nil {
+		return true, err
+	}
+	if stopped {
+		em.res.Reason = StopString
+		return true, nil
+	}
+	return em.max > 0 && len(em.res.Tokens) >= em.max, nil
+}
+
+// decoder is one generation's decoding loop.
+type decoder struct {
+	s     *Session
+	opt   GenerateOptions
+	em    *emitter
+	rng   *rand.Rand
+	probs []float64
+}
+
+// pick chooses the next token from logits: argmax, or a draw from the
+// sampling distribution.
+func (d *decoder) pick(logits []float32) int32 {
+	if d.opt.Sampling.Greedy() {
+		return sample.Argmax(logits)
+	}
+	if len(d.probs) != len(logits) {
+		d.probs = make([]float64, len(logits))
+	}
+	sample.Probs(d.probs, logits, d.opt.Sampling)
+	return sample.Draw(d.probs, d.rng)
+}
+
+// autoregressive decodes one token per forward pass.
+func (d *decoder) autoregressive(ctx context.Context) error {
+	s := d.s
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		next := d.pick(s.logits)
+		if done, err := d.em.push(next); done || err != nil {
+			return err
+		}
+		if s.state.Len()+1 >= s.state.Cap() {
+			return nil // the context is full
+		}
+		if err := s.forward([]int32{next}); err != nil {
+			return err
+		}
+	}
+}
+
 // forward runs a chain of tokens, keeps their cache entries and leaves the
-// last token's logits in s.logits.
+// last token's logits in s.logits and its final-norm hidden state in s.hidden.
 func (s *Session) forward(ids []int32) error {
-	if err := s.state.Forward(llama.Chain(ids, false), s.logits, nil); err != nil {
+	if err := s.state.Forward(llama.Chain(ids, false), s.logits, s.hidden); err != nil {
 		return err
 	}
 	s.state.Advance(len(ids))

@@ -100,4 +100,3 @@ func orNone(name string, present bool) string {
 	}
 	return "none"
 }
-

@@ -27,50 +27,51 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 	}
 	y := f32(out)
 	group := heads / kvh
-	work := func(lo, hi int) {
-		scores := make([]float32, past+n)
+	dot, axpy := b.dot, b.axpy
+	if d <= 16 && !b.reference {
+		// Below a vector's width the call costs more than the arithmetic.
+		dot, axpy = dotSmall, axpySmall
+	}
+	rowLen := past + n
+	b.pool.parallel(n*heads, 1, max(1, 8192/max(1, rowLen*d)), func(w, lo, hi int) {
+		scores := b.scratch(w, rowLen)
 		for t := lo; t < hi; t++ {
 			qi, h := t/heads, t%heads
 			g := h / group
 			qv := q[t*d : (t+1)*d]
-			// Visible keys: the whole prefix, then tree ancestors k of qi
-			// (k <= qi <= end[k]), in cache order.
-			cnt := 0
+			// Visible keys: the whole prefix, then the tree ancestors k of
+			// qi (k <= qi <= end[k]), in cache order. Invisible keys score
+			// -Inf and weigh exactly 0.
 			mx := float32(math.Inf(-1))
-			for r := 0; r < past+qi+1; r++ {
-				if r >= past {
-					kk := r - past
-					if int(end[kk]) < qi {
-						continue
-					}
+			for r := range past + qi + 1 {
+				if r >= past && int(end[r-past]) < qi {
+					scores[r] = float32(math.Inf(-1))
+					continue
 				}
-				s := b.dot(qv, k[(r*kvh+g)*d:(r*kvh+g+1)*d]) * scale
-				scores[cnt] = s
-				cnt++
+				s := dot(qv, k[(r*kvh+g)*d:(r*kvh+g+1)*d]) * scale
+				scores[r] = s
 				mx = max(mx, s)
 			}
 			var sum float32
-			for i := range cnt {
-				e := float32(math.Exp(float64(scores[i] - mx)))
-				scores[i] = e
+			for r := range past + qi + 1 {
+				e := expf(scores[r] - mx)
+				scores[r] = e
 				sum += e
 			}
 			yv := y[t*d : (t+1)*d]
 			clear(yv)
 			inv := 1 / sum
-			cnt = 0
-			for r := 0; r < past+qi+1; r++ {
-				if r >= past && int(end[r-past]) < qi {
-					continue
+			for r := range past + qi + 1 {
+				if p := scores[r]; p != 0 {
+					axpy(yv, p*inv, v[(r*kvh+g)*d:(r*kvh+g+1)*d])
 				}
-				b.axpy(yv, scores[cnt]*inv, v[(r*kvh+g)*d:(r*kvh+g+1)*d])
-				cnt++
 			}
 		}
-	}
-	b.pool.parallel(n*heads, 1, max(1, 4096/max(1, (past+n)*d)), work)
+	})
 	return nil
 }
+
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 
 func (b *Backend) dot(x, y []float32) float32 {
 	if b.reference {
@@ -91,4 +92,20 @@ func (b *Backend) axpy(y []float32, a float32, x []float32) {
 		return
 	}
 	axpy(y, a, x)
+}
+
+func dotSmall(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s float32
+	for i, v := range x {
+		s += v * y[i]
+	}
+	return s
+}
+
+func axpySmall(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * x[i]
+	}
 }

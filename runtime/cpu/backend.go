@@ -21,6 +21,15 @@ func init() {
 type Backend struct {
 	reference bool
 	pool      *pool
+	scratches [][]float32 // per worker
+}
+
+// scratch returns worker w's scratch space of at least n floats.
+func (b *Backend) scratch(w, n int) []float32 {
+	if cap(b.scratches[w]) < n {
+		b.scratches[w] = make([]float32, n)
+	}
+	return b.scratches[w][:n]
 }
 
 // New returns a backend that uses up to threads goroutines per op
@@ -29,12 +38,14 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{pool: newPool(threads)}
+	return &Backend{pool: newPool(threads), scratches: make([][]float32, threads)}
 }
 
 // NewReference returns a backend that runs only the pure-Go reference
 // kernels, single-threaded. Tests compare every other backend with it.
-func NewReference() *Backend { return &Backend{reference: true, pool: newPool(1)} }
+func NewReference() *Backend {
+	return &Backend{reference: true, pool: newPool(1), scratches: make([][]float32, 1)}
+}
 
 // Threads is the number of goroutines an op may use.
 func (b *Backend) Threads() int { return b.pool.n }

@@ -271,3 +271,4 @@ func TestRoPEPairings(t *testing.T) {
 		t.Fatal("RoPE did nothing")
 	}
 }
+

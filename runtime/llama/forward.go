@@ -7,43 +7,64 @@ import (
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 )
 
-// Runner is a model bound to a backend: every weight wrapped once.
-type Runner struct {
-	Model   *Model
+// Binding holds host weights wrapped for a backend, each tensor once.
+type Binding struct {
 	Backend graph.Backend
 	bufs    map[*byte]graph.Buffer // by the first byte of a weight's data
+}
+
+// NewBinding returns an empty binding for be.
+func NewBinding(be graph.Backend) *Binding {
+	return &Binding{Backend: be, bufs: map[*byte]graph.Buffer{}}
+}
+
+// Add wraps weights for the backend without copying where it allows
+// (mmapped weights on the CPU and on unified-memory GPUs).
+func (b *Binding) Add(ws ...*Weight) error {
+	for _, w := range ws {
+		if _, ok := b.bufs[&w.Data[0]]; ok {
+			continue
+		}
+		buf, err := b.Backend.WrapHost(w.Data)
+		if err != nil {
+			return fmt.Errorf("llama: binding %s: %w", w.Name, err)
+		}
+		b.bufs[&w.Data[0]] = buf
+	}
+	return nil
+}
+
+// Array returns w as a constant of graph g; w must have been added.
+func (b *Binding) Array(g *graph.Graph, w *Weight) *graph.Array {
+	return g.Const(w.Name, b.bufs[&w.Data[0]], 0, w.DType, w.Shape...)
+}
+
+// Close releases the backend's views of the weights.
+func (b *Binding) Close() {
+	for _, buf := range b.bufs {
+		b.Backend.Free(buf)
+	}
+	b.bufs = map[*byte]graph.Buffer{}
+}
+
+// Runner is a model bound to a backend.
+type Runner struct {
+	*Binding
+	Model   *Model
 	invFreq []float32
 }
 
-// Bind wraps the model's weights for be without copying where the backend
-// allows (mmapped weights on the CPU and on unified-memory GPUs).
+// Bind wraps the model's weights for be.
 func Bind(m *Model, be graph.Backend) (*Runner, error) {
-	r := &Runner{Model: m, Backend: be, bufs: map[*byte]graph.Buffer{}, invFreq: m.Config.InvFreq()}
-	for _, w := range m.weightsOf() {
-		if _, ok := r.bufs[&w.Data[0]]; ok {
-			continue
-		}
-		b, err := be.WrapHost(w.Data)
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("llama: binding %s: %w", w.Name, err)
-		}
-		r.bufs[&w.Data[0]] = b
+	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq()}
+	if err := r.Add(m.weightsOf()...); err != nil {
+		r.Close()
+		return nil, err
 	}
 	return r, nil
 }
 
-// Close releases the backend's views of the weights.
-func (r *Runner) Close() {
-	for _, b := range r.bufs {
-		r.Backend.Free(b)
-	}
-	r.bufs = nil
-}
-
-func (r *Runner) weight(g *graph.Graph, w *Weight) *graph.Array {
-	return g.Const(w.Name, r.bufs[&w.Data[0]], 0, w.DType, w.Shape...)
-}
+func (r *Runner) weight(g *graph.Graph, w *Weight) *graph.Array { return r.Array(g, w) }
 
 // forwardGraph is one compiled forward pass over n new tokens producing
 // logits and final-norm hidden states for nOut selected rows.

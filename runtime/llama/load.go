@@ -135,11 +135,11 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	}
 	c.Vocab = emb.Shape[0]
 	if rf, ok := g.Tensor("rope_freqs.weight"); ok {
-		w, err := weightOf(rf)
+		w, err := WeightOf(rf)
 		if err != nil {
 			return nil, err
 		}
-		w = toF32(w)
+		w = ToF32(w)
 		c.RopeScale.FreqFactors = append([]float32(nil), f32View(w.Data)...)
 	}
 	if err := c.validate(); err != nil {
@@ -151,7 +151,7 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		if !ok {
 			return Weight{}, false
 		}
-		w, err := weightOf(t)
+		w, err := WeightOf(t)
 		if err != nil {
 			return Weight{Name: name}, true // dtype check in bindWeights reports it
 		}
@@ -163,8 +163,8 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	return m, nil
 }
 
-// weightOf maps a stored tensor to a Weight without copying.
-func weightOf(t *formats.Tensor) (Weight, error) {
+// WeightOf maps a stored tensor to a Weight without copying.
+func WeightOf(t *formats.Tensor) (Weight, error) {
 	var dt graph.DType
 	switch t.DType {
 	case formats.F32:
@@ -199,7 +199,7 @@ func openHF(dir string) (*Checkpoint, error) {
 		if !ok {
 			return Weight{}, false
 		}
-		w, err := weightOf(t)
+		w, err := WeightOf(t)
 		if err != nil && bad == nil {
 			bad = err
 		}

@@ -102,7 +102,7 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		}
 		// Norm weights and biases feed f32-only ops; they are tiny, so convert.
 		if len(w.Shape) == 1 {
-			w = toF32(w)
+			w = ToF32(w)
 		}
 		v.Set(reflect.ValueOf(w))
 		return nil
@@ -135,8 +135,8 @@ func bindStruct(v reflect.Value, tag, prefix string, bind func(reflect.Value, re
 	return nil
 }
 
-// toF32 converts a weight to float32 (a copy unless it already is).
-func toF32(w Weight) Weight {
+// ToF32 converts a weight to float32 (a copy unless it already is).
+func ToF32(w Weight) Weight {
 	if w.DType == graph.F32 {
 		return w
 	}
