@@ -271,4 +271,3 @@ func TestRoPEPairings(t *testing.T) {
 		t.Fatal("RoPE did nothing")
 	}
 }
-
