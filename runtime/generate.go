@@ -48,8 +48,10 @@ type Stats struct {
 	GeneratedTokens int
 	Prefill         time.Duration
 	Decode          time.Duration
-	// Draft is the ReDrafter ledger (nil for autoregressive decoding).
-	Draft *drafter.Stats
+	// Draft is the ReDrafter ledger (nil for autoregressive decoding), with
+	// the beam shape it used.
+	Draft                 *drafter.Stats
+	BeamWidth, BeamLength int
 }
 
 // PrefillRate is prompt tokens per second.

@@ -119,6 +119,7 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 	c := s.e.Config
 	st := &drafter.Stats{}
 	d.em.res.Stats.Draft = st
+	d.em.res.Stats.BeamWidth, d.em.res.Stats.BeamLength = p.w, p.l
 	var builder drafter.TreeBuilder
 	maxN := 1 + p.w*(p.l-1)
 	logits := make([]float32, maxN*c.Vocab)

@@ -24,7 +24,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 		system   string
 	)
 	cmd := &cobra.Command{
-		Use:   "chat --model PATH [--template vicuna|llama2|chatml|llama3|auto]",
+		Use:   "chat --model PATH [--drafter DIR] [--template vicuna|llama2|chatml|llama3|auto]",
 		Short: "Chat with a model in the terminal (one line per message; Ctrl-C stops a reply, Ctrl-D quits)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -22,6 +22,10 @@ type modelFlags struct {
 	topP        float32
 	seed        int64
 	stops       []string
+	drafter     string
+	beamWidth   int
+	beamLength  int
+	accept      string
 }
 
 func (m *modelFlags) register(cmd *cobra.Command) {
@@ -34,6 +38,10 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability")
 	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run)")
 	f.StringArrayVar(&m.stops, "stop", nil, "stop before this text (repeatable)")
+	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head directory (config.json + model.safetensors): speculative decoding")
+	f.IntVar(&m.beamWidth, "beam-width", 0, "ReDrafter beams per step, 1-50 (0: the backend's default)")
+	f.IntVar(&m.beamLength, "beam-length", 0, "ReDrafter tokens per beam including the last accepted one, >= 2 (0: the backend's default)")
+	f.StringVar(&m.accept, "accept", "exact", "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased)")
 	_ = cmd.MarkFlagRequired("model")
 }
 
@@ -57,11 +65,22 @@ func (m *modelFlags) options() (runtime.GenerateOptions, error) {
 		Sampling:  sample.Params{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
 		Seed:      seed,
 		Stop:      m.stops,
+		Draft:     runtime.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: m.accept},
 	}, nil
 }
 
 func (m *modelFlags) load(g *globalFlags) (*runtime.Engine, error) {
-	return runtime.Load(m.model, runtime.Options{Backend: g.backend, Context: m.context})
+	e, err := runtime.Load(m.model, runtime.Options{Backend: g.backend, Context: m.context})
+	if err != nil {
+		return nil, err
+	}
+	if m.drafter != "" {
+		if err := e.LoadDrafter(m.drafter); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 func newGenerateCmd(g *globalFlags) *cobra.Command {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime/formats"
 	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 	"github.com/seed9b8f47b1/redrafter/runtime/tokenizer"
@@ -17,7 +20,7 @@ func newInspectCmd() *cobra.Command {
 	var tensors bool
 	cmd := &cobra.Command{
 		Use:   "inspect PATH",
-		Short: "Describe a model file: architecture, tensor shapes and dtypes, tokenizer",
+		Short: "Describe a model file or a draft head: architecture, tensor shapes and dtypes, tokenizer",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return inspect(cmd.OutOrStdout(), args[0], tensors)
@@ -28,6 +31,9 @@ func newInspectCmd() *cobra.Command {
 }
 
 func inspect(w io.Writer, path string, listTensors bool) error {
+	if isDrafterDir(path) {
+		return inspectDrafter(w, path, listTensors)
+	}
 	ck, err := llama.Open(path)
 	if err != nil {
 		return err
@@ -99,4 +105,56 @@ func orNone(name string, present bool) string {
 		return "present (not a built-in family)"
 	}
 	return "none"
+}
+
+// isDrafterDir reports whether path holds a ReDrafter head (its config.json
+// has the head's fields).
+func isDrafterDir(path string) bool {
+	raw, err := os.ReadFile(filepath.Join(path, "config.json"))
+	if err != nil {
+		return false
+	}
+	var c struct {
+		ModelType string `json:"model_type"`
+		ExitDim   *int   `json:"exit_dim"`
+	}
+	return json.Unmarshal(raw, &c) == nil && (c.ModelType == "recurrent_drafting_drafter" || c.ExitDim != nil)
+}
+
+func inspectDrafter(w io.Writer, path string, listTensors bool) error {
+	h, err := drafter.Load(path)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	c := h.Config
+	kind := "recurrent (rnn)"
+	if !c.RNN {
+		kind = "running sum of embeddings (rnn: false)"
+	}
+	fmt.Fprintf(w, "drafter:      %s\n", path)
+	fmt.Fprintf(w, "ReDrafter head for an LLM with hidden size %d and vocabulary %d\n", c.HiddenSize, c.VocabSize)
+	fmt.Fprintf(w, "state: %s; exit dim %d (input projection: %v); %d residual blocks\n", kind, c.ExitDim,
+		h.InputProj.Present(), c.NumDraftLayers)
+	if !listTensors {
+		return nil
+	}
+	st, err := formats.OpenSafetensorsDir(path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var names []string
+	params := 0
+	for n, t := range st.Tensors {
+		names = append(names, n)
+		params += t.NumElements()
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "parameters:   %d\ntensors:      %d\n", params, len(names))
+	for _, n := range names {
+		t := st.Tensors[n]
+		fmt.Fprintf(w, "  %-40s %-5s %v\n", n, t.DType, t.Shape)
+	}
+	return nil
 }

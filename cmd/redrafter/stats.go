@@ -19,6 +19,23 @@ type statsJSON struct {
 	PrefillTokPerS  float64 `json:"prefill_tokens_per_s"`
 	DecodeTokPerS   float64 `json:"decode_tokens_per_s"`
 	StopReason      string  `json:"stop_reason"`
+	// ReDrafter, when a draft head was used.
+	Draft *draftJSON `json:"redrafter,omitempty"`
+}
+
+type draftJSON struct {
+	BeamWidth       int     `json:"beam_width"`
+	BeamLength      int     `json:"beam_length"`
+	Steps           int     `json:"steps"`
+	TokensPerStep   float64 `json:"tokens_per_step"`
+	AcceptHist      []int   `json:"accepted_drafts_histogram"`
+	AcceptedAtDepth []int   `json:"accepted_at_depth"`
+	Compression     float64 `json:"compression"`
+	DraftMS         float64 `json:"draft_ms"`
+	TreeMS          float64 `json:"tree_ms"`
+	VerifyMS        float64 `json:"verify_ms"`
+	AcceptMS        float64 `json:"accept_ms"`
+	OtherMS         float64 `json:"other_ms"`
 }
 
 type resultJSON struct {
@@ -43,7 +60,21 @@ func jsonResult(r *runtime.Result, e *runtime.Engine) resultJSON {
 		PrefillTokPerS:  s.PrefillRate(),
 		DecodeTokPerS:   s.DecodeRate(),
 		StopReason:      r.Reason,
+		Draft:           draftStats(r),
 	}}
+}
+
+func draftStats(r *runtime.Result) *draftJSON {
+	d := r.Stats.Draft
+	if d == nil {
+		return nil
+	}
+	return &draftJSON{
+		BeamWidth: r.Stats.BeamWidth, BeamLength: r.Stats.BeamLength,
+		Steps: d.Steps, TokensPerStep: d.TokensPerStep(), AcceptHist: d.AcceptHist, AcceptedAtDepth: d.AcceptedAtDepth,
+		Compression: d.Compression(), DraftMS: ms(d.Draft.Seconds()), TreeMS: ms(d.Tree.Seconds()),
+		VerifyMS: ms(d.Verify.Seconds()), AcceptMS: ms(d.Accept.Seconds()), OtherMS: ms(d.Other.Seconds()),
+	}
 }
 
 func ms(sec float64) float64 { return sec * 1000 }
@@ -53,6 +84,9 @@ func printStats(w io.Writer, r *runtime.Result, e *runtime.Engine) {
 	fmt.Fprintf(w, "backend %s, load %.0f ms\n", e.Backend.Name(), ms(e.LoadTime.Seconds()))
 	fmt.Fprintf(w, "prefill: %d tokens in %.1f ms (%.1f tokens/s)\n", s.PromptTokens, ms(s.Prefill.Seconds()), s.PrefillRate())
 	fmt.Fprintf(w, "decode:  %d tokens in %.1f ms (%.1f tokens/s), stop: %s\n", s.GeneratedTokens, ms(s.Decode.Seconds()), s.DecodeRate(), r.Reason)
+	if d := s.Draft; d != nil {
+		fmt.Fprintf(w, "redrafter W=%d L=%d:\n%s", s.BeamWidth, s.BeamLength, d)
+	}
 }
 
 func randomSeed() uint64 {

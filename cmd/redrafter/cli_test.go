@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/drafter"
+)
+
+const stories = "../../models/stories260K/stories260K.gguf"
+
+// run executes the CLI with args and returns stdout, stderr and the error.
+func run(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetIn(strings.NewReader(stdin))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestGenerateGreedy(t *testing.T) {
+	out, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Once upon a time, there was a little girl named Lily. She loved to play\n"; out != want {
+		t.Errorf("stdout = %q", out)
+	}
+}
+
+func TestGenerateJSON(t *testing.T) {
+	out, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "8", "--json",
+		"--prompt", "Once upon a time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r resultJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	if len(r.Tokens) != 8 || r.Text == "" || r.Stats.GeneratedTokens != 8 || r.Stats.Backend != "cpu" || r.Stats.Draft != nil {
+		t.Errorf("unexpected result %+v", r)
+	}
+}
+
+func TestGenerateWithDrafter(t *testing.T) {
+	dir := t.TempDir()
+	h := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1)
+	if err := h.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "40",
+		"--drafter", dir, "--beam-width", "4", "--beam-length", "3", "--stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != plain {
+		t.Errorf("greedy text with the drafter differs:\n%q\n%q", out, plain)
+	}
+	if !strings.Contains(stderr, "redrafter W=4 L=3") || !strings.Contains(stderr, "per step") {
+		t.Errorf("--stats did not report the ReDrafter ledger:\n%s", stderr)
+	}
+	js, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "10",
+		"--drafter", dir, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r resultJSON
+	if err := json.Unmarshal([]byte(js), &r); err != nil || r.Stats.Draft == nil || r.Stats.Draft.Steps == 0 {
+		t.Errorf("--json without ReDrafter stats: %v\n%s", err, js)
+	}
+	info, _, err := run(t, "", "inspect", dir)
+	if err != nil || !strings.Contains(info, "ReDrafter head for an LLM with hidden size 64 and vocabulary 512") {
+		t.Errorf("inspect drafter: %v\n%s", err, info)
+	}
+}
+
+// Every user mistake gets an error that says what is wrong, and nothing
+// on stdout.
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	trunc := filepath.Join(dir, "trunc.gguf")
+	data, _ := os.ReadFile(stories)
+	os.WriteFile(trunc, data[:1000], 0o644)
+	wrongHead := filepath.Join(dir, "head")
+	drafter.NewRandom(drafter.Config{VocabSize: 32000, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1).Save(wrongHead)
+	long := strings.Repeat("Once upon a time there was a cat. ", 40)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "--model", filepath.Join(dir, "none.gguf")}, "no such file"},
+		{[]string{"generate", "--model", trunc}, "gguf"},
+		{[]string{"generate"}, `required flag(s) "model" not set`},
+		{[]string{"generate", "--model", stories, "--top-p", "0"}, "--top-p"},
+		{[]string{"generate", "--model", stories, "--temperature", "-1"}, "--temperature"},
+		{[]string{"generate", "--model", stories, "--context", "64", "--prompt", long}, "context of 64"},
+		{[]string{"generate", "--model", stories, "--drafter", wrongHead}, "vocabulary has 32000 tokens"},
+		{[]string{"generate", "--model", stories, "--drafter", dir}, "not a draft head"},
+		{[]string{"generate", "--model", stories, "--backend", "tpu"}, `unknown backend "tpu"`},
+		{[]string{"chat", "--model", stories, "--template", "alpaca"}, "--template"},
+		{[]string{"inspect"}, "accepts 1 arg"},
+	} {
+		out, _, err := run(t, "", c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
+		}
+		if out != "" {
+			t.Errorf("%v: wrote %q to stdout on error", c.args, out)
+		}
+	}
+}
+
+func TestChatReadsLinesAndKeepsContext(t *testing.T) {
+	out, _, err := run(t, "Tell me a story\nAnother one\n", "chat", "--backend", "cpu", "--model", stories,
+		"--max-tokens", "12", "--template", "vicuna")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(out, "\n"); lines < 2 {
+		t.Errorf("expected two replies, got %q", out)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	out, _, err := run(t, "", "inspect", stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture: llama", "layers 5, dim 64", "heads 8 (kv 4", "vocab 512",
+		"tokenizer:    llama, 512 tokens", "blk.4.ffn_down.weight", "F32"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
