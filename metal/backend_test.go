@@ -1,0 +1,243 @@
+package metal
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu"
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
+)
+
+// chain builds x → SiLU → Add(·, x) → SiLU ... n times: every op reads the
+// previous result, so every dispatch after the first needs a barrier.
+func chain(g *graph.Graph, x *graph.Array, n int) *graph.Array {
+	y := x
+	for range n {
+		y = graph.AddOf(graph.Silu(y), x)
+	}
+	return y
+}
+
+func TestBarriersOnlyWhereBuffersConflict(t *testing.T) {
+	be := NewFake(Policy{FirstCommit: 100, OpsPerBuffer: 100, MatvecMaxRows: 4})
+	g := graph.New()
+	x := g.Input("x", graph.F32, 4, 8)
+	// Four independent SiLUs of x, then a chain that joins them.
+	var outs []*graph.Array
+	for range 4 {
+		outs = append(outs, graph.Silu(x))
+	}
+	a1, a2 := graph.AddOf(outs[0], outs[1]), graph.AddOf(outs[2], outs[3])
+	sum := graph.AddOf(a1, a2)
+	// Every array is an output, so the planner reuses no buffer (reuse would
+	// add write-after-read barriers of its own).
+	p, err := graph.Compile(be, append(outs, a1, a2, sum)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if err := p.Write(x, make([]float32, 32)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ev := strings.Join(FakeEvents(be), "; ")
+	// The SiLUs run together; the two first Adds read them (barrier) and
+	// may run together; the last Add reads theirs (barrier).
+	want := "dispatch elementwise_silu_f32; dispatch elementwise_silu_f32; dispatch elementwise_silu_f32; dispatch elementwise_silu_f32; " +
+		"barrier; dispatch elementwise_add_f32; dispatch elementwise_add_f32; barrier; dispatch elementwise_add_f32; commit; wait"
+	if ev != want {
+		t.Errorf("events:\n got %s\nwant %s", ev, want)
+	}
+}
+
+func TestWriteAfterReadGetsABarrier(t *testing.T) {
+	// The planner reuses a dead buffer: b = SiLU(a) then c = SiLU(b) may put
+	// c where a was, which a dispatch still reading a must not overlap.
+	a := []span{{buf: &Buffer{dev: &fakeBuffer{}, size: 64}, lo: 0, hi: 64}}
+	other := []span{{buf: &Buffer{dev: &fakeBuffer{}, size: 64}, lo: 0, hi: 64}}
+	ds := []*dispatch{
+		{reads: a, writes: other},
+		{reads: nil, writes: a}, // WAR on a
+		{reads: nil, writes: []span{{buf: other[0].buf, lo: 0, hi: 32}}}, // WAW on other (since the barrier? no: other was written before it)
+	}
+	s := planSchedule(ds, Policy{FirstCommit: 10, OpsPerBuffer: 10})
+	if want := []bool{false, true, false}; !slices.Equal(s.barrier, want) {
+		t.Errorf("barriers %v, want %v", s.barrier, want)
+	}
+	// Disjoint ranges of one buffer do not conflict.
+	buf := &Buffer{dev: &fakeBuffer{}, size: 64}
+	ds = []*dispatch{{writes: []span{{buf, 0, 32}}}, {writes: []span{{buf, 32, 64}}}, {reads: []span{{buf, 16, 40}}}}
+	s = planSchedule(ds, Policy{FirstCommit: 10, OpsPerBuffer: 10})
+	if want := []bool{false, false, true}; !slices.Equal(s.barrier, want) {
+		t.Errorf("ranges: barriers %v, want %v", s.barrier, want)
+	}
+}
+
+func TestCommitPolicy(t *testing.T) {
+	ds := make([]*dispatch, 100)
+	for i := range ds {
+		ds[i] = &dispatch{}
+	}
+	s := planSchedule(ds, Policy{FirstCommit: 8, OpsPerBuffer: 40})
+	var at []int
+	for i, c := range s.commit {
+		if c {
+			at = append(at, i+1)
+		}
+	}
+	if want := []int{8, 48, 88, 100}; !slices.Equal(at, want) {
+		t.Errorf("commits after dispatches %v, want %v", at, want)
+	}
+}
+
+// TestPlanCache runs a plan several times: it is encoded once, every run
+// commits the same command buffers, each run waits, and the results match
+// the CPU reference. Freed buffers go back to the pool and are reused.
+func TestPlanCache(t *testing.T) {
+	be := NewFake(Policy{FirstCommit: 3, OpsPerBuffer: 5, MatvecMaxRows: 4})
+	ref := cpu.NewReference()
+	run := func(be graph.Backend, in []float32) []float32 {
+		g := graph.New()
+		x := g.Input("x", graph.F32, 3, 5)
+		y := chain(g, x, 6)
+		p, err := graph.Compile(be, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Free()
+		out := make([]float32, 15)
+		for range 3 {
+			if err := p.Write(x, in); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Read(y, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	in := make([]float32, 15)
+	for i := range in {
+		in[i] = float32(i)/7 - 1
+	}
+	want := run(ref, in)
+	got := run(be, in)
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	st := be.Stats()
+	if st.Encodes != 1 || st.Runs != 3 || st.Dispatches != 3*12 {
+		t.Errorf("stats %+v: want 1 encode, 3 runs, 36 dispatches", st)
+	}
+	// 12 dispatches: commits after 3, 8, 12 → 3 command buffers per run.
+	if st.CommandBuffers != 9 {
+		t.Errorf("%d command buffers, want 9", st.CommandBuffers)
+	}
+	ev := FakeEvents(be)
+	if n := strings.Count(strings.Join(ev, ";"), "wait"); n != 9 {
+		t.Errorf("%d waits", n)
+	}
+	// The second compile reuses pooled memory.
+	f := be.dev.(*fakeDevice)
+	live := f.live
+	run(be, in)
+	if f.live != live {
+		t.Errorf("device buffers went from %d to %d for the same plan shape", live, f.live)
+	}
+}
+
+func TestUseAfterFree(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	g := graph.New()
+	x := g.Input("x", graph.F32, 8)
+	y := graph.Silu(x)
+	p, err := graph.Compile(be, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	p.Free()
+	if err := p.Run(); err == nil || !strings.Contains(err.Error(), "freed") {
+		t.Errorf("run after Free: %v, want an error about a freed buffer", err)
+	}
+}
+
+func TestWrapHost(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	// Page-aligned memory is wrapped, anything else copied.
+	words := make([]uint64, 3*pageSize/8)
+	raw := unsafeBytes(words)
+	start := (pageSize - int(addr(raw))%pageSize) % pageSize
+	aligned := raw[start : start+pageSize+100]
+	wb, err := be.WrapHost(aligned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aligned[5] = 42
+	got := make([]byte, 1)
+	if err := be.Read(wb, 5, got); err != nil || got[0] != 42 {
+		t.Errorf("wrapped page-aligned memory is not shared: %v %v", got, err)
+	}
+	cb, err := be.WrapHost(raw[start+1 : start+50])
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[start+1] = 7
+	if err := be.Read(cb, 0, got); err != nil || got[0] == 7 {
+		t.Errorf("unaligned memory should be copied: %v %v", got, err)
+	}
+	be.Free(wb)
+	be.Free(cb)
+	runtime.KeepAlive(words)
+}
+
+func TestUnsupportedShapesAreErrors(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	g := graph.New()
+	q := g.Input("q", graph.F32, 1, 1, 300)
+	k := g.Input("k", graph.F32, 4, 1, 300)
+	kl := g.Input("kvLen", graph.I32, 1)
+	end := g.Input("end", graph.I32, 1)
+	err := graph.Eval(be, nil, func(*graph.Plan) error { return nil }, graph.Attend(q, k, k, kl, end, 1))
+	if err == nil || !strings.Contains(err.Error(), "head dim 300") {
+		t.Errorf("head dim 300: %v", err)
+	}
+}
+
+func TestDefaultPolicyAndBeam(t *testing.T) {
+	for _, c := range []struct {
+		info DeviceInfo
+		ops  int
+		beam BeamShape
+	}{
+		{DeviceInfo{Name: "Apple M1", Architecture: "applegpu_g13g"}, 40, BeamShape{1, 4}},
+		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14s"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M1 Pro"}, 40, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15s"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M2 Ultra", Architecture: "applegpu_g14d"}, 50, BeamShape{3, 5}},
+	} {
+		if p := DefaultPolicy(c.info); p.OpsPerBuffer != c.ops {
+			t.Errorf("DefaultPolicy(%s).OpsPerBuffer = %d, want %d", c.info.Name, p.OpsPerBuffer, c.ops)
+		}
+		if b := RecommendedBeam(c.info); b != c.beam {
+			t.Errorf("RecommendedBeam(%s) = %v, want %v", c.info.Name, b, c.beam)
+		}
+	}
+	t.Setenv("REDRAFTER_METAL_OPS_PER_BUFFER", "7")
+	if p, err := DefaultPolicy(DeviceInfo{}).WithEnv(); err != nil || p.OpsPerBuffer != 7 {
+		t.Errorf("env override: %+v %v", p, err)
+	}
+	t.Setenv("REDRAFTER_METAL_OPS_PER_BUFFER", "x")
+	if _, err := DefaultPolicy(DeviceInfo{}).WithEnv(); err == nil {
+		t.Error("bad env value accepted")
+	}
+}
