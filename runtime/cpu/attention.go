@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 )
 
@@ -27,85 +28,176 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 	}
 	y := f32(out)
 	group := heads / kvh
-	dot, axpy := b.dot, b.axpy
-	if d <= 16 && !b.reference {
-		// Below a vector's width the call costs more than the arithmetic.
-		dot, axpy = dotSmall, axpySmall
-	}
 	rowLen := past + n
-	b.pool.parallel(n*heads, 1, max(1, 8192/max(1, rowLen*d)), func(w, lo, hi int) {
+	stride := kvh * d
+	b.pool.parallel(n*heads, 1, max(1, 1<<16/max(1, rowLen*d)), func(w, lo, hi int) {
 		scores := b.scratch(w, rowLen)
 		for t := lo; t < hi; t++ {
 			qi, h := t/heads, t%heads
 			g := h / group
 			qv := q[t*d : (t+1)*d]
-			// Visible keys: the whole prefix, then the tree ancestors k of
-			// qi (k <= qi <= end[k]), in cache order. Invisible keys score
-			// -Inf and weigh exactly 0.
-			mx := float32(math.Inf(-1))
-			for r := range past + qi + 1 {
-				if r >= past && int(end[r-past]) < qi {
-					scores[r] = float32(math.Inf(-1))
-					continue
+			kg, vg := k[g*d:], v[g*d:] // row r of head g starts at r*stride
+			last := past + qi          // the last row this query can see
+			sc := scores[:last+1]
+			// Scores of the whole prefix, then of the tree: key row past+j is
+			// visible iff j <= qi <= end[j] (an ancestor); others weigh 0.
+			b.scores(sc[:past], qv, kg, stride, 0, scale)
+			for j := 0; j <= qi; j++ {
+				if int(end[j]) >= qi {
+					b.scores(sc[past+j:past+j+1], qv, kg, stride, past+j, scale)
+				} else {
+					sc[past+j] = float32(math.Inf(-1))
 				}
-				s := dot(qv, k[(r*kvh+g)*d:(r*kvh+g+1)*d]) * scale
-				scores[r] = s
-				mx = max(mx, s)
 			}
-			var sum float32
-			for r := range past + qi + 1 {
-				e := expf(scores[r] - mx)
-				scores[r] = e
-				sum += e
-			}
+			inv := 1 / b.softmax(sc)
 			yv := y[t*d : (t+1)*d]
 			clear(yv)
-			inv := 1 / sum
-			for r := range past + qi + 1 {
-				if p := scores[r]; p != 0 {
-					axpy(yv, p*inv, v[(r*kvh+g)*d:(r*kvh+g+1)*d])
-				}
-			}
+			b.weightedSum(yv, sc, vg, stride, inv)
 		}
 	})
 	return nil
 }
 
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
-
-func (b *Backend) dot(x, y []float32) float32 {
-	if b.reference {
-		var s float32
-		for i, v := range x {
-			s += v * y[i]
-		}
-		return s
+// expf is e^x for x <= 0 (scores minus their maximum), to a few ulp:
+// x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so r is exact), e^r
+// by a degree-7 Taylor polynomial, times 2^n. math.Exp costs more than the
+// rest of a small head's attention together.
+func expf(x float32) float32 {
+	if x < -87 {
+		return 0
 	}
-	return dotF32(x, y)
+	t := x * 1.442695041
+	n := float32(int32(t - 0.5)) // round to nearest for t <= 0
+	if t-n > 0.5 {
+		n++
+	}
+	r := x - n*0.693145752 - n*1.42860677e-6
+	p := float32(1.0 / 5040)
+	p = p*r + 1.0/720
+	p = p*r + 1.0/120
+	p = p*r + 1.0/24
+	p = p*r + 1.0/6
+	p = p*r + 0.5
+	p = p*r + 1
+	p = p*r + 1
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
 
-func (b *Backend) axpy(y []float32, a float32, x []float32) {
-	if b.reference {
-		for i, v := range x {
-			y[i] += a * v
+// scores sets out[i] = scale · q·k[from+i], where key row r of this head
+// starts at r*stride.
+func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) {
+	d := len(q)
+	if b.reference || d >= 16 {
+		for i := range out {
+			r := (from + i) * stride
+			var s float32
+			if b.reference {
+				for j, x := range q {
+					s += x * k[r+j]
+				}
+			} else {
+				s = kernels.DotF32(q, k[r:r+d])
+			}
+			out[i] = s * scale
 		}
 		return
 	}
-	axpy(y, a, x)
-}
-
-func dotSmall(x, y []float32) float32 {
-	y = y[:len(x)]
-	var s float32
-	for i, v := range x {
-		s += v * y[i]
+	// Head dimensions below a vector's width: a plain loop per key beats a
+	// call into a vector kernel, and d = 8 (TinyStories-class models) is
+	// unrolled with q held in registers.
+	if d == 8 {
+		q8 := (*[8]float32)(q)
+		q0, q1, q2, q3, q4, q5, q6, q7 := q8[0], q8[1], q8[2], q8[3], q8[4], q8[5], q8[6], q8[7]
+		for i := range out {
+			kr := (*[8]float32)(k[(from+i)*stride:])
+			out[i] = ((q0*kr[0] + q1*kr[1]) + (q2*kr[2] + q3*kr[3]) + ((q4*kr[4] + q5*kr[5]) + (q6*kr[6] + q7*kr[7]))) * scale
+		}
+		return
 	}
-	return s
+	for i := range out {
+		r := (from + i) * stride
+		kr := k[r : r+d]
+		var s float32
+		for j, x := range q {
+			s += x * kr[j]
+		}
+		out[i] = s * scale
+	}
 }
 
-func axpySmall(y []float32, a float32, x []float32) {
-	x = x[:len(y)]
-	for i := range y {
-		y[i] += a * x[i]
+// softmax replaces x with exp(x - max x) and returns the sum.
+func (b *Backend) softmax(x []float32) float32 {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var sum float32
+	if b.reference {
+		for i, v := range x {
+			e := float32(math.Exp(float64(v - mx)))
+			x[i] = e
+			sum += e
+		}
+		return sum
+	}
+	// expf, inlined by hand: the call costs as much as the arithmetic.
+	for i, v := range x {
+		v -= mx
+		if !(v >= -87) {
+			x[i] = 0
+			continue
+		}
+		t := v * 1.442695041
+		n := float32(int32(t - 0.5))
+		if t-n > 0.5 {
+			n++
+		}
+		r := v - n*0.693145752 - n*1.42860677e-6
+		p := ((((((r*(1.0/5040)+1.0/720)*r+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
+		e := p * math.Float32frombits(uint32(int32(n)+127)<<23)
+		x[i] = e
+		sum += e
+	}
+	return sum
+}
+
+// weightedSum adds Σ_r p[r]·inv · v[r] to y, skipping zero weights.
+func (b *Backend) weightedSum(y, p, v []float32, stride int, inv float32) {
+	d := len(y)
+	if d == 8 && !b.reference {
+		// Accumulate in registers; see scores.
+		var y0, y1, y2, y3, y4, y5, y6, y7 float32
+		for r, w := range p {
+			if w == 0 {
+				continue
+			}
+			vr := (*[8]float32)(v[r*stride:])
+			y0 += w * vr[0]
+			y1 += w * vr[1]
+			y2 += w * vr[2]
+			y3 += w * vr[3]
+			y4 += w * vr[4]
+			y5 += w * vr[5]
+			y6 += w * vr[6]
+			y7 += w * vr[7]
+		}
+		y8 := (*[8]float32)(y)
+		y8[0], y8[1], y8[2], y8[3] = y0*inv, y1*inv, y2*inv, y3*inv
+		y8[4], y8[5], y8[6], y8[7] = y4*inv, y5*inv, y6*inv, y7*inv
+		return
+	}
+	for r, w := range p {
+		if w == 0 {
+			continue
+		}
+		a := w * inv
+		vr := v[r*stride : r*stride+d]
+		if b.reference || d < 16 {
+			for j, x := range vr {
+				y[j] += a * x
+			}
+		} else {
+			kernels.Axpy(y, a, vr)
+		}
 	}
 }

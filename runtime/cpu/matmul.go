@@ -17,7 +17,7 @@ func (b *Backend) matmul(out, x, w graph.Operand) error {
 		return nil
 	}
 	const rowAlign = 8
-	minRows := max(1, 16384/(k*max(m, 1))) // ~16K multiply-adds per worker at least
+	minRows := max(1, 1<<16/(k*max(m, 1))) // waking a worker costs ~10µs: give it ≥64K multiply-adds
 	switch w.DType {
 	case graph.F32:
 		ws := f32(w)
