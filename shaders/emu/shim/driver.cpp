@@ -11,6 +11,7 @@
 // Reply: the nbuf buffers' bytes, in request order.
 //
 // "driver --list" prints the kernel names, one a line.
+#include <csetjmp>
 #include <csignal>
 #include <cstdarg>
 #include <cstdio>
@@ -35,9 +36,19 @@ Launch *launch;
 enum State { kReady, kRunning, kBlockedSimd, kBlockedBarrier, kDone };
 
 static const char *kernel_name = "";
+// Fibers are created once per thread slot with makecontext and then switched
+// with _setjmp/_longjmp, which (unlike swapcontext) make no system call. A
+// fiber loops: run the kernel for the thread in its slot, finish, yield;
+// the next threadgroup resumes it with a new thread.
 static ucontext_t sched_ctx;
+static jmp_buf sched_jb;
 static std::vector<Thread> threads;
 static std::vector<ucontext_t> fibers;
+struct JumpBuf {
+	jmp_buf jb;
+};
+static std::vector<JumpBuf> fiber_jb;
+static std::vector<bool> started;
 static std::vector<Simdgroup *> simdgroups;
 static Threadgroup group;
 static void (*entry)();
@@ -62,9 +73,22 @@ static const size_t kStack = 256 << 10;
 
 Thread *thread_at(int i) { return &threads[i]; }
 
-void block() {
-	Thread *t = cur;
-	swapcontext(&fibers[t->tiitg], &sched_ctx);
+// yield returns to the scheduler; it comes back when the scheduler resumes
+// this fiber.
+static void yield() {
+	if (_setjmp(fiber_jb[cur->tiitg].jb) == 0) _longjmp(sched_jb, 1);
+}
+
+void block() { yield(); }
+
+static void resume(int i) {
+	if (_setjmp(sched_jb) != 0) return;
+	if (!started[i]) {
+		started[i] = true;
+		swapcontext(&sched_ctx, &fibers[i]); // the fiber leaves with _longjmp
+	} else {
+		_longjmp(fiber_jb[i].jb, 1);
+	}
 }
 
 void release(Thread *t) { t->state = kReady; }
@@ -113,10 +137,11 @@ static void finish(Thread *t) {
 }
 
 static void trampoline() {
-	entry();
-	finish(cur);
-	swapcontext(&fibers[cur->tiitg], &sched_ctx);
-	fail("finished fiber resumed");
+	for (;;) {
+		entry();
+		finish(cur);
+		yield();
+	}
 }
 
 static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
@@ -149,12 +174,14 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 		t.sg = simdgroups[i / kSimdWidth];
 		t.tg = &group;
 		t.state = kReady;
-		ucontext_t &f = fibers[i];
-		getcontext(&f);
-		f.uc_stack.ss_sp = stacks + size_t(i) * kStack;
-		f.uc_stack.ss_size = kStack;
-		f.uc_link = nullptr;
-		makecontext(&f, trampoline, 0);
+		if (!started[i]) {
+			ucontext_t &f = fibers[i];
+			getcontext(&f);
+			f.uc_stack.ss_sp = stacks + size_t(i) * kStack;
+			f.uc_stack.ss_size = kStack;
+			f.uc_link = nullptr;
+			makecontext(&f, trampoline, 0);
+		}
 	}
 	// Threadgroup memory starts as NaN bytes, so reading it before writing shows.
 	for (int i = 0; i < 8; i++)
@@ -169,7 +196,7 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 			ran = true;
 			t.state = kRunning;
 			cur = &t;
-			swapcontext(&sched_ctx, &fibers[i]);
+			resume(i);
 			if (t.state == kRunning) t.state = kBlockedSimd;
 			if (t.state == kDone) done++;
 		}
@@ -326,6 +353,8 @@ int main(int argc, char **argv) {
 
 	threads.resize(nthreads);
 	fibers.resize(nthreads);
+	fiber_jb.resize(nthreads);
+	started.assign(nthreads, false);
 	int nsg = int((nthreads + kSimdWidth - 1) / kSimdWidth);
 	for (int s = 0; s < nsg; s++) simdgroups.push_back(new Simdgroup());
 	stacks = static_cast<unsigned char *>(mmap(nullptr, kStack * nthreads, PROT_READ | PROT_WRITE,
