@@ -241,3 +241,23 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 		t.Error("bad env value accepted")
 	}
 }
+
+// TestSupportsEveryOp checks that the backend claims every graph op for the
+// dtypes the graph builders produce, and refuses dtypes it has no kernel for.
+func TestSupportsEveryOp(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	f32 := []graph.DType{graph.F32, graph.F32, graph.F32, graph.I32, graph.I32}
+	for _, op := range graph.AllOps() {
+		if !be.Supports(op, f32) {
+			t.Errorf("Supports(%v, f32) = false", op)
+		}
+	}
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		if !be.Supports(graph.MatMul{}, []graph.DType{graph.F32, dt}) || !be.Supports(graph.Embed{}, []graph.DType{dt, graph.I32}) {
+			t.Errorf("MatMul/Embed with %v weights not supported", dt)
+		}
+	}
+	if be.Supports(graph.KVWrite{}, []graph.DType{graph.F16, graph.F16, graph.I32}) {
+		t.Error("KVWrite on an f16 cache claimed without a kernel")
+	}
+}

@@ -2,9 +2,11 @@ package metal
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime"
 	_ "github.com/seed9b8f47b1/redrafter/runtime/cpu"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
@@ -12,20 +14,58 @@ import (
 
 const stories = "../models/stories260K/stories260K.gguf"
 
-// generate loads the demo model on a backend and decodes greedily.
-func generate(t *testing.T, backend, prompt string, n int) []int32 {
+// generate loads the demo model on a backend and decodes greedily, with
+// ReDrafter when draft names a draft head directory.
+func generate(t *testing.T, backend, prompt string, n int, draft ...string) []int32 {
 	t.Helper()
 	e, err := runtime.Load(stories, runtime.Options{Backend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	res, err := e.Generate(context.Background(), prompt, runtime.GenerateOptions{MaxTokens: n}, func(string) error { return nil })
+	opt := runtime.GenerateOptions{MaxTokens: n}
+	if len(draft) > 0 {
+		if err := e.LoadDrafter(draft[0]); err != nil {
+			t.Fatal(err)
+		}
+		opt.Draft = runtime.DraftOptions{BeamWidth: 3, BeamLength: 4}
+	}
+	res, err := e.Generate(context.Background(), prompt, opt, func(string) error { return nil })
 	if err != nil {
 		t.Fatalf("%s: %v", backend, err)
 	}
 	t.Logf("%s: %q", backend, res.Text)
+	if res.Stats.Draft != nil {
+		t.Logf("%s: draft stats %+v", backend, *res.Stats.Draft)
+	}
 	return res.Tokens
+}
+
+// randomDrafter saves a random draft head for stories260K (hidden 64,
+// vocabulary 512): its drafts are mostly rejected, which exercises tree
+// verification and KV compaction on every step.
+func randomDrafter(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "drafter")
+	h := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 7)
+	if err := h.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestReDrafterMatchesCPU decodes with ReDrafter (beam search in the draft
+// head, tree attention, KV compaction) on the fake device: greedy output
+// must equal autoregressive greedy decoding on the CPU, token for token.
+func TestReDrafterMatchesCPU(t *testing.T) {
+	graph.Register("metal-fake-draft", func() (graph.Backend, error) {
+		return NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
+	})
+	const n = 40
+	want := generate(t, "cpu", "Once upon a time", n)
+	got := generate(t, "metal-fake-draft", "Once upon a time", n, randomDrafter(t))
+	if !slices.Equal(got, want) {
+		t.Errorf("metal (fake device, ReDrafter) generated %v\ncpu generated %v", got, want)
+	}
 }
 
 // TestGenerationMatchesCPU runs the engine on the Metal backend's encoder
@@ -70,6 +110,10 @@ func TestGenerationThroughEmulatedKernels(t *testing.T) {
 	got := generate(t, "metal-emu", prompt, n)
 	if !slices.Equal(got, want) {
 		t.Errorf("metal (emulated kernels) generated %v\ncpu generated %v", got, want)
+	}
+	got = generate(t, "metal-emu", prompt, 4, randomDrafter(t))
+	if !slices.Equal(got, want[:4]) {
+		t.Errorf("metal (emulated kernels, ReDrafter) generated %v\ncpu generated %v", got, want[:4])
 	}
 	t.Logf("kernels run: %v", x)
 }
