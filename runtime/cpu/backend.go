@@ -158,9 +158,9 @@ func (b *Backend) step(s *graph.Step) error {
 	case graph.KVCompact:
 		return kvCompact(in[0], in[1], in[2])
 	case graph.SiLU:
-		silu(f32(s.Out), f32(in[0]))
+		b.silu(f32(s.Out), f32(in[0]))
 	case graph.SwiGLU:
-		swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
+		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.Add:
 		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a + b })
 	case graph.Mul:

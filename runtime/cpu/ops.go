@@ -82,15 +82,36 @@ func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPE) error {
 	return nil
 }
 
-func silu(y, x []float32) {
+// sigmoid is 1/(1+e^-x) with math.Exp, for the reference backend.
+func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+
+// fastSigmoid is sigmoid through expf, which only takes x <= 0.
+func fastSigmoid(x float32) float32 {
+	if x >= 0 {
+		return 1 / (1 + expf(-x))
+	}
+	e := expf(x)
+	return e / (1 + e)
+}
+
+func (b *Backend) silu(y, x []float32) {
+	sig := fastSigmoid
+	if b.reference {
+		sig = sigmoid
+	}
 	for i, v := range x {
-		y[i] = v / (1 + float32(math.Exp(float64(-v))))
+		y[i] = v * sig(v)
 	}
 }
 
-func swiglu(y, gate, up []float32) {
+func (b *Backend) swiglu(y, gate, up []float32) {
+	sig := fastSigmoid
+	if b.reference {
+		sig = sigmoid
+	}
+	up = up[:len(gate)]
 	for i, g := range gate {
-		y[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		y[i] = g * sig(g) * up[i]
 	}
 }
 
