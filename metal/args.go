@@ -7,6 +7,7 @@ package metal
 const (
 	matvecRows       = 4   // MATVEC_ROWS
 	matvecSimdgroups = 2   // MATVEC_SIMDGROUPS
+	matvecMaxM       = 8   // MATVEC_MAX_M
 	matmulBM         = 32  // MATMUL_BM
 	matmulBN         = 32  // MATMUL_BN
 	matmulBK         = 16  // MATMUL_BK
@@ -71,6 +72,7 @@ var argStructs = map[string]any{
 var argConstants = map[string]int{
 	"MATVEC_ROWS":       matvecRows,
 	"MATVEC_SIMDGROUPS": matvecSimdgroups,
+	"MATVEC_MAX_M":      matvecMaxM,
 	"MATMUL_BM":         matmulBM,
 	"MATMUL_BN":         matmulBN,
 	"MATMUL_BK":         matmulBK,

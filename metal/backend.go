@@ -229,24 +229,32 @@ func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
 }
 
 // submit replays a plan's dispatches into command buffers and waits for the
-// last one (a queue runs its command buffers in order).
+// last one (a queue runs its command buffers in order). On an encoding error
+// what was already encoded is still committed and waited for, so no command
+// buffer is left open.
 func (b *Backend) submit(st *planState) error {
 	if len(st.ds) == 0 {
 		return nil
 	}
 	var cbs []commandBuffer
-	err := b.dev.do(func() error {
+	encErr := b.dev.do(func() error {
 		var cb commandBuffer
+		defer func() {
+			if cb != nil {
+				cb.commit()
+				cbs = append(cbs, cb)
+			}
+		}()
 		for i, d := range st.ds {
+			for _, bd := range d.binds {
+				if bd.buf != nil && bd.buf.freed {
+					return fmt.Errorf("metal: %s uses a freed buffer", d.pipe.name())
+				}
+			}
 			if cb == nil {
 				var err error
 				if cb, err = b.dev.newCommandBuffer(); err != nil {
 					return err
-				}
-			}
-			for _, bd := range d.binds {
-				if bd.buf != nil && bd.buf.freed {
-					return fmt.Errorf("metal: %s uses a freed buffer", d.pipe.name())
 				}
 			}
 			if st.sched.barrier[i] {
@@ -261,14 +269,14 @@ func (b *Backend) submit(st *planState) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
 	var first error
 	for _, cb := range cbs {
 		if err := cb.wait(); err != nil && first == nil {
 			first = fmt.Errorf("metal: command buffer: %w", err)
 		}
+	}
+	if encErr != nil {
+		return encErr
 	}
 	b.mu.Lock()
 	b.stats.Dispatches += len(st.ds)

@@ -23,7 +23,7 @@ type Policy struct {
 // DefaultPolicy returns the policy for a device: the architecture name's
 // last letter is the class (p: phone, g: base and Pro, s: Max, d: Ultra).
 func DefaultPolicy(info DeviceInfo) Policy {
-	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 4}
+	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 8}
 	switch deviceClass(info) {
 	case 'p':
 		p.OpsPerBuffer, p.MBPerBuffer = 20, 40

@@ -6,9 +6,11 @@
 // the struct is always buffer(0) of its kernel, set with setBytes.
 #pragma once
 
-// matvec.metal: rows per simdgroup and simdgroups per threadgroup.
+// matvec.metal: outputs per simdgroup, simdgroups per threadgroup, and rows
+// of x per threadgroup.
 #define MATVEC_ROWS 4
 #define MATVEC_SIMDGROUPS 2
+#define MATVEC_MAX_M 8
 
 // matmul.metal: tile of the output per threadgroup and K step; 4 simdgroups
 // of 16x16 each.

@@ -1,7 +1,10 @@
 // matvec.metal: out[M,N] = x[M,K] · w[N,K]ᵀ for few rows of x (decode and
-// short verification batches). Each simdgroup computes MATVEC_ROWS outputs
-// of one row of x; lanes stride over K, so reads of w are coalesced.
-// Grid: (ceil(N / (MATVEC_ROWS·MATVEC_SIMDGROUPS)), M); threadgroup: 32·MATVEC_SIMDGROUPS.
+// tree verification). Each simdgroup computes MATVEC_ROWS outputs for up to
+// MATVEC_MAX_M rows of x at once, so every weight is read once per
+// threadgroup and used MATVEC_MAX_M times; lanes stride over K, so reads of
+// w are coalesced.
+// Grid: (ceil(N / (MATVEC_ROWS·MATVEC_SIMDGROUPS)), ceil(M / MATVEC_MAX_M));
+// threadgroup: 32·MATVEC_SIMDGROUPS.
 #include "common.h"
 
 template <typename W>
@@ -13,27 +16,44 @@ kernel void matvec_nt(
 		uint3 tgpig [[threadgroup_position_in_grid]],
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
-	const int m = int(tgpig.y);
 	const int n0 = (int(tgpig.x) * MATVEC_SIMDGROUPS + int(sgitg)) * MATVEC_ROWS;
+	const int m0 = int(tgpig.y) * MATVEC_MAX_M;
 	if (n0 >= args.N) {
 		return; // the whole simdgroup leaves together
 	}
-	device const float *xr = x + ulong(m) * ulong(args.K);
+	// Rows past the end repeat the last one (valid memory) and are not stored.
 	device const W *wr[MATVEC_ROWS];
 	for (int r = 0; r < MATVEC_ROWS; r++) {
 		wr[r] = w + ulong(min(n0 + r, args.N - 1)) * ulong(args.K);
 	}
-	float acc[MATVEC_ROWS] = {0.0f};
+	device const float *xr[MATVEC_MAX_M];
+	for (int j = 0; j < MATVEC_MAX_M; j++) {
+		xr[j] = x + ulong(min(m0 + j, args.M - 1)) * ulong(args.K);
+	}
+	float acc[MATVEC_ROWS][MATVEC_MAX_M];
+	for (int r = 0; r < MATVEC_ROWS; r++) {
+		for (int j = 0; j < MATVEC_MAX_M; j++) {
+			acc[r][j] = 0.0f;
+		}
+	}
 	for (int k = int(lane); k < args.K; k += 32) {
-		const float xv = xr[k];
+		float xv[MATVEC_MAX_M];
+		for (int j = 0; j < MATVEC_MAX_M; j++) {
+			xv[j] = xr[j][k];
+		}
 		for (int r = 0; r < MATVEC_ROWS; r++) {
-			acc[r] += xv * to_float(wr[r][k]);
+			const float wv = to_float(wr[r][k]);
+			for (int j = 0; j < MATVEC_MAX_M; j++) {
+				acc[r][j] += wv * xv[j];
+			}
 		}
 	}
 	for (int r = 0; r < MATVEC_ROWS; r++) {
-		const float s = simd_sum(acc[r]);
-		if (lane == 0 && n0 + r < args.N) {
-			out[ulong(m) * ulong(args.N) + ulong(n0 + r)] = s;
+		for (int j = 0; j < MATVEC_MAX_M; j++) {
+			const float s = simd_sum(acc[r][j]);
+			if (lane == 0 && n0 + r < args.N && m0 + j < args.M) {
+				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] = s;
+			}
 		}
 	}
 }
