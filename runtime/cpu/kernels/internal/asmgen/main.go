@@ -84,7 +84,10 @@ func ku(is isa, mr, nr int) int {
 //	y[i*ldy+j] (+)= Σ_{kk<k} x[i*ldx+kk] * float32(w[j*ldw+kk])
 //
 // (accumulating into y when acc != 0). On AVX2 k must be a multiple of 8.
-var prefetch *int
+var (
+	suffix  string
+	pfInstr = "PREFETCHT0" // "" for none
+)
 
 var gpRegs = []string{"SI", "DI", "BX", "DX", "R8", "R9", "R10", "R11", "R12", "R13"}
 
@@ -95,24 +98,34 @@ func (g *gen) loadW(is isa, dt dtype, base string, off int, dst string, masked b
 	}
 	switch dt.name {
 	case "F32":
-		g.a("VMOVUPS%s %d(%s)(AX*4), %s%s", z, off, base, k, dst)
+		g.a("VMOVUPS%s %d(%s), %s%s", z, off, base, k, dst)
 	case "F16":
-		g.a("VCVTPH2PS%s %d(%s)(AX*2), %s%s", z, off, base, k, dst)
+		g.a("VCVTPH2PS%s %d(%s), %s%s", z, off, base, k, dst)
 	case "BF16":
-		g.a("VPMOVZXWD%s %d(%s)(AX*2), %s%s", z, off, base, k, dst)
+		g.a("VPMOVZXWD%s %d(%s), %s%s", z, off, base, k, dst)
 		g.a("VPSLLD $16, %s, %s", dst, dst)
 	}
 }
 
+// tile writes the kernel for an mr×nr block. Registers: x row i is
+// addressed as (xr[i])(AX*4) with AX running from -k up to 0; weight row j
+// by the pointer wr[j], advanced every iteration; pf holds nr*ldw bytes, so
+// (wr[j])(pf*1) is the same position in the next tile's row j, which the
+// main loop prefetches (the caller walks w in blocks of nr rows).
 func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
-	name := fmt.Sprintf("tile%s_%s_%dx%d", dt.name, is.name, mr, nr)
+	name := fmt.Sprintf("tile%s_%s_%dx%d%s", dt.name, is.name, mr, nr, suffix)
 	u := ku(is, mr, nr)
+	steps := max(u, 64/(is.lanes*dt.size)) // chunks per main-loop iteration: ≥ one cache line of each w row
 	nacc := mr * nr
 	if nacc*u+mr+1 > is.nregs || nacc > is.nregs-4 || mr+nr > len(gpRegs) {
 		log.Fatalf("%s: does not fit the register file", name)
 	}
 	xr := gpRegs[:mr]
 	wr := gpRegs[mr : mr+nr]
+	pf := "R15" // only the 6×4 AVX-512 tiles, which touch no globals
+	if mr+nr < len(gpRegs) {
+		pf = gpRegs[mr+nr]
+	}
 	acc := func(set, i, j int) string { return is.reg(set*nacc + i*nr + j) }
 	xv := func(i int) string { return is.reg(is.nregs - 1 - i) }
 	wv := func(j int) string {
@@ -136,9 +149,11 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 	g.a("MOVQ w+16(FP), %s", wr[0])
 	g.a("MOVQ ldw+24(FP), R14")
 	g.a("SHLQ $%d, R14", log2(dt.size))
-	g.a("LEAQ (%s)(CX*%d), %s", wr[0], dt.size, wr[0])
 	for j := 1; j < nr; j++ {
 		g.a("LEAQ (%s)(R14*1), %s", wr[j-1], wr[j])
+	}
+	if pfInstr != "" {
+		g.a("IMUL3Q $%d, R14, %s", nr, pf)
 	}
 	g.a("MOVQ CX, AX")
 	g.a("NEGQ AX")
@@ -149,56 +164,51 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 			g.a("VXORPS %s, %s, %s", is.reg(a), is.reg(a), is.reg(a))
 		}
 	}
-	body := func(set, off int, masked bool) {
+	body := func(set, c int, masked bool) {
 		z, k := "", ""
 		if masked {
 			z, k = ".Z", "K1, "
 		}
 		for i := 0; i < mr; i++ {
-			g.a("VMOVUPS%s %d(%s)(AX*4), %s%s", z, off*4, xr[i], k, xv(i))
+			g.a("VMOVUPS%s %d(%s)(AX*4), %s%s", z, c*is.lanes*4, xr[i], k, xv(i))
 		}
 		for j := 0; j < nr; j++ {
-			g.loadW(is, dt, wr[j], off*dt.size, wv(j), masked)
+			g.loadW(is, dt, wr[j], c*is.lanes*dt.size, wv(j), masked)
 			for i := 0; i < mr; i++ {
 				g.a("VFMADD231PS %s, %s, %s", wv(j), xv(i), acc(set, i, j))
 			}
 		}
 	}
-	// Software prefetch of the weight rows, *prefetch bytes ahead: one
-	// PREFETCHT0 per row and 64 bytes the main loop consumes (at least one
-	// per iteration).
-	prefetchW := func(iterBytes int) {
-		if *prefetch == 0 {
-			return
-		}
+	advance := func(chunks int) {
+		g.a("ADDQ $%d, AX", chunks*is.lanes)
 		for j := 0; j < nr; j++ {
-			for off := 0; off < max(iterBytes, 1); off += 64 {
-				g.a("PREFETCHT0 %d(%s)(AX*%d)", *prefetch+off, wr[j], dt.size)
+			g.a("ADDQ $%d, %s", chunks*is.lanes*dt.size, wr[j])
+		}
+	}
+	loopU, loop1, tail, reduce := g.newLabel("loop_"), g.newLabel("loop1_"), g.newLabel("tail_"), g.newLabel("reduce_")
+	g.label(loopU)
+	g.a("CMPQ AX, $-%d", steps*is.lanes)
+	g.a("JGT %s", loop1)
+	if pfInstr != "" {
+		for j := 0; j < nr; j++ {
+			for off := 0; off < steps*is.lanes*dt.size; off += 64 {
+				g.a("%s %d(%s)(%s*1)", pfInstr, off, wr[j], pf)
 			}
 		}
 	}
-	loop1, tail, reduce := g.newLabel("loop1_"), g.newLabel("tail_"), g.newLabel("reduce_")
-	if u > 1 {
-		loopU := g.newLabel("loopU_")
-		g.label(loopU)
-		g.a("CMPQ AX, $-%d", u*is.lanes)
-		g.a("JGT %s", loop1)
-		prefetchW(u * is.lanes * dt.size)
-		for s := 0; s < u; s++ {
-			body(s, s*is.lanes, false)
-		}
-		g.a("ADDQ $%d, AX", u*is.lanes)
-		g.a("JMP %s", loopU)
+	for c := 0; c < steps; c++ {
+		body(c%u, c, false)
 	}
+	advance(steps)
+	g.a("JMP %s", loopU)
 	g.label(loop1)
-	g.a("CMPQ AX, $-%d", is.lanes)
-	g.a("JGT %s", tail)
-	if u == 1 {
-		prefetchW(is.lanes * dt.size)
+	if steps > 1 {
+		g.a("CMPQ AX, $-%d", is.lanes)
+		g.a("JGT %s", tail)
+		body(0, 0, false)
+		advance(1)
+		g.a("JMP %s", loop1)
 	}
-	body(0, 0, false)
-	g.a("ADDQ $%d, AX", is.lanes)
-	g.a("JMP %s", loop1)
 	g.label(tail)
 	if is.masked {
 		g.a("TESTQ AX, AX")
@@ -421,8 +431,12 @@ func (g *gen) streams(is isa) {
 
 func main() {
 	out := flag.String("dir", ".", "directory of package kernels")
-	prefetch = flag.Int("prefetch", 1024, "software prefetch distance of weight rows in bytes (0: none)")
+	exp := flag.Bool("exp", false, "write prefetch experiments to exp_amd64.{go,s} instead")
 	flag.Parse()
+	if *exp {
+		experiments(*out)
+		return
+	}
 	var g gen
 	g.s.WriteString("// Code generated by internal/asmgen; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
 	g.s.WriteString("// tailmask+4*(4-nr) holds nr all-ones dwords followed by zeros (AVX2 partial stores).\n")
@@ -462,4 +476,20 @@ func main() {
 	if err := os.WriteFile(filepath.Join(*out, "kernels_amd64.s"), g.s.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
+}
+
+func experiments(dir string) {
+	var g gen
+	g.s.WriteString("//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
+	g.g.WriteString("//go:build amd64 && !noasm\n\npackage kernels\n\n")
+	is := isas[1]
+	for _, v := range []string{"none", "t0", "t1", "nta"} {
+		pfInstr = map[string]string{"none": "", "t0": "PREFETCHT0", "t1": "PREFETCHT1", "nta": "PREFETCHNTA"}[v]
+		suffix = "_" + v
+		g.tile(is, dtypes[1], 1, 4)
+		g.tile(is, dtypes[1], 5, 4)
+		g.tile(is, dtypes[0], 1, 4)
+	}
+	os.WriteFile(filepath.Join(dir, "exp_amd64.go"), g.g.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(dir, "exp_amd64.s"), g.s.Bytes(), 0o644)
 }
