@@ -98,3 +98,10 @@ func RecommendedBeam(info DeviceInfo) BeamShape {
 		return BeamShape{1, 4}
 	}
 }
+
+// RecommendedBeam is the backend's default ReDrafter beam (W, L) for its
+// device; the runtime finds it through an optional interface.
+func (b *Backend) RecommendedBeam() (width, length int) {
+	s := RecommendedBeam(b.Device())
+	return s.Width, s.Length
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/drafter"
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 	"github.com/seed9b8f47b1/redrafter/runtime/sample"
 )
@@ -31,17 +32,19 @@ const (
 	AcceptApple = "apple"
 )
 
-// DefaultBeam is the beam shape used when DraftOptions leave it unset, per
-// backend. CPU: measured on stories260K and its inflated 1B-shaped variant
-// (docs/BENCHMARKS.md); Metal: the paper's finding for Apple GPUs (W=1-2 on
-// M1/M2-class devices, wider on Ultra), refined per device by the backend.
-func DefaultBeam(backend string) (width, length int) {
-	switch backend {
-	case "metal":
-		return 1, 5
+// DefaultBeam is the beam shape used when DraftOptions leave it unset. A
+// backend that knows its device recommends one (Metal: W=1 on base M-series
+// chips, 2 on Pro/Max, 3 on Ultra, as the paper found); otherwise the CPU
+// default, chosen from measurements in docs/BENCHMARKS.md.
+func DefaultBeam(be graph.Backend) (width, length int) {
+	if r, ok := be.(interface{ RecommendedBeam() (int, int) }); ok {
+		return r.RecommendedBeam()
 	}
-	return 2, 4
+	return cpuBeamWidth, cpuBeamLength
 }
+
+// The CPU's default beam; see docs/BENCHMARKS.md.
+const cpuBeamWidth, cpuBeamLength = 2, 4
 
 // LoadDrafter loads a ReDrafter draft head (a directory with config.json and
 // model.safetensors) and binds it next to the model. A head made for
@@ -85,7 +88,7 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 	if e.draftSource == nil || o.Off {
 		return nil, nil
 	}
-	w, l := DefaultBeam(e.Backend.Name())
+	w, l := DefaultBeam(e.Backend)
 	if o.BeamWidth != 0 {
 		w = o.BeamWidth
 	}

@@ -113,6 +113,9 @@ func TestErrors(t *testing.T) {
 		{[]string{"generate", "--model", stories, "--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{"chat", "--model", stories, "--template", "alpaca"}, "--template"},
 		{[]string{"inspect"}, "accepts 1 arg"},
+		{[]string{"selftest"}, "use --backend metal"},
+		{[]string{"selftest", "--backend", "metal"}, "Metal is not available on this system"},
+		{[]string{"devices"}, "Metal is not available on this system"},
 	} {
 		out, _, err := run(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	_ "github.com/seed9b8f47b1/redrafter/metal"       // registers the metal backend (macOS)
 	_ "github.com/seed9b8f47b1/redrafter/runtime/cpu" // registers the cpu backend
 )
 
@@ -44,7 +45,9 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.backend, "backend", envOr("REDRAFTER_BACKEND", "auto"), "compute backend: auto, cpu, metal or cuda (env REDRAFTER_BACKEND)")
 	pf.IntVar(&g.threads, "threads", 0, "CPU threads (0: all cores)")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
-	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd())
+	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
+	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
+	root.AddCommand(newDevCmd())
 	return root
 }
 

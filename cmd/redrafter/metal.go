@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seed9b8f47b1/redrafter/metal"
+)
+
+func newSelftestCmd(g *globalFlags) *cobra.Command {
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "selftest --backend metal",
+		Short: "Run every GPU kernel once against the CPU reference and print a verdict per kernel",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.backend != "metal" {
+				return fmt.Errorf("selftest checks a GPU backend: use --backend metal (got %q)", g.backend)
+			}
+			be, err := metal.Open()
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			progress := func(done, total int) {}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				progress = func(done, total int) { fmt.Fprintf(os.Stderr, "\rselftest: %d/%d cases", done, total) }
+			}
+			vs, err := metal.SelfTest(be, seed, progress)
+			if err != nil {
+				return err
+			}
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				fmt.Fprintln(os.Stderr)
+			}
+			if !metal.WriteSelfTest(cmd.OutOrStdout(), be.Device(), vs) {
+				return errors.New("selftest: some kernels disagree with the CPU reference (see the table)")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the random inputs")
+	return cmd
+}
+
+func newDevicesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "devices",
+		Short: "List GPUs with their family, memory and recommended ReDrafter beam",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rs, err := metal.Devices()
+			if err != nil {
+				return err
+			}
+			metal.WriteDevices(cmd.OutOrStdout(), rs)
+			return nil
+		},
+	}
+}
