@@ -126,13 +126,14 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 		buf  Buffer
 		size int
 	}
-	var free []int // indices into slots, kept sorted by size
+	// free holds released slots in release order. Taking the oldest that
+	// fits, rather than the newest, keeps a buffer's next writer as far as
+	// possible from its last reader, so a GPU backend needs fewer
+	// write-after-read barriers between them.
+	var free []int
 	var sizes []int
 	slotOf := make([]int, n)
-	release := func(s int) {
-		free = append(free, s)
-		sort.Slice(free, func(i, j int) bool { return sizes[free[i]] < sizes[free[j]] })
-	}
+	release := func(s int) { free = append(free, s) }
 	// dying[i] lists storage roots whose last use is step i.
 	dying := make(map[int][]int)
 	for i := range g.nodes {
