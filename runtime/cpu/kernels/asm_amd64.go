@@ -113,6 +113,15 @@ func tileBF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float3
 func tileBF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
 
 //go:noescape
+func dotF32_avx2(x *float32, w *float32, n int) float32
+
+//go:noescape
+func dotF16_avx2(x *float32, w *uint16, n int) float32
+
+//go:noescape
+func dotBF16_avx2(x *float32, w *uint16, n int) float32
+
+//go:noescape
 func axpy_avx2(y *float32, x *float32, n int, a float32)
 
 //go:noescape
@@ -342,6 +351,15 @@ func tileBF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *floa
 
 //go:noescape
 func tileBF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+
+//go:noescape
+func dotF32_avx512(x *float32, w *float32, n int) float32
+
+//go:noescape
+func dotF16_avx512(x *float32, w *uint16, n int) float32
+
+//go:noescape
+func dotBF16_avx512(x *float32, w *uint16, n int) float32
 
 //go:noescape
 func axpy_avx512(y *float32, x *float32, n int, a float32)

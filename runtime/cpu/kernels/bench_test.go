@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -37,8 +36,6 @@ func parallel(t, n int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
-var hugeHook func([]byte)
-
 var (
 	coldOnce sync.Once
 	coldF32  []float32 // coldBytes of float32
@@ -56,10 +53,6 @@ func coldBuffers() ([]float32, []uint16) {
 		}
 		coldF32 = make([]float32, coldBytes/4)
 		coldU16 = make([]uint16, coldBytes/2)
-		if hugeHook != nil {
-			hugeHook(unsafe.Slice((*byte)(unsafe.Pointer(&coldF32[0])), coldBytes))
-			hugeHook(unsafe.Slice((*byte)(unsafe.Pointer(&coldU16[0])), coldBytes))
-		}
 		for i := 0; i < len(coldF32); i += len(seedF) {
 			copy(coldF32[i:], seedF)
 		}
@@ -186,6 +179,45 @@ func BenchmarkMatMul(b *testing.B) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkSmall covers the short vectors of attention (head sizes 64 and
+// 128), where call overhead matters, and one long vector.
+func BenchmarkSmall(b *testing.B) {
+	for _, s := range Sets() {
+		for _, n := range []int{64, 128, 4096} {
+			x, y := make([]float32, n), make([]float32, n)
+			h := make([]uint16, n)
+			for i := range x {
+				x[i], y[i], h[i] = 1, 2, 0x3c00
+			}
+			var sink float32
+			b.Run(fmt.Sprintf("%s/DotF32/n=%d", s.Name, n), func(b *testing.B) {
+				b.SetBytes(int64(8 * n))
+				for b.Loop() {
+					sink += s.DotF32(x, y)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/DotF16/n=%d", s.Name, n), func(b *testing.B) {
+				b.SetBytes(int64(6 * n))
+				for b.Loop() {
+					sink += s.DotF16(h, y)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/Axpy/n=%d", s.Name, n), func(b *testing.B) {
+				b.SetBytes(int64(8 * n))
+				for b.Loop() {
+					s.Axpy(y, 1e-9, x)
+				}
+			})
+			b.Run(fmt.Sprintf("%s/ConvertF16ToF32/n=%d", s.Name, n), func(b *testing.B) {
+				b.SetBytes(int64(6 * n))
+				for b.Loop() {
+					s.ConvertF16ToF32(x, h)
+				}
+			})
 		}
 	}
 }

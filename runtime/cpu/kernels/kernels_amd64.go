@@ -33,6 +33,7 @@ type tiler[T elem] struct {
 	mrMax int
 	align int // the kernels handle k rounded down to a multiple of align
 	cvt   func(T) float32
+	dotFn func(x *float32, w *T, n int) float32
 }
 
 const nrMax = 4
@@ -88,11 +89,16 @@ func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n 
 }
 
 func (t *tiler[T]) dot(w []T, x []float32) float32 {
-	var r [1]float32
-	if len(x) > 0 {
-		t.matMul(r[:], 1, x, 1, w, len(x), 1)
+	n := len(x)
+	na := n &^ (t.align - 1)
+	var r float32
+	if na > 0 {
+		r = t.dotFn(&x[0], &w[0], na)
 	}
-	return r[0]
+	for i := na; i < n; i++ {
+		r += x[i] * t.cvt(w[i])
+	}
+	return r
 }
 
 func (t *tiler[T]) matVec(y []float32, w []T, x []float32) {
@@ -116,12 +122,12 @@ func (t *tiler[T]) matMulChecked(op string, y []float32, ldy int, x []float32, m
 func identity(v float32) float32 { return v }
 
 var (
-	f32AVX512  = tiler[float32]{fn: tilesF32_avx512[:], mrMax: 6, align: 1, cvt: identity}
-	f16AVX512  = tiler[uint16]{fn: tilesF16_avx512[:], mrMax: 6, align: 1, cvt: f16ToF32}
-	bf16AVX512 = tiler[uint16]{fn: tilesBF16_avx512[:], mrMax: 6, align: 1, cvt: bf16ToF32}
-	f32AVX2    = tiler[float32]{fn: tilesF32_avx2[:], mrMax: 3, align: 8, cvt: identity}
-	f16AVX2    = tiler[uint16]{fn: tilesF16_avx2[:], mrMax: 3, align: 8, cvt: f16ToF32}
-	bf16AVX2   = tiler[uint16]{fn: tilesBF16_avx2[:], mrMax: 3, align: 8, cvt: bf16ToF32}
+	f32AVX512  = tiler[float32]{fn: tilesF32_avx512[:], dotFn: dotF32_avx512, mrMax: 6, align: 1, cvt: identity}
+	f16AVX512  = tiler[uint16]{fn: tilesF16_avx512[:], dotFn: dotF16_avx512, mrMax: 6, align: 1, cvt: f16ToF32}
+	bf16AVX512 = tiler[uint16]{fn: tilesBF16_avx512[:], dotFn: dotBF16_avx512, mrMax: 6, align: 1, cvt: bf16ToF32}
+	f32AVX2    = tiler[float32]{fn: tilesF32_avx2[:], dotFn: dotF32_avx2, mrMax: 3, align: 8, cvt: identity}
+	f16AVX2    = tiler[uint16]{fn: tilesF16_avx2[:], dotFn: dotF16_avx2, mrMax: 3, align: 8, cvt: f16ToF32}
+	bf16AVX2   = tiler[uint16]{fn: tilesBF16_avx2[:], dotFn: dotBF16_avx2, mrMax: 3, align: 8, cvt: bf16ToF32}
 )
 
 // vecKernels are the element-wise kernels of one ISA level; each handles n

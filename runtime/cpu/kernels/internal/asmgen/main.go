@@ -362,6 +362,98 @@ func (g *gen) stream(is isa, name, goArgs string, frame int, ptrs []string, size
 	g.s.WriteString("\n")
 }
 
+// dot writes dot<D>_<isa>(x *float32, w *T, n int) float32: four
+// accumulators over 4 vectors per iteration, then one vector per iteration,
+// then (AVX-512) a masked tail; AVX2 handles n rounded down to 8.
+func (g *gen) dot(is isa, dt dtype) {
+	name := fmt.Sprintf("dot%s_%s", dt.name, is.name)
+	args := fmt.Sprintf("x *float32, w *%s, n int", dt.goType)
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s) float32\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s) float32\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-28\n", name)
+	g.a("MOVQ x+0(FP), SI")
+	g.a("MOVQ w+8(FP), DI")
+	g.a("MOVQ n+16(FP), CX")
+	g.a("LEAQ (SI)(CX*4), SI")
+	g.a("LEAQ (DI)(CX*%d), DI", dt.size)
+	g.a("MOVQ CX, AX")
+	g.a("NEGQ AX")
+	for a := 0; a < 4; a++ {
+		if is.masked {
+			g.a("VPXORD %s, %s, %s", is.reg(a), is.reg(a), is.reg(a))
+		} else {
+			g.a("VXORPS %s, %s, %s", is.reg(a), is.reg(a), is.reg(a))
+		}
+	}
+	load := func(c int, acc, t string, masked bool) {
+		z, k := "", ""
+		if masked {
+			z, k = ".Z", "K1, "
+		}
+		off := c * is.lanes
+		switch dt.name {
+		case "F32":
+			g.a("VMOVUPS%s %d(DI)(AX*4), %s%s", z, off*4, k, t)
+		case "F16":
+			g.a("VCVTPH2PS%s %d(DI)(AX*2), %s%s", z, off*2, k, t)
+		case "BF16":
+			g.a("VPMOVZXWD%s %d(DI)(AX*2), %s%s", z, off*2, k, t)
+			g.a("VPSLLD $16, %s, %s", t, t)
+		}
+		if masked {
+			g.a("VMOVUPS.Z %d(SI)(AX*4), K1, %s", off*4, is.reg(8))
+			g.a("VFMADD231PS %s, %s, %s", is.reg(8), t, acc)
+		} else {
+			g.a("VFMADD231PS %d(SI)(AX*4), %s, %s", off*4, t, acc)
+		}
+	}
+	loop4, loop1, tail, reduce := g.newLabel("loop4_"), g.newLabel("loop1_"), g.newLabel("tail_"), g.newLabel("reduce_")
+	g.label(loop4)
+	g.a("CMPQ AX, $-%d", 4*is.lanes)
+	g.a("JGT %s", loop1)
+	for c := 0; c < 4; c++ {
+		load(c, is.reg(c), is.reg(4+c), false)
+	}
+	g.a("ADDQ $%d, AX", 4*is.lanes)
+	g.a("JMP %s", loop4)
+	g.label(loop1)
+	g.a("CMPQ AX, $-%d", is.lanes)
+	g.a("JGT %s", tail)
+	load(0, is.reg(0), is.reg(4), false)
+	g.a("ADDQ $%d, AX", is.lanes)
+	g.a("JMP %s", loop1)
+	g.label(tail)
+	if is.masked {
+		g.a("TESTQ AX, AX")
+		g.a("JEQ %s", reduce)
+		g.a("MOVQ AX, CX")
+		g.a("NEGQ CX")
+		g.a("MOVL $1, R14")
+		g.a("SHLL CX, R14")
+		g.a("DECL R14")
+		g.a("KMOVW R14, K1")
+		load(0, is.reg(1), is.reg(4), true)
+	}
+	g.label(reduce)
+	g.a("VADDPS %s, %s, %s", is.reg(1), is.reg(0), is.reg(0))
+	g.a("VADDPS %s, %s, %s", is.reg(3), is.reg(2), is.reg(2))
+	g.a("VADDPS %s, %s, %s", is.reg(2), is.reg(0), is.reg(0))
+	if is.masked {
+		g.a("VEXTRACTF64X4 $1, Z0, Y1")
+		g.a("VADDPS Y1, Y0, Y0")
+	}
+	g.a("VEXTRACTF128 $1, Y0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVHLPS X0, X0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVSHDUP X0, X1")
+	g.a("VADDSS X1, X0, X0")
+	g.a("VZEROUPPER")
+	g.a("MOVSS X0, ret+24(FP)")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
 func (g *gen) streams(is isa) {
 	mz := func(m bool) (string, string) {
 		if m {
@@ -462,6 +554,9 @@ func main() {
 				tables.WriteString("},\n")
 			}
 			tables.WriteString("}\n\n")
+		}
+		for _, dt := range dtypes {
+			g.dot(is, dt)
 		}
 		g.streams(is)
 	}
