@@ -47,7 +47,7 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
 	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
-	root.AddCommand(newDevCmd())
+	root.AddCommand(newBenchCmd(g), newDevCmd())
 	return root
 }
 

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seed9b8f47b1/redrafter/runtime"
+	"github.com/seed9b8f47b1/redrafter/runtime/bench"
+	"github.com/seed9b8f47b1/redrafter/runtime/formats"
+)
+
+func newBenchCmd(g *globalFlags) *cobra.Command {
+	var (
+		model, head, prompts, jsonOut, svgOut, template string
+		maxTokens, limit, ctxLen                        int
+		widths, lengths                                 []int
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --model PATH --drafter DIR --prompts FILE",
+		Short: "Measure ReDrafter against autoregressive decoding over beam widths and lengths",
+		Long: `Run autoregressive decoding and ReDrafter at every beam width W and length L
+on each prompt (greedy; after a warm-up), check that both produce the same
+tokens, and report tokens/s, speedup, tokens per step, tree compression and
+the time split of a ReDrafter step, as a table, as JSON (--json) and as an
+SVG heat map of the speedup over W × L (--svg).
+
+Prompt files are JSON lines (.jsonl or .jsonl.gz) with a "turns" (the first
+is used), "question" or "prompt" field, or text (.txt) with one prompt per
+line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case maxTokens <= 0:
+				return errors.New("--max-tokens must be positive")
+			case limit < 0:
+				return errors.New("--limit must not be negative")
+			case len(widths) == 0 || len(lengths) == 0:
+				return errors.New("--beam-width and --beam-length need at least one value each")
+			}
+			ps, err := bench.ReadPrompts(prompts)
+			if err != nil {
+				return err
+			}
+			if limit > 0 && limit < len(ps) {
+				ps = ps[:limit]
+			}
+			e, err := runtime.Load(model, runtime.Options{Backend: g.backend, Context: ctxLen})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if err := e.LoadDrafter(head); err != nil {
+				return err
+			}
+			cfg := bench.Config{Widths: widths, Lengths: lengths, MaxTokens: maxTokens, Template: template}
+			stderr := cmd.ErrOrStderr()
+			if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				cfg.Progress = func(done, total int, what string) {
+					fmt.Fprintf(f, "\r\033[K[%d/%d] %s", done, total, what)
+					if done == total {
+						fmt.Fprint(f, "\r\033[K")
+					}
+				}
+			}
+			r, err := bench.Run(cmd.Context(), e, ps, cfg)
+			if err != nil {
+				return err
+			}
+			r.Model.Path, r.Drafter.Path = model, head
+			r.Model.InflatedFrom = inflatedFrom(model)
+			table := cmd.OutOrStdout()
+			if jsonOut == "-" {
+				table = stderr
+			}
+			if err := r.WriteTable(table); err != nil {
+				return err
+			}
+			if jsonOut != "" {
+				if err := writeOut(cmd.OutOrStdout(), jsonOut, r.WriteJSON); err != nil {
+					return err
+				}
+			}
+			if svgOut != "" {
+				if err := writeOut(cmd.OutOrStdout(), svgOut, r.WriteSVG); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "model: a .gguf file or an HF checkpoint directory (required)")
+	f.StringVar(&head, "drafter", "", "ReDrafter draft head directory (required)")
+	f.StringVar(&prompts, "prompts", "", "prompt file: .jsonl, .jsonl.gz or .txt (required)")
+	f.IntVar(&maxTokens, "max-tokens", 128, "new tokens per prompt")
+	f.IntSliceVar(&widths, "beam-width", []int{1, 2, 4}, "beam widths W to sweep")
+	f.IntSliceVar(&lengths, "beam-length", []int{3, 4, 5}, "beam lengths L to sweep (the init token plus L-1 drafts)")
+	f.IntVar(&limit, "limit", 0, "use only the first N prompts (0: all)")
+	f.StringVar(&jsonOut, "json", "", "write the report as JSON to this file (-: stdout, the table then goes to stderr)")
+	f.StringVar(&svgOut, "svg", "", "draw the speedup heat map over W × L to this SVG file")
+	f.StringVar(&template, "template", "none", "render prompts as a user turn: none (raw text), vicuna, llama2, chatml or llama3")
+	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
+	for _, name := range []string{"model", "drafter", "prompts"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// writeOut writes with write to path, or to stdout when path is "-".
+func writeOut(stdout io.Writer, path string, write func(io.Writer) error) error {
+	if path == "-" {
+		return write(stdout)
+	}
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// inflatedFrom reads the original shape that redrafter dev inflate records
+// in a GGUF file ("" for any other model).
+func inflatedFrom(path string) string {
+	if !strings.HasSuffix(path, ".gguf") {
+		return ""
+	}
+	g, err := formats.OpenGGUF(path)
+	if err != nil {
+		return ""
+	}
+	defer g.Close()
+	s, _ := g.String("redrafter.inflate.source_shape")
+	return s
+}

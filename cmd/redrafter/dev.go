@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed9b8f47b1/redrafter/drafter"
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
+	"github.com/seed9b8f47b1/redrafter/runtime/inflate"
+	"github.com/seed9b8f47b1/redrafter/runtime/llama"
+)
+
+// newDevCmd groups tools for developing and benchmarking redrafter itself.
+func newDevCmd() *cobra.Command {
+	dev := &cobra.Command{
+		Use:   "dev",
+		Short: "Developer tools (benchmark models)",
+		Args:  cobra.NoArgs,
+	}
+	dev.AddCommand(newInflateCmd())
+	return dev
+}
+
+func newInflateCmd() *cobra.Command {
+	var (
+		model, head, out, headOut, dtype string
+		shape                            = inflate.TinyLlama
+		seed                             uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "inflate --model IN.gguf [--drafter DIR] --out OUT.gguf [--drafter-out DIR]",
+		Short: "Pad a model and its draft head to a larger shape that computes the same logits",
+		Long: `Pad a model (and its ReDrafter draft head) to a real model's shape so that it
+computes the same function at the cost of the larger one: zero-padded hidden,
+head and FFN dimensions, extra layers whose output projections are zero (their
+other weights are random, so they cost real work), RMSNorm weights and epsilon
+rescaled for the wider mean, heads embedded so that RoPE frequencies and the
+attention scale are preserved. The default shape is TinyLlama-1.1B's. The
+vocabulary is not padded (that would change the function), so the inflated
+model moves fewer bytes per token than a real one with a 32k vocabulary.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var dt graph.DType
+			switch strings.ToLower(dtype) {
+			case "f16":
+				dt = graph.F16
+			case "f32":
+				dt = graph.F32
+			default:
+				return fmt.Errorf("--dtype %q: want f16 or f32", dtype)
+			}
+			if headOut != "" && head == "" {
+				return errors.New("--drafter-out needs --drafter")
+			}
+			if head != "" && headOut == "" {
+				headOut = strings.TrimSuffix(out, ".gguf") + "-drafter"
+			}
+			if out == model {
+				return errors.New("--out must differ from --model")
+			}
+			var h *drafter.Head
+			if head != "" {
+				// Refuse a wrong head before the long part.
+				var err error
+				if h, err = drafter.Load(head); err != nil {
+					return err
+				}
+				defer h.Close()
+				ck, err := llama.Open(model)
+				if err != nil {
+					return err
+				}
+				err = h.Check(ck.Model.Config)
+				ck.Close()
+				if err != nil {
+					return fmt.Errorf("%w (%s)", err, head)
+				}
+			}
+			start := time.Now()
+			p, err := inflate.Model(model, out, shape, inflate.Options{DType: dt, Seed: seed})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s: %v → %v (%s), original layers at %v, rms eps %g → %g (%.1fs)\n", out,
+				inflate.ShapeOf(p.From), shape, strings.ToLower(dtype), p.LayerAt, p.From.NormEps, p.To.NormEps, time.Since(start).Seconds())
+			if h != nil {
+				nh, err := p.Head(h, dt)
+				if err != nil {
+					return err
+				}
+				if err := nh.Save(headOut); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%s: draft head padded to hidden size %d\n", headOut, p.To.Dim)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "model to inflate (.gguf, required)")
+	f.StringVar(&head, "drafter", "", "its draft head directory, inflated alongside")
+	f.StringVar(&out, "out", "", "inflated model (.gguf, required)")
+	f.StringVar(&headOut, "drafter-out", "", "inflated draft head directory (default: OUT without .gguf, plus -drafter)")
+	f.IntVar(&shape.Dim, "dim", shape.Dim, "hidden size")
+	f.IntVar(&shape.Heads, "heads", shape.Heads, "query heads (head size = dim / heads)")
+	f.IntVar(&shape.KVHeads, "kv-heads", shape.KVHeads, "key/value heads")
+	f.IntVar(&shape.Layers, "layers", shape.Layers, "transformer blocks")
+	f.IntVar(&shape.FFN, "ffn", shape.FFN, "FFN intermediate size")
+	f.StringVar(&dtype, "dtype", "f16", "weight type of the matrices: f16 or f32")
+	f.Uint64Var(&seed, "seed", 1, "seed of the extra layers' random weights")
+	_ = cmd.MarkFlagRequired("model")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}

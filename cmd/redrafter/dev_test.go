@@ -1,0 +1,75 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/drafter"
+)
+
+func TestDevInflate(t *testing.T) {
+	dir := t.TempDir()
+	head := filepath.Join(dir, "head")
+	if err := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1).Save(head); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.gguf")
+	out, _, err := run(t, "", "dev", "inflate", "--model", stories, "--drafter", head, "--out", big,
+		"--dim", "128", "--heads", "8", "--kv-heads", "4", "--layers", "8", "--ffn", "256", "--dtype", "f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "dim 128, 8 heads of 16, 4 KV heads, 8 layers, FFN 256") || !strings.Contains(out, "big-drafter: draft head padded to hidden size 128") {
+		t.Errorf("stdout %q", out)
+	}
+	want, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--drafter", filepath.Join(dir, "big-drafter"), "--beam-width", "2", "--beam-length", "4"}} {
+		got, _, err := run(t, "", append([]string{"generate", "--backend", "cpu", "--model", big, "--max-tokens", "60"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("inflated model %v writes %q, the original %q", args, got, want)
+		}
+	}
+	inspect, _, err := run(t, "", "inspect", big)
+	if err != nil || !strings.Contains(inspect, "dim 128") {
+		t.Errorf("inspect: %v\n%s", err, inspect)
+	}
+}
+
+func TestDevInflateErrors(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.gguf")
+	base := []string{"dev", "inflate", "--model", stories}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dtype", "f16"}, `required flag(s) "out" not set`},
+		{[]string{"--out", out, "--dtype", "bf16"}, `--dtype "bf16": want f16 or f32`},
+		{[]string{"--out", out, "--dim", "32"}, "dim 32 is smaller than the model's 64"},
+		{[]string{"--out", out, "--heads", "24"}, "dim 2048 is not a multiple of 24 heads"},
+		{[]string{"--out", out, "--dim", "96", "--heads", "8"}, "head size 12"},
+		{[]string{"--out", out, "--layers", "3"}, "3 layers are fewer than the model's 5"},
+		{[]string{"--out", out, "--drafter-out", dir}, "--drafter-out needs --drafter"},
+		{[]string{"--out", stories}, "--out must differ from --model"},
+		{[]string{"--out", out, "--dim", "128", "--heads", "8", "--layers", "5", "--ffn", "172", "--drafter", dir}, "not a draft head checkpoint"},
+		{[]string{"--out", filepath.Join(dir, "no", "such", "dir.gguf"), "--dim", "128", "--heads", "8", "--layers", "5", "--ffn", "172"}, "no such file"},
+	} {
+		if _, _, err := run(t, "", append(base, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dev inflate %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if _, _, err := run(t, "", "dev", "inflate", "--model", "missing.gguf", "--out", out); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing model: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.gguf")); err == nil {
+		t.Error("a failed inflation left its output behind")
+	}
+}
