@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -16,6 +17,27 @@ import (
 // BenchmarkBandwidth gives the streaming-read roofline to compare against.
 
 const coldBytes = 3 << 29 // 1.5 GiB
+
+// onCPU measures a benchmark's process CPU time, so that rates can also be
+// stated per second *on CPU* ("-cpu" metrics): on a shared machine the
+// wall-clock figures include time our threads spent descheduled. With t
+// goroutines busy, the on-CPU time of the run is cpu/t.
+type onCPU struct {
+	b  *testing.B
+	t  int
+	c0 time.Duration
+}
+
+func startCPU(b *testing.B, t int) onCPU { return onCPU{b, t, processCPU()} }
+
+// report adds name-cpu = perOp*N / (cpu/t), with perOp in units of 1e9.
+func (c onCPU) report(perOp float64, name string) {
+	cpu := processCPU() - c.c0
+	if cpu <= 0 {
+		return
+	}
+	c.b.ReportMetric(perOp*float64(c.b.N)/(cpu.Seconds()/float64(c.t))/1e9, name+"-cpu")
+}
 
 // parallel runs f over [0, n) split into t contiguous blocks whose bounds are
 // multiples of 4.
@@ -70,9 +92,11 @@ func BenchmarkBandwidth(b *testing.B) {
 		b.Run(fmt.Sprintf("t=%d", t), func(b *testing.B) {
 			b.SetBytes(int64(len(buf)) * 4)
 			var sink [2]float32
+			c := startCPU(b, t)
 			for b.Loop() {
 				parallel(t, len(buf), func(lo, hi int) { sink[lo*t/len(buf)] += SumSquares(buf[lo:hi]) })
 			}
+			c.report(float64(len(buf))*4, "GB/s")
 		})
 	}
 }
@@ -105,6 +129,7 @@ func BenchmarkMatVec(b *testing.B) {
 					mode := map[bool]string{false: "hot", true: "cold"}[cold]
 					b.Run(fmt.Sprintf("%s/%s/%s/t=%d", s.Name, dt, mode, t), func(b *testing.B) {
 						i := 0
+						c := startCPU(b, t)
 						switch dt {
 						case "F32":
 							b.SetBytes(n * k * 4)
@@ -113,6 +138,7 @@ func BenchmarkMatVec(b *testing.B) {
 								parallel(t, n, func(lo, hi int) { s.MatVecF32(y[lo:hi], w[lo*k:hi*k], x) })
 								i++
 							}
+							c.report(n*k*4, "GB/s")
 						default:
 							f := s.MatVecF16
 							if dt == "BF16" {
@@ -124,6 +150,7 @@ func BenchmarkMatVec(b *testing.B) {
 								parallel(t, n, func(lo, hi int) { f(y[lo:hi], w[lo*k:hi*k], x) })
 								i++
 							}
+							c.report(n*k*2, "GB/s")
 						}
 					})
 				}
@@ -154,6 +181,7 @@ func BenchmarkMatMul(b *testing.B) {
 						b.Run(fmt.Sprintf("%s/%s/M=%d/%s/t=%d", s.Name, dt, m, mode, t), func(b *testing.B) {
 							i := 0
 							xm := x[:m*k]
+							c := startCPU(b, t)
 							switch dt {
 							case "F32":
 								b.SetBytes(n * k * 4)
@@ -175,6 +203,7 @@ func BenchmarkMatMul(b *testing.B) {
 								}
 							}
 							b.ReportMetric(2*float64(m)*n*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+							c.report(2*float64(m)*n*k, "GFLOP/s")
 						})
 					}
 				}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"sync"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -37,6 +38,17 @@ func f16ToF32(h uint16) float32 {
 	return quant.F16ToF32(h)
 }
 
+// f16Table maps every half to f16ToF32 of it. The generic F16 kernels build
+// it on first use (256 KiB): a table lookup is several times faster than
+// decoding, which matters where Generic is the only Set (arm64, noasm).
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for i := range t {
+		t[i] = f16ToF32(uint16(i))
+	}
+	return t
+})
+
 func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 func dotF32Generic(a, b []float32) float32 {
@@ -70,19 +82,24 @@ func dotF16Generic(w []uint16, x []float32) float32 {
 }
 
 func dotF16(w []uint16, x []float32) float32 {
-	var s0, s1, s2, s3 float32
+	tab := f16Table()
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	i := 0
-	for ; i+4 <= len(w); i += 4 {
-		pw, px := (*[4]uint16)(w[i:i+4]), (*[4]float32)(x[i:i+4])
-		s0 += f16ToF32(pw[0]) * px[0]
-		s1 += f16ToF32(pw[1]) * px[1]
-		s2 += f16ToF32(pw[2]) * px[2]
-		s3 += f16ToF32(pw[3]) * px[3]
+	for ; i+8 <= len(w); i += 8 {
+		pw, px := (*[8]uint16)(w[i:i+8]), (*[8]float32)(x[i:i+8])
+		s0 += tab[pw[0]] * px[0]
+		s1 += tab[pw[1]] * px[1]
+		s2 += tab[pw[2]] * px[2]
+		s3 += tab[pw[3]] * px[3]
+		s4 += tab[pw[4]] * px[4]
+		s5 += tab[pw[5]] * px[5]
+		s6 += tab[pw[6]] * px[6]
+		s7 += tab[pw[7]] * px[7]
 	}
 	for ; i < len(w); i++ {
-		s0 += f16ToF32(w[i]) * x[i]
+		s0 += tab[w[i]] * x[i]
 	}
-	return (s0 + s1) + (s2 + s3)
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 }
 
 func dotBF16Generic(w []uint16, x []float32) float32 {
@@ -183,8 +200,12 @@ func sumSquaresGeneric(x []float32) float32 { return dotF32(x, x) }
 
 func convertF16ToF32Generic(dst []float32, src []uint16) {
 	checkSameLen("ConvertF16ToF32", len(dst), len(src))
+	if len(src) == 0 {
+		return
+	}
+	tab := f16Table()
 	for i, h := range src {
-		dst[i] = f16ToF32(h)
+		dst[i] = tab[h]
 	}
 }
 

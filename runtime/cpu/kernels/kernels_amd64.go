@@ -201,7 +201,9 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			if b > 0 {
 				v.cvtF16F32(&dst[0], &src[0], b)
 			}
-			convertF16ToF32Generic(dst[b:], src[b:])
+			for i := b; i < len(src); i++ {
+				dst[i] = f16ToF32(src[i])
+			}
 		},
 		ConvertF32ToF16: func(dst []uint16, src []float32) {
 			checkSameLen("ConvertF32ToF16", len(dst), len(src))
