@@ -5,112 +5,112 @@
 package kernels
 
 //go:noescape
-func tileF32_avx2_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_2x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_2x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_2x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_2x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_2x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_2x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_2x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_2x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_3x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_3x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_3x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_3x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_3x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_3x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx2_3x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx2_3x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
 func dotF32_avx2(x *float32, w *float32, n int) float32
@@ -137,220 +137,220 @@ func cvtBF16F32_avx2(dst *float32, src *uint16, n int)
 func cvtF32F16_avx2(dst *uint16, src *float32, n int)
 
 //go:noescape
-func tileF32_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_2x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_2x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_2x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_2x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_2x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_2x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_2x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_2x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_3x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_3x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_3x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_3x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_3x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_3x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_3x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_3x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_4x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_4x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_4x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_4x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_4x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_4x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_4x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_4x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_5x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_5x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_5x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_5x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_5x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_5x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_5x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_5x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_6x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_6x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_6x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_6x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_6x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_6x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF32_avx512_6x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int)
+func tileF32_avx512_6x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_4x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_4x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_4x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_4x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_4x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_4x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_4x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_4x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_5x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_5x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_5x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_5x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_5x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_5x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_5x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_5x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_6x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_6x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_6x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_6x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_1x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_1x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_1x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_1x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_2x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_2x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_2x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_2x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_3x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_3x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_4x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_4x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_4x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_4x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_4x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_4x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_4x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_4x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_5x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_5x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_5x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_5x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_5x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_5x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_5x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_5x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_6x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_6x1(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_6x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_6x2(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
-func tileBF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int)
+func tileBF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
 func dotF32_avx512(x *float32, w *float32, n int) float32
@@ -377,28 +377,28 @@ func cvtBF16F32_avx512(dst *float32, src *uint16, n int)
 func cvtF32F16_avx512(dst *uint16, src *float32, n int)
 
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
-var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int){
+var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF32_avx2_1x1, 2: tileF32_avx2_1x2, 3: tileF32_avx2_1x3, 4: tileF32_avx2_1x4},
 	2: {1: tileF32_avx2_2x1, 2: tileF32_avx2_2x2, 3: tileF32_avx2_2x3, 4: tileF32_avx2_2x4},
 	3: {1: tileF32_avx2_3x1, 2: tileF32_avx2_3x2, 3: tileF32_avx2_3x3, 4: tileF32_avx2_3x4},
 }
 
 // tilesF16_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
-var tilesF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int){
+var tilesF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF16_avx2_1x1, 2: tileF16_avx2_1x2, 3: tileF16_avx2_1x3, 4: tileF16_avx2_1x4},
 	2: {1: tileF16_avx2_2x1, 2: tileF16_avx2_2x2, 3: tileF16_avx2_2x3, 4: tileF16_avx2_2x4},
 	3: {1: tileF16_avx2_3x1, 2: tileF16_avx2_3x2, 3: tileF16_avx2_3x3, 4: tileF16_avx2_3x4},
 }
 
 // tilesBF16_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
-var tilesBF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int){
+var tilesBF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int){
 	1: {1: tileBF16_avx2_1x1, 2: tileBF16_avx2_1x2, 3: tileBF16_avx2_1x3, 4: tileBF16_avx2_1x4},
 	2: {1: tileBF16_avx2_2x1, 2: tileBF16_avx2_2x2, 3: tileBF16_avx2_2x3, 4: tileBF16_avx2_2x4},
 	3: {1: tileBF16_avx2_3x1, 2: tileBF16_avx2_3x2, 3: tileBF16_avx2_3x3, 4: tileBF16_avx2_3x4},
 }
 
 // tilesF32_avx512[mr][nr] computes an mr×nr tile (mr ≤ 6, nr ≤ 4).
-var tilesF32_avx512 = [7][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int, acc int){
+var tilesF32_avx512 = [7][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF32_avx512_1x1, 2: tileF32_avx512_1x2, 3: tileF32_avx512_1x3, 4: tileF32_avx512_1x4},
 	2: {1: tileF32_avx512_2x1, 2: tileF32_avx512_2x2, 3: tileF32_avx512_2x3, 4: tileF32_avx512_2x4},
 	3: {1: tileF32_avx512_3x1, 2: tileF32_avx512_3x2, 3: tileF32_avx512_3x3, 4: tileF32_avx512_3x4},
@@ -408,7 +408,7 @@ var tilesF32_avx512 = [7][5]func(x *float32, ldx int, w *float32, ldw int, k int
 }
 
 // tilesF16_avx512[mr][nr] computes an mr×nr tile (mr ≤ 6, nr ≤ 4).
-var tilesF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int){
+var tilesF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF16_avx512_1x1, 2: tileF16_avx512_1x2, 3: tileF16_avx512_1x3, 4: tileF16_avx512_1x4},
 	2: {1: tileF16_avx512_2x1, 2: tileF16_avx512_2x2, 3: tileF16_avx512_2x3, 4: tileF16_avx512_2x4},
 	3: {1: tileF16_avx512_3x1, 2: tileF16_avx512_3x2, 3: tileF16_avx512_3x3, 4: tileF16_avx512_3x4},
@@ -418,7 +418,7 @@ var tilesF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int,
 }
 
 // tilesBF16_avx512[mr][nr] computes an mr×nr tile (mr ≤ 6, nr ≤ 4).
-var tilesBF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int, acc int){
+var tilesBF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int){
 	1: {1: tileBF16_avx512_1x1, 2: tileBF16_avx512_1x2, 3: tileBF16_avx512_1x3, 4: tileBF16_avx512_1x4},
 	2: {1: tileBF16_avx512_2x1, 2: tileBF16_avx512_2x2, 3: tileBF16_avx512_2x3, 4: tileBF16_avx512_2x4},
 	3: {1: tileBF16_avx512_3x1, 2: tileBF16_avx512_3x2, 3: tileBF16_avx512_3x3, 4: tileBF16_avx512_3x4},

@@ -31,16 +31,29 @@
 //     handle lengths rounded down to a multiple of 8 and the Go wrapper does
 //     the rest.
 //   - Tile kernels compute an mr×nr block of y = x·wᵀ (mr ≤ 6, nr ≤ 4 on
-//     AVX-512; mr ≤ 3, nr ≤ 4 on AVX2), storing or (acc != 0) adding into y.
+//     AVX-512; mr ≤ 3, nr ≤ 4 on AVX2) and prefetch the same positions of
+//     the next nr rows of w, which is where the Go driver goes next.
 //   - Kernels touch only the vector registers, the general registers
-//     other than SP/BP/R15, and opmasks K1-K2; they end with VZEROUPPER.
+//     other than SP and BP (R15 only in the 6×4 AVX-512 tiles, which access
+//     no globals) and opmasks K1-K2, and end with VZEROUPPER.
 //   - Float sums are reassociated (several accumulators, a tree reduction),
 //     so results differ from the reference by rounding only: relative error
 //     ≲ 1e-6·Σ|aᵢbᵢ|. Conversions are bit-exact with package quant, except
 //     that F16ToF32 of a signalling NaN returns it quietened, as F16C does.
 //
-// Tests cross-check every Set against Generic at tail and unroll lengths;
-// run them also with -tags noasm.
+// # Batch invariance
+//
+// Within one Set, MatVec and MatMul compute every output y[i,j] from row i
+// of x and row j of w by the same sequence of operations, whatever m is,
+// which tile shape covers it and how the caller splits w into row blocks:
+// MatMul over m rows equals m MatVec calls bit for bit. Speculative
+// verification (m candidate tokens at once) therefore reproduces
+// single-token decoding exactly. The Dot kernels are not part of this
+// promise (they use more accumulators for short-vector speed) but are
+// deterministic on their own.
+//
+// Tests cross-check every Set against Generic at tail and unroll lengths
+// and check batch invariance; run them also with -tags noasm.
 package kernels
 
 //go:generate go run ./internal/asmgen -dir .

@@ -24,8 +24,8 @@ func archSets() []Set {
 type elem interface{ float32 | uint16 }
 
 // tileFunc is the signature of the generated tile kernels: the mr×nr block
-// y[i*ldy+j] (+)= Σ_{kk<k} x[i*ldx+kk]*w[j*ldw+kk].
-type tileFunc[T elem] = func(x *float32, ldx int, w *T, ldw int, k int, y *float32, ldy int, acc int)
+// y[i*ldy+j] = Σ_{kk<k} x[i*ldx+kk]*w[j*ldw+kk].
+type tileFunc[T elem] = func(x *float32, ldx int, w *T, ldw int, k int, y *float32, ldy int)
 
 // tiler drives one family of tile kernels over a whole product.
 type tiler[T elem] struct {
@@ -38,33 +38,22 @@ type tiler[T elem] struct {
 
 const nrMax = 4
 
-// kBlockBytes bounds the bytes of x one pass over w reads: larger products
-// are split along k so that the x block stays in L2 while every weight
-// block is streamed past it, accumulating into y.
-const kBlockBytes = 256 << 10
-
 // matMul computes y = x·wᵀ for x [m, k] and w [n, k] (see MatMulF32); the
-// arguments have been checked.
+// arguments have been checked. Tiles cover w in blocks of nrMax rows (the
+// kernels prefetch the next block) and, within a block, all m rows of x.
 func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n int) {
 	ka := k &^ (t.align - 1)
-	kc := ka
-	if m*ka*4 > kBlockBytes {
-		kc = max(256, kBlockBytes/(4*m)&^63)
-	}
 	nt := (m + t.mrMax - 1) / t.mrMax // tiles along m, as even as possible
-	for k0 := 0; k0 < ka; k0 += kc {
-		kn, acc := min(kc, ka-k0), min(k0, 1)
-		for j0 := 0; j0 < n; j0 += nrMax {
-			nb := min(nrMax, n-j0)
-			i0 := 0
-			for it := 0; it < nt; it++ {
-				mb := m / nt
-				if it < m%nt {
-					mb++
-				}
-				t.fn[mb][nb](&x[i0*k+k0], k, &w[j0*k+k0], k, kn, &y[i0*ldy+j0], ldy, acc)
-				i0 += mb
+	for j0 := 0; ka > 0 && j0 < n; j0 += nrMax {
+		nb := min(nrMax, n-j0)
+		i0 := 0
+		for it := 0; it < nt; it++ {
+			mb := m / nt
+			if it < m%nt {
+				mb++
 			}
+			t.fn[mb][nb](&x[i0*k], k, &w[j0*k], k, ka, &y[i0*ldy+j0], ldy)
+			i0 += mb
 		}
 	}
 	if ka == 0 {

@@ -213,7 +213,7 @@ func TestMatMul(t *testing.T) {
 			for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 13} {
 				for _, k := range []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 129, 257, 4097} {
 					if k == 4097 && (m < 17 || n > 5) {
-						continue // blocked along k: m*k*4 > kBlockBytes
+						continue
 					}
 					off := (m + n + k) % 3
 					ldy := n + (m+k)%3
@@ -423,6 +423,63 @@ func TestPanics(t *testing.T) {
 		s.MatVecF32(y, nil, nil)
 		if y[0] != 0 || y[1] != 0 {
 			t.Errorf("%s.MatVecF32 with k=0 left y = %v", s.Name, y)
+		}
+	}
+}
+
+// TestBatchInvariance checks that every Set computes each output of a
+// product the same way whatever the batch: MatMul over m rows equals, bit
+// for bit, MatVec of each row alone, and splitting w into row blocks (as the
+// backend does across goroutines) changes nothing. Speculative verification
+// relies on this to reproduce single-token decoding exactly.
+func TestBatchInvariance(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, k := range []int{1, 17, 64, 257, 1000} {
+			for _, n := range []int{1, 5, 13} {
+				w32, w16 := randF32(r, n*k, 1), randF16(r, n*k, 1)
+				for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 17} {
+					x := randF32(r, m*k, 0)
+					for _, dt := range []string{"F32", "F16", "BF16"} {
+						one := make([]float32, m*n)
+						for i := range m {
+							switch dt {
+							case "F32":
+								s.MatVecF32(one[i*n:(i+1)*n], w32, x[i*k:(i+1)*k])
+							case "F16":
+								s.MatVecF16(one[i*n:(i+1)*n], w16, x[i*k:(i+1)*k])
+							case "BF16":
+								s.MatVecBF16(one[i*n:(i+1)*n], w16, x[i*k:(i+1)*k])
+							}
+						}
+						for _, split := range []int{n, 1, 3} {
+							if split > n {
+								continue
+							}
+							all := make([]float32, m*n)
+							for _, b := range [][2]int{{0, split}, {split, n}} {
+								if b[0] == b[1] {
+									continue
+								}
+								switch dt {
+								case "F32":
+									s.MatMulF32(all[b[0]:], n, x, m, w32[b[0]*k:b[1]*k])
+								case "F16":
+									s.MatMulF16(all[b[0]:], n, x, m, w16[b[0]*k:b[1]*k])
+								case "BF16":
+									s.MatMulBF16(all[b[0]:], n, x, m, w16[b[0]*k:b[1]*k])
+								}
+							}
+							for i := range all {
+								if math.Float32bits(all[i]) != math.Float32bits(one[i]) {
+									t.Fatalf("%s.MatMul%s(m=%d, n=%d, k=%d, w split at %d): y[%d,%d] = %g, MatVec gives %g",
+										s.Name, dt, m, n, k, split, i/n, i%n, all[i], one[i])
+								}
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }

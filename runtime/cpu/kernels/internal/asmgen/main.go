@@ -69,21 +69,19 @@ func log2(n int) int {
 	return l
 }
 
-// ku is how many k-chunks a tile's main loop takes per iteration, each with
-// its own accumulators, so that small tiles still keep enough FMAs in flight.
-func ku(is isa, mr, nr int) int {
-	u := 1
-	for u < 4 && 2*u*mr*nr <= 8 && 2*u*mr*nr+mr+1 <= is.nregs-4 {
-		u *= 2
-	}
-	return u
-}
+// ku is how many accumulator sets a tile uses. It is 1 for every shape, on
+// purpose: then y[i,j] is computed by the same sequence of operations
+// (lane-wise FMAs over k in order, then the same reduction tree) whatever
+// tile computes it, so results do not depend on m or on how the caller
+// splits w. Even the 1×4 tile keeps four FMA chains in flight, far more
+// than a memory-bound matrix-vector product needs.
+func ku(is isa, mr, nr int) int { return 1 }
 
 // Tile kernel: for i < mr, j < nr,
 //
-//	y[i*ldy+j] (+)= Σ_{kk<k} x[i*ldx+kk] * float32(w[j*ldw+kk])
+//	y[i*ldy+j] = Σ_{kk<k} x[i*ldx+kk] * float32(w[j*ldw+kk])
 //
-// (accumulating into y when acc != 0). On AVX2 k must be a multiple of 8.
+// On AVX2 k must be a multiple of 8.
 var (
 	suffix  string
 	pfInstr = "PREFETCHT0" // "" for none
@@ -135,9 +133,9 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 		}
 		return is.reg(r)
 	}
-	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int, acc int)\n\n", name, dt.goType)
-	fmt.Fprintf(&g.s, "// func %s(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int, acc int)\n", name, dt.goType)
-	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int)\n\n", name, dt.goType)
+	fmt.Fprintf(&g.s, "// func %s(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int)\n", name, dt.goType)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
 	g.a("MOVQ k+32(FP), CX")
 	g.a("MOVQ x+0(FP), %s", xr[0])
 	g.a("MOVQ ldx+8(FP), R14")
@@ -241,7 +239,6 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 	g.a("MOVQ y+40(FP), DI")
 	g.a("MOVQ ldy+48(FP), R14")
 	g.a("SHLQ $2, R14")
-	g.a("MOVQ acc+56(FP), CX")
 	if nr < 4 {
 		if is.masked {
 			g.a("MOVL $%d, BX", 1<<nr-1)
@@ -279,20 +276,6 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 			g.a("VEXTRACTF128 $1, %s, %s", yreg(t0), xreg(t1))
 		}
 		g.a("VADDPS %s, %s, %s", xreg(t1), xreg(t0), xreg(t0))
-		store := g.newLabel("store_")
-		g.a("TESTQ CX, CX")
-		g.a("JEQ %s", store)
-		switch {
-		case nr == 4:
-			g.a("VADDPS (DI), %s, %s", xreg(t0), xreg(t0))
-		case is.masked:
-			g.a("VMOVUPS.Z (DI), K2, %s", xreg(t1))
-			g.a("VADDPS %s, %s, %s", xreg(t1), xreg(t0), xreg(t0))
-		default:
-			g.a("VMASKMOVPS (DI), %s, %s", xreg(tz-1), xreg(t1))
-			g.a("VADDPS %s, %s, %s", xreg(t1), xreg(t0), xreg(t0))
-		}
-		g.label(store)
 		switch {
 		case nr == 4:
 			g.a("VMOVUPS %s, (DI)", xreg(t0))
@@ -545,7 +528,7 @@ func main() {
 	for _, is := range isas {
 		for _, dt := range dtypes {
 			fmt.Fprintf(&tables, "// tiles%s_%s[mr][nr] computes an mr×nr tile (mr ≤ %d, nr ≤ %d).\n", dt.name, is.name, is.mrMax, is.nrMax)
-			fmt.Fprintf(&tables, "var tiles%s_%s = [%d][%d]func(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int, acc int){\n", dt.name, is.name, is.mrMax+1, is.nrMax+1, dt.goType)
+			fmt.Fprintf(&tables, "var tiles%s_%s = [%d][%d]func(x *float32, ldx int, w *%s, ldw int, k int, y *float32, ldy int){\n", dt.name, is.name, is.mrMax+1, is.nrMax+1, dt.goType)
 			for mr := 1; mr <= is.mrMax; mr++ {
 				fmt.Fprintf(&tables, "%d: {", mr)
 				for nr := 1; nr <= is.nrMax; nr++ {
