@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,9 +19,9 @@ import (
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
-		model, head, prompts, jsonOut, svgOut, template string
-		maxTokens, limit, ctxLen                        int
-		widths, lengths                                 []int
+		model, head, prompts, jsonOut, svgOut, template, profile string
+		maxTokens, limit, ctxLen                                 int
+		widths, lengths, passes                                  []int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH --drafter DIR --prompts FILE",
@@ -69,9 +70,27 @@ line.`,
 					}
 				}
 			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+			}
 			r, err := bench.Run(cmd.Context(), e, ps, cfg)
+			if profile != "" {
+				pprof.StopCPUProfile()
+			}
 			if err != nil {
 				return err
+			}
+			if len(passes) > 0 {
+				if r.Passes, err = bench.MeasurePasses(e, passes, 64, 10); err != nil {
+					return err
+				}
 			}
 			r.Model.Path, r.Drafter.Path = model, head
 			r.Model.InflatedFrom = inflatedFrom(model)
@@ -106,6 +125,8 @@ line.`,
 	f.StringVar(&jsonOut, "json", "", "write the report as JSON to this file (-: stdout, the table then goes to stderr)")
 	f.StringVar(&svgOut, "svg", "", "draw the speedup heat map over W × L to this SVG file")
 	f.StringVar(&template, "template", "none", "render prompts as a user turn: none (raw text), vicuna, llama2, chatml or llama3")
+	f.IntSliceVar(&passes, "passes", nil, "also time one forward pass over each of these numbers of tokens (e.g. 1,3,5,9,17), the cost of verification")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the runs (warm-up included) to this file")
 	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
 	for _, name := range []string{"model", "drafter", "prompts"} {
 		_ = cmd.MarkFlagRequired(name)

@@ -30,13 +30,14 @@ func TestBench(t *testing.T) {
 	head, prompts := benchFixture(t)
 	svg := filepath.Join(t.TempDir(), "map.svg")
 	out, stderr, err := run(t, "", "bench", "--backend", "cpu", "--model", stories, "--drafter", head, "--prompts", prompts,
-		"--limit", "2", "--max-tokens", "16", "--beam-width", "1,3", "--beam-length", "2,4", "--json", "-", "--svg", svg)
+		"--limit", "2", "--max-tokens", "16", "--beam-width", "1,3", "--beam-length", "2,4", "--json", "-", "--svg", svg, "--passes", "1,4")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r struct {
 		Prompts []string
 		Model   struct{ Path string }
+		Passes  []struct{ Tokens int }
 		Cells   []struct {
 			W       int     `json:"beam_width"`
 			L       int     `json:"beam_length"`
@@ -46,7 +47,7 @@ func TestBench(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, out)
 	}
-	if len(r.Prompts) != 2 || r.Model.Path != stories || len(r.Cells) != 4 || r.Cells[3].W != 3 || r.Cells[3].L != 4 || !(r.Cells[0].Speedup > 0) {
+	if len(r.Prompts) != 2 || r.Model.Path != stories || len(r.Cells) != 4 || len(r.Passes) != 2 || r.Cells[3].W != 3 || r.Cells[3].L != 4 || !(r.Cells[0].Speedup > 0) {
 		t.Errorf("report %+v", r)
 	}
 	if !strings.Contains(stderr, "autoregressive  32 tokens") || !strings.Contains(stderr, "tok/step") {

@@ -49,6 +49,9 @@ type Report struct {
 	Autoregressive Baseline `json:"autoregressive"`
 	// Cells has one entry per (W, L), widths outer.
 	Cells []Cell `json:"redrafter"`
+	// Passes, when measured, is the cost of one forward pass by its number
+	// of tokens (MeasurePasses).
+	Passes []Pass `json:"passes,omitempty"`
 }
 
 // Machine describes where the figures were taken.

@@ -333,3 +333,27 @@ func TestColor(t *testing.T) {
 		}
 	}
 }
+
+func TestMeasurePasses(t *testing.T) {
+	e := loadEngine(t)
+	ps, err := MeasurePasses(e, []int{2, 1, 5}, 16, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[1].N != 1 || ps[1].Relative != 1 || !(ps[2].MS > 0) || ps[0].N != 2 {
+		t.Errorf("passes %+v", ps)
+	}
+	r := Report{Passes: ps}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "×1 token") {
+		t.Errorf("table: %v\n%s", err, b.String())
+	}
+	if ps, err := MeasurePasses(e, []int{3}, 8, 2); err != nil || ps[0].Relative <= 0 {
+		t.Errorf("without a one-token size: %+v, %v", ps, err)
+	}
+	for _, bad := range [][]int{nil, {0}, {600}} {
+		if _, err := MeasurePasses(e, bad, 16, 3); err == nil {
+			t.Errorf("MeasurePasses(%v) accepted", bad)
+		}
+	}
+}

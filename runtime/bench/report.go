@@ -43,6 +43,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	ew.printf("\nN/step: tokens verified per step; verify ms: one verification pass; ×AR: that pass over one autoregressive step.\n")
+	if len(r.Passes) > 0 {
+		ew.printf("\none forward pass over N new tokens (all logits), median:\n")
+		if err := WritePasses(ew, r.Passes); err != nil {
+			return err
+		}
+	}
 	return ew.err
 }
 

@@ -48,8 +48,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	mc := r.Machine
 	sub2 := fmt.Sprintf("%s, %d threads, %s backend", orUnknown(mc.CPU), mc.Threads, mc.Backend)
 	p(`<text x="%d" y="63" font-size="11" fill="#333">%s</text>`+"\n", 16, esc(sub2))
-	sub3 := fmt.Sprintf("%s · load %.2f→%.2f · %d prompts × up to %d tokens, greedy", r.Date.Format("2006-01-02 15:04 MST"),
-		mc.LoadBefore[0], mc.LoadAfter[0], len(r.Prompts), r.MaxTokens)
+	sub3 := fmt.Sprintf("%s · load %.2f→%.2f · %s × up to %d tokens, greedy", r.Date.Format("2006-01-02 15:04 MST"),
+		mc.LoadBefore[0], mc.LoadAfter[0], plural(len(r.Prompts), "prompt"), r.MaxTokens)
 	p(`<text x="%d" y="78" font-size="11" fill="#333">%s</text>`+"\n", 16, esc(sub3))
 
 	// Cells: widths bottom to top, lengths left to right.
@@ -153,6 +153,13 @@ func color(speedup float64) (fill, ink string) {
 		ink = "#ffffff"
 	}
 	return fmt.Sprintf("#%02x%02x%02x", int(math.Round(c[0])), int(math.Round(c[1])), int(math.Round(c[2]))), ink
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func esc(s string) string {
