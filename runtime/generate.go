@@ -136,7 +136,7 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	res.Stats.Prefill = time.Since(start)
 
 	start = time.Now()
-	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, opt.Stop, onText)}
+	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
 	d := &decoder{s: s, opt: opt, em: em, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
 	if spec != nil {
 		err = d.speculative(ctx, spec)
@@ -277,11 +277,15 @@ type stopWriter struct {
 	stopped bool
 }
 
-func newStopWriter(t tokenizer.Tokenizer, stops []string, emit func(string) error) *stopWriter {
+// newStopWriter decodes what follows prompt: the prompt's tokens prime the
+// decoder, so a continuation keeps its leading space.
+func newStopWriter(t tokenizer.Tokenizer, prompt []int32, stops []string, emit func(string) error) *stopWriter {
 	if emit == nil {
 		emit = func(string) error { return nil }
 	}
-	return &stopWriter{dec: tokenizer.NewStreamDecoder(t), stops: stops, emit: emit}
+	dec := tokenizer.NewStreamDecoder(t)
+	dec.Skip(prompt...)
+	return &stopWriter{dec: dec, stops: stops, emit: emit}
 }
 
 // add decodes one token; it reports whether a stop string was completed.

@@ -85,6 +85,18 @@ func TestSeededSamplingIsReproducible(t *testing.T) {
 	}
 }
 
+// A continuation keeps the space that separates it from the prompt.
+func TestContinuationKeepsLeadingSpace(t *testing.T) {
+	e := load(t, Options{})
+	res, err := e.Generate(context.Background(), "Once upon a time there was", GenerateOptions{MaxTokens: 5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != " a little girl" {
+		t.Errorf("continuation %q", res.Text)
+	}
+}
+
 func TestStopString(t *testing.T) {
 	e := load(t, Options{})
 	res, err := e.Generate(context.Background(), "", GenerateOptions{MaxTokens: 256, Stop: []string{"Lily"}}, nil)

@@ -41,7 +41,10 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The rendered conversation carries the special tokens; templates
+			// that write BOS themselves must not get a second one.
 			opt.ParseSpecial = true
+			opt.NoBOS = tokenizer.TemplateAddsBOS(tmpl)
 			return chatLoop(cmd.Context(), e, tmpl, system, opt, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
