@@ -164,8 +164,10 @@ type emitter struct {
 }
 
 // push adds one decided token and reports whether generation is over.
+// Any control token ends the text: EOS, a BOS that starts a new document,
+// and end-of-turn markers such as Llama 3's <|eot_id|> or ChatML's <|im_end|>.
 func (em *emitter) push(id int32) (bool, error) {
-	if id == em.tok.EOS() || id == em.tok.BOS() {
+	if id == em.tok.EOS() || id == em.tok.BOS() || em.tok.IsControl(id) {
 		em.res.Reason = StopEOS
 		return true, nil
 	}
