@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seed9b8f47b1/redrafter/drafter/train"
+	"github.com/seed9b8f47b1/redrafter/runtime"
+)
+
+func newDistillCmd(g *globalFlags) *cobra.Command {
+	var (
+		model, prompts, out, template string
+		maxTokens, samples, batch     int
+		temperature                   float32
+		seed                          uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "distill --model PATH --prompts FILE --out DIR",
+		Short: "Make a distillation set: the model's own continuations of a set of prompts, for train-drafter",
+		Long: `Distill lets the model continue every prompt (greedily, or sampled at --temperature) and
+stores the token sequences in DIR: meta.json and shard-NNNNN.jsonl files, one line per
+continuation ({"prompt", "sample", "prompt_len", "tokens", "stop"}). Rerunning the same command
+resumes: continuations already in DIR are skipped.
+
+FILE is plain text with one prompt per line ("\n" stands for a newline), or JSONL whose objects
+carry the prompt in "turns" (the first turn), "question" or "prompt".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case maxTokens < 0:
+				return errors.New("--max-tokens must not be negative")
+			case temperature < 0:
+				return errors.New("--temperature must not be negative")
+			case samples < 1:
+				return errors.New("--samples-per-prompt must be at least 1")
+			case samples > 1 && temperature == 0:
+				return errors.New("--samples-per-prompt > 1 needs --temperature > 0: greedy continuations are all the same")
+			case batch < 1:
+				return errors.New("--batch must be at least 1")
+			}
+			ps, err := train.ReadPrompts(prompts)
+			if err != nil {
+				return err
+			}
+			e, err := runtime.Load(model, runtime.Options{Backend: g.backend})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			tmpl := ""
+			if template != "" && template != "none" {
+				if tmpl, err = chooseTemplate(template, e.ChatTemplate); err != nil {
+					return err
+				}
+			}
+			pl := newProgressLine(cmd.ErrOrStderr())
+			res, err := train.Distill(cmd.Context(), e, out, train.DistillOptions{
+				Prompts: ps, PromptsFile: prompts, Model: model, Template: tmpl, MaxTokens: maxTokens,
+				Temperature: temperature, SamplesPerPrompt: samples, Seed: seed, Batch: batch,
+				Progress: func(p train.DistillProgress) {
+					rate := float64(p.Tokens) / max(p.Elapsed.Seconds(), 1e-9)
+					pl.update(p.Done == p.Total, fmt.Sprintf("distill %d/%d continuations · %s tokens · %.0f tokens/s · ETA %s",
+						p.Done, p.Total, count(p.Tokens), rate, eta(p.ETA())),
+						"done", p.Done, "total", p.Total, "tokens", p.Tokens, "tokens_per_s", int(rate), "eta", eta(p.ETA()))
+				},
+			})
+			pl.finish()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d continuations (%s tokens) in %s; %d were already there, %d prompts too long for the context\n",
+				out, res.Done, count(res.Tokens), res.Elapsed.Round(time.Millisecond), res.Resumed, res.Skipped)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "model: a .gguf file or an HF checkpoint directory (required)")
+	f.StringVar(&prompts, "prompts", "", "prompt file: .txt, one per line, or .jsonl with turns/question/prompt (required)")
+	f.StringVar(&out, "out", "", "output directory (required); rerun to resume")
+	f.IntVar(&maxTokens, "max-tokens", 256, "new tokens per continuation (0: until the context is full)")
+	f.Float32Var(&temperature, "temperature", 0, "sampling temperature (0: greedy, the distillation for greedy decoding)")
+	f.IntVar(&samples, "samples-per-prompt", 1, "continuations per prompt (more than one needs a temperature)")
+	f.Uint64Var(&seed, "seed", 1, "sampling seed (each continuation derives its own, so resumed runs match)")
+	f.StringVar(&template, "template", "", "render each prompt as a user turn: vicuna, llama2, chatml, llama3 or auto (default: plain text)")
+	f.IntVar(&batch, "batch", 64, "continuations per shard file")
+	for _, name := range []string{"model", "prompts", "out"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// progressLine shows a progress line on a terminal, rewritten in place, or
+// logs it (slog, info level) every few seconds otherwise.
+type progressLine struct {
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	shown bool
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	f, ok := w.(*os.File)
+	return &progressLine{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+// update shows line (or logs attrs) unless the last update was too recent;
+// force always shows it.
+func (p *progressLine) update(force bool, line string, attrs ...any) {
+	every := 10 * time.Second
+	if p.tty {
+		every = 100 * time.Millisecond
+	}
+	if !force && time.Since(p.last) < every {
+		return
+	}
+	p.last = time.Now()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.shown = true
+		return
+	}
+	slog.Info("progress", attrs...)
+}
+
+// finish ends the terminal line.
+func (p *progressLine) finish() {
+	if p.tty && p.shown {
+		fmt.Fprintln(p.w)
+		p.shown = false
+	}
+}
+
+func eta(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// count prints n with a K or M suffix.
+func count(n int) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 1e4:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
