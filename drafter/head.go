@@ -87,14 +87,13 @@ func Load(dir string) (*Head, error) {
 func bindHead(c Config, find func(string) (*formats.Tensor, bool)) (*Head, error) {
 	h, e := &Head{Config: c}, c.ExitDim
 	get := func(dst *llama.Weight, name string, optional bool, shape ...int) error {
-		t, ok := find(name)
+		w, ok, err := llama.LookupWeight(find, name, shape[len(shape)-1]) // MLX-quantized if it has .scales
 		if !ok {
 			if optional {
 				return nil
 			}
 			return fmt.Errorf("tensor %q is missing", name)
 		}
-		w, err := llama.WeightOf(t)
 		if err != nil {
 			return err
 		}

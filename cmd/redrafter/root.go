@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
 	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
 	root.AddCommand(newBenchCmd(g), newDevCmd())
+	root.AddCommand(newQuantizeCmd(), newPerplexityCmd(g))
 	return root
 }
 

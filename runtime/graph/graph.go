@@ -13,12 +13,13 @@ const (
 	F16                   // IEEE binary16, stored as uint16 bits
 	BF16                  // bfloat16, stored as uint16 bits
 	I32                   // int32 (token ids, positions, indices)
+	U32                   // uint32 (packed quantized codes; see Dequantize)
 )
 
 // Size is the number of bytes of one element.
 func (d DType) Size() int {
 	switch d {
-	case F32, I32:
+	case F32, I32, U32:
 		return 4
 	case F16, BF16:
 		return 2
@@ -36,6 +37,8 @@ func (d DType) String() string {
 		return "bf16"
 	case I32:
 		return "i32"
+	case U32:
+		return "u32"
 	}
 	return fmt.Sprintf("dtype(%d)", d)
 }

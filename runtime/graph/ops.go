@@ -149,6 +149,9 @@ func mustf(ok bool, format string, args ...any) {
 
 // EmbedRows gathers rows of table by ids.
 func EmbedRows(table, ids *Array) *Array {
+	if d, src, ok := quantizedSources(table); ok {
+		return qEmbedRows(table, ids, d, src)
+	}
 	mustf(len(table.shape) == 2 && isFloatWeight(table.dtype), "Embed: table %v", table)
 	mustf(len(ids.shape) == 1 && ids.dtype == I32, "Embed: ids %v", ids)
 	return node(Embed{}, F32, Shape{ids.shape[0], table.shape[1]}, table, ids)
@@ -156,6 +159,9 @@ func EmbedRows(table, ids *Array) *Array {
 
 // Linear is x·wᵀ for x [M,K] and w [N,K].
 func Linear(x, w *Array) *Array {
+	if d, src, ok := quantizedSources(w); ok {
+		return qLinear(x, w, d, src)
+	}
 	mustf(len(x.shape) == 2 && x.dtype == F32, "MatMul: x %v", x)
 	mustf(len(w.shape) == 2 && isFloatWeight(w.dtype), "MatMul: w %v", w)
 	mustf(x.shape[1] == w.shape[1], "MatMul: x %v and w %v disagree on K", x.shape, w.shape)

@@ -22,6 +22,11 @@ func NewBinding(be graph.Backend) *Binding {
 // (mmapped weights on the CPU and on unified-memory GPUs).
 func (b *Binding) Add(ws ...*Weight) error {
 	for _, w := range ws {
+		if w.Quantized() {
+			if err := b.Add(&w.Quant.Scales, &w.Quant.Biases); err != nil {
+				return err
+			}
+		}
 		if _, ok := b.bufs[&w.Data[0]]; ok {
 			continue
 		}
@@ -36,6 +41,10 @@ func (b *Binding) Add(ws ...*Weight) error {
 
 // Array returns w as a constant of graph g; w must have been added.
 func (b *Binding) Array(g *graph.Graph, w *Weight) *graph.Array {
+	if q := w.Quant; q != nil { // the f32 matrix it stands for; Linear and EmbedRows read it packed
+		codes := g.Const(w.Name, b.bufs[&w.Data[0]], 0, graph.U32, w.Shape[0], w.Shape[1]*q.Bits/32)
+		return graph.Quantized(codes, b.Array(g, &q.Scales), b.Array(g, &q.Biases), q.Bits, q.GroupSize)
+	}
 	return g.Const(w.Name, b.bufs[&w.Data[0]], 0, w.DType, w.Shape...)
 }
 

@@ -163,7 +163,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	return m, nil
 }
 
-// WeightOf maps a stored tensor to a Weight without copying.
+// WeightOf maps a stored tensor to a Weight without copying, except GGUF
+// block-quantized tensors: Q4_0, Q8_0 and Q4_K become affine-quantized
+// weights with the same values, Q6_K becomes f32 (see ggmlWeight).
 func WeightOf(t *formats.Tensor) (Weight, error) {
 	var dt graph.DType
 	switch t.DType {
@@ -174,6 +176,9 @@ func WeightOf(t *formats.Tensor) (Weight, error) {
 	case formats.BF16:
 		dt = graph.BF16
 	default:
+		if typ, ok := ggmlTypes[t.DType]; ok {
+			return ggmlWeight(t, typ)
+		}
 		return Weight{}, fmt.Errorf("tensor %q: dtype %v is not supported yet", t.Name, t.DType)
 	}
 	return Weight{Name: t.Name, DType: dt, Shape: append(graph.Shape(nil), t.Shape...), Data: t.Data}, nil
@@ -195,17 +200,13 @@ func openHF(dir string) (*Checkpoint, error) {
 	m := &Model{Config: c}
 	var bad error
 	err = bindWeights(m, "st", func(name string) (Weight, bool) {
-		t, ok := ck.Tensors[name]
-		if !ok {
-			return Weight{}, false
-		}
-		w, err := WeightOf(t)
+		w, ok, err := hfWeight(ck, hc.Quantization, name)
 		if err != nil && bad == nil {
 			bad = err
 		}
-		return w, true
+		return w, ok
 	})
-	if err == nil {
+	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
 	}
 	if err != nil {

@@ -14,6 +14,9 @@ type Weight struct {
 	DType graph.DType
 	Shape graph.Shape // row-major, outermost first; a Linear is [out, in]
 	Data  []byte      // nil for an absent optional weight
+	// Quant is set for an affine-quantized weight: DType is U32, Data the
+	// packed codes and Shape the logical shape (see Quant).
+	Quant *Quant
 }
 
 // Present reports whether the checkpoint had this weight.
@@ -97,7 +100,7 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		if want := c.expected(t.Name); !w.Shape.Equal(want) {
 			return fmt.Errorf("llama: tensor %q has shape %v, the config implies %v", name, w.Shape, want)
 		}
-		if w.DType != graph.F32 && w.DType != graph.F16 && w.DType != graph.BF16 {
+		if w.DType != graph.F32 && w.DType != graph.F16 && w.DType != graph.BF16 && !w.Quantized() {
 			return fmt.Errorf("llama: tensor %q has unsupported dtype %v", name, w.DType)
 		}
 		// Norm weights and biases feed f32-only ops; they are tiny, so convert.
@@ -135,8 +138,13 @@ func bindStruct(v reflect.Value, tag, prefix string, bind func(reflect.Value, re
 	return nil
 }
 
-// ToF32 converts a weight to float32 (a copy unless it already is).
+// ToF32 converts a weight to float32 (a copy unless it already is);
+// quantized weights are dequantized.
 func ToF32(w Weight) Weight {
+	if w.Quantized() {
+		w.DType, w.Data, w.Quant = graph.F32, graph.AsBytes(dequantize(w)), nil
+		return w
+	}
 	if w.DType == graph.F32 {
 		return w
 	}

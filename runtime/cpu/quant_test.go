@@ -1,0 +1,204 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/quant"
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
+)
+
+// qweight is an affine-quantized [n,k] matrix in host memory, with its
+// reference dequantization.
+type qweight struct {
+	n, k, bits, gs int
+	codes          []uint32
+	scales, biases []byte
+	sdt            graph.DType
+	dense          []float32 // quant.DequantizeAffine of the stored values
+}
+
+func newQWeight(t testing.TB, r *rand.Rand, n, k, bits, gs int, sdt graph.DType) *qweight {
+	w := randF32(r, n*k)
+	codes, s, b, err := quant.QuantizeAffine(w, k, bits, gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &qweight{n: n, k: k, bits: bits, gs: gs, codes: codes, sdt: sdt, dense: make([]float32, n*k)}
+	// Store the scales in sdt and dequantize from the stored values.
+	store := func(v []float32) []byte {
+		switch sdt {
+		case graph.F16:
+			h := make([]uint16, len(v))
+			for i := range v {
+				h[i] = quant.F32ToF16(v[i])
+				v[i] = quant.F16ToF32(h[i])
+			}
+			return graph.AsBytes(h)
+		case graph.BF16:
+			h := make([]uint16, len(v))
+			for i := range v {
+				h[i] = quant.F32ToBF16(v[i])
+				v[i] = quant.BF16ToF32(h[i])
+			}
+			return graph.AsBytes(h)
+		}
+		return append([]byte(nil), graph.AsBytes(v)...)
+	}
+	q.scales, q.biases = store(s), store(b)
+	quant.DequantizeAffine(q.dense, codes, s, b, bits, gs)
+	return q
+}
+
+// array declares the weight in g as a quantized array.
+func (q *qweight) array(t testing.TB, be graph.Backend, g *graph.Graph) *graph.Array {
+	wrap := func(b []byte) graph.Buffer {
+		buf, err := be.WrapHost(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	w := g.Const("w", wrap(graph.AsBytes(q.codes)), 0, graph.U32, q.n, q.k*q.bits/32)
+	s := g.Const("w.scales", wrap(q.scales), 0, q.sdt, q.n, q.k/q.gs)
+	b := g.Const("w.biases", wrap(q.biases), 0, q.sdt, q.n, q.k/q.gs)
+	return graph.Quantized(w, s, b, q.bits, q.gs)
+}
+
+func (q *qweight) String() string {
+	return fmt.Sprintf("%d-bit g%d %v scales, n=%d k=%d", q.bits, q.gs, q.sdt, q.n, q.k)
+}
+
+var qShapes = [][3]int{{1, 32, 1}, {3, 64, 9}, {5, 256, 17}, {1, 384, 40}, {9, 1024, 33}, {2, 128, 100}}
+
+// On the reference backend QMatMul is exactly MatMul with the dequantized
+// weight, Dequantize is the package quant reference, and QEmbed gathers its
+// rows.
+func TestQuantReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	be := NewReference()
+	for _, bits := range []int{4, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			for _, sdt := range []graph.DType{graph.F16, graph.BF16, graph.F32} {
+				for _, sz := range qShapes {
+					m, k, n := sz[0], sz[1], sz[2]
+					if k%gs != 0 {
+						continue
+					}
+					q := newQWeight(t, r, n, k, bits, gs, sdt)
+					x := randF32(r, m*k)
+					got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						xa := g.Input("x", graph.F32, m, k)
+						return map[*graph.Array]any{xa: x}, graph.Linear(xa, q.array(t, be, g))
+					})
+					want := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						xa := g.Input("x", graph.F32, m, k)
+						return map[*graph.Array]any{xa: x}, graph.Linear(xa, constF32(t, be, g, "w", q.dense, n, k))
+					})
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%v m=%d: QMatMul[%d] = %v, MatMul(dequantized) = %v", q, m, i, got[i], want[i])
+						}
+					}
+					deq := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						return nil, q.array(t, be, g)
+					})
+					for i := range deq {
+						if deq[i] != q.dense[i] {
+							t.Fatalf("%v: Dequantize[%d] = %v, quant reference %v", q, i, deq[i], q.dense[i])
+						}
+					}
+					ids := []int32{int32(n - 1), 0, int32(n / 2), 0}
+					emb := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						ia := g.Input("ids", graph.I32, len(ids))
+						return map[*graph.Array]any{ia: ids}, graph.EmbedRows(q.array(t, be, g), ia)
+					})
+					for i, id := range ids {
+						for c := range k {
+							if emb[i*k+c] != q.dense[int(id)*k+c] {
+								t.Fatalf("%v: QEmbed row %d col %d", q, i, c)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The fast backend agrees with the reference to float rounding, and its
+// QEmbed is exact.
+func TestQuantFast(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ref, fast := NewReference(), New(2)
+	for _, bits := range []int{4, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			for _, sdt := range []graph.DType{graph.F16, graph.BF16, graph.F32} {
+				for _, sz := range append(qShapes, [3]int{7, 4096, 70}) {
+					m, k, n := sz[0], sz[1], sz[2]
+					if k%gs != 0 {
+						continue
+					}
+					q := newQWeight(t, r, n, k, bits, gs, sdt)
+					x := randF32(r, m*k)
+					build := func(be graph.Backend) func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						return func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+							xa := g.Input("x", graph.F32, m, k)
+							return map[*graph.Array]any{xa: x}, graph.Linear(xa, q.array(t, be, g))
+						}
+					}
+					want, got := evalOn(t, ref, build(ref)), evalOn(t, fast, build(fast))
+					// Rounding error scales with Σ|x·w| of each output.
+					for i := range m {
+						for j := range n {
+							var mag float64
+							for c := range k {
+								mag += math.Abs(float64(x[i*k+c] * q.dense[j*k+c]))
+							}
+							if e := math.Abs(float64(got[i*n+j] - want[i*n+j])); e > 2e-6*mag+1e-6 {
+								t.Fatalf("%v m=%d: [%d,%d] fast %v, reference %v (Σ|xw| %g)", q, m, i, j, got[i*n+j], want[i*n+j], mag)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A row's quantized matmul result does not depend on how many rows share
+// the call (greedy ReDrafter must equal greedy decoding bit for bit).
+func TestQMatMulRowsIndependentOfBatch(t *testing.T) {
+	seed := rand.Uint64()
+	r := rand.New(rand.NewPCG(seed, 4))
+	be := New(2)
+	for _, bits := range []int{4, 8} {
+		for _, gs := range []int{32, 64, 128} {
+			for _, sz := range [][3]int{{2, 64, 64}, {5, 256, 33}, {9, 512, 100}, {17, 1024, 64}, {6, 4096, 12}, {40, 128, 24}} {
+				m, k, n := sz[0], sz[1], sz[2]
+				if k%gs != 0 {
+					continue
+				}
+				q := newQWeight(t, r, n, k, bits, gs, graph.F16)
+				x := randF32(r, m*k)
+				run := func(rows int, xs []float32) []float32 {
+					return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						xa := g.Input("x", graph.F32, rows, k)
+						return map[*graph.Array]any{xa: xs}, graph.Linear(xa, q.array(t, be, g))
+					})
+				}
+				all := run(m, x)
+				for i := range m {
+					one := run(1, x[i*k:(i+1)*k])
+					for j := range n {
+						if one[j] != all[i*n+j] {
+							t.Fatalf("%v m=%d (seed %d): row %d col %d: batched %v != alone %v", q, m, seed, i, j, all[i*n+j], one[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/drafter"
+	"github.com/seed9b8f47b1/redrafter/runtime/convert"
+)
+
+// quantizedModel converts the model at path to 4-bit affine weights.
+func quantizedModel(t testing.TB, path string, bits, gs int) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), fmt.Sprintf("q%d-g%d", bits, gs))
+	if _, err := convert.Model(path, out, convert.Options{Bits: bits, GroupSize: gs}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// quantizedHead writes a random draft head for e's model, quantizes it and
+// loads it.
+func quantizedHead(t testing.TB, e *Engine, rnn bool, layers, exit int, seed uint64, bits, gs int) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), fmt.Sprintf("head-%d", seed))
+	h := drafter.NewRandom(drafter.Config{VocabSize: e.Config.Vocab, HiddenSize: e.Config.Dim, ExitDim: exit,
+		NumDraftLayers: layers, RNN: rnn}, seed)
+	if err := h.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	out := dir + "-q"
+	if _, err := convert.Head(dir, out, convert.Options{Bits: bits, GroupSize: gs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadDrafter(out); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Drafter().Head.Vocab.Quantized() {
+		t.Fatal("the draft head's vocabulary projection is not quantized")
+	}
+}
+
+// Greedy ReDrafter with 4-bit (and 8-bit) weights, in the LLM and in the
+// draft head, equals greedy autoregressive decoding with the same weights,
+// token for token: the quantized kernels compute every row of a
+// verification batch as they compute a single decoded row.
+func TestReDrafterGreedyEqualsAutoregressiveQuantized(t *testing.T) {
+	type model struct {
+		name      string
+		path      string
+		bits, gs  int
+		rnn       bool
+		layers    int
+		exit      int
+		headBits  int
+		headGroup int
+	}
+	models := []model{
+		{"stories260K-4bit-g32", quantizedModel(t, stories, 4, 32), 4, 32, true, 2, 0, 4, 32},
+		{"random-d64-4bit-g64", quantizedModel(t, randomModel(t, 64, 2, 4, 2, 128, 21), 4, 64), 4, 64, true, 1, 96, 4, 32},
+		{"random-d128-8bit-g128", quantizedModel(t, randomModel(t, 128, 2, 4, 4, 256, 22), 8, 128), 8, 128, false, 0, 0, 8, 128},
+	}
+	widths, lengths := []int{1, 4, 16}, []int{2, 5}
+	if testing.Short() {
+		widths, lengths = []int{4}, []int{3}
+	}
+	for _, m := range models {
+		e, err := Load(m.path, Options{Backend: "cpu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if !e.runner.Model.Layers[0].Q.Quantized() {
+			t.Fatalf("%s: not quantized", m.name)
+		}
+		quantizedHead(t, e, m.rnn, m.layers, m.exit, 5, m.headBits, m.headGroup)
+		const maxTokens = 40
+		want := map[string][]int32{}
+		for _, p := range specPrompts {
+			res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens, Draft: DraftOptions{Off: true}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[p] = res.Tokens
+		}
+		steps, tokens := 0, 0
+		for _, w := range widths {
+			for _, l := range lengths {
+				for _, p := range specPrompts {
+					res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
+						Draft: DraftOptions{BeamWidth: w, BeamLength: l}}, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(res.Tokens, want[p]) {
+						t.Fatalf("%s W=%d L=%d prompt %q:\n redrafter %v\n autoregr. %v", m.name, w, l, p, res.Tokens, want[p])
+					}
+					steps += res.Stats.Draft.Steps
+					tokens += res.Stats.Draft.Tokens
+				}
+			}
+		}
+		t.Logf("%s: random head: %d steps, %.2f tokens per step", m.name, steps, float64(tokens)/float64(max(steps, 1)))
+		// Drafts that follow the truth for a while reach deep acceptance.
+		for _, p := range specPrompts {
+			for _, shape := range [][2]int{{1, 6}, {8, 5}, {16, 3}} {
+				src := &oracleSource{truth: want[p], r: rand.New(rand.NewPCG(uint64(shape[0]), 9)), vocab: e.Config.Vocab}
+				e.draftSource = &trackingSource{o: src}
+				res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
+					Draft: DraftOptions{BeamWidth: shape[0], BeamLength: shape[1]}}, nil)
+				e.draftSource = e.drafter
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.Tokens, want[p]) {
+					t.Fatalf("%s oracle W=%d L=%d prompt %q:\n redrafter %v\n autoregr. %v", m.name, shape[0], shape[1], p, res.Tokens, want[p])
+				}
+				if tps := res.Stats.Draft.TokensPerStep(); tps < 1.5 {
+					t.Errorf("%s oracle W=%d L=%d: %.2f tokens per step", m.name, shape[0], shape[1], tps)
+				}
+			}
+		}
+	}
+}
