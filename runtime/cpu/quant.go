@@ -129,8 +129,10 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 	}
 	const rowAlign = 8
 	minRows := max(1, 1<<16/(k*max(m, 1)))
+	px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize) // once, shared by the workers
 	b.pool.parallel(n, rowAlign, minRows, func(_, lo, hi int) {
-		kernels.MatMulAffine(y[lo:], n, x, m, w.Rows(lo, hi))
+		kernels.MatMulAffineX(y[lo:], n, px, w.Rows(lo, hi))
 	})
+	px.Release()
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/quant"
 	"github.com/seed9b8f47b1/redrafter/runtime/cpu"
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/runtime/formats"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 )
@@ -170,7 +171,11 @@ func TestMLXLayoutCheckpoint(t *testing.T) {
 			t.Errorf("g%d: reference-backend logits of the quantized model differ from the dense model's (max rel %g)", gs, maxRel(ql, dl))
 		}
 		fast := cpu.New(2)
-		if e := maxRel(logitsOf(t, dir, fast), logitsOf(t, dense, fast)); e > 1e-5 {
+		tol := 1e-5
+		if kernels.AffineImpl() == "avx512vnni" {
+			tol = 5e-2 // int8 activations: ~1e-3 per product, through five layers
+		}
+		if e := maxRel(logitsOf(t, dir, fast), logitsOf(t, dense, fast)); e > tol {
 			t.Errorf("g%d: fast-backend logits differ by %g", gs, e)
 		}
 		ck.Close()

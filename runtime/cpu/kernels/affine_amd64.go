@@ -2,8 +2,307 @@
 
 package kernels
 
-const affineImpl = "generic"
+import (
+	"sync"
+	"unsafe"
 
-func affineActive(y []float32, ldy int, x []float32, m int, w *AffineRows, n int) {
-	matMulAffineGeneric(y, ldy, x, m, w, n)
+	"golang.org/x/sys/cpu"
+)
+
+// affineFunc is a generated float kernel (internal/affinegen): for each of
+// n consecutive weight rows (codes, scales and biases walk on from row to
+// row), the dot products of mr rows of prepared x (ldx floats apart) with
+// the row's dequantized values, stored at y[r*ldy], y advancing by one per
+// weight row. Scales and biases are float32.
+type affineFunc = func(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
+
+// affineVNNIFunc is a generated VNNI kernel: int8 x (prepared by
+// prepareVNNI) times unsigned codes; see internal/affinegen.
+type affineVNNIFunc = func(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int,
+	n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+
+// vnniPrep quantizes blocks of 32 floats into the VNNI layout (chunk
+// layout of internal/affinegen) and stores each block's sum.
+//
+//go:noescape
+func vnniPrep(x *float32, blocks int, out *byte, bits int, sums *float32)
+
+var (
+	affineAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	affineAVX512 = affineAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+	affineVNNI   = affineAVX512 && cpu.X86.HasAVX512VNNI
+)
+
+// affineKernels are the kernels of one ISA level.
+type affineKernels struct {
+	name  string
+	funcs map[[3]int]affineFunc // float kernels by bits, group size, rows
+	vnni  map[[3]int]affineVNNIFunc
+	mrMax int
+	// chunk is the width over which 4-bit x is laid out as evens then odds
+	// for the float kernels.
+	chunk int
+}
+
+var affineSets = func() []affineKernels {
+	var s []affineKernels
+	if affineAVX2 {
+		s = append(s, affineKernels{name: "avx2", funcs: affineFuncs_avx2, mrMax: 2, chunk: 16})
+	}
+	if affineAVX512 {
+		s = append(s, affineKernels{name: "avx512", funcs: affineFuncs_avx512, mrMax: 4, chunk: 32})
+	}
+	if affineVNNI {
+		s = append(s, affineKernels{name: "avx512vnni", vnni: affineFuncs_vnni, mrMax: 4})
+	}
+	return s
+}()
+
+var affineCur = func() *affineKernels {
+	if len(affineSets) == 0 {
+		return nil
+	}
+	return &affineSets[len(affineSets)-1]
+}()
+
+// affinePrep is x prepared for one kernel family: float32s laid out for
+// the float kernels (nil when x serves as is), or the VNNI bytes.
+type affinePrep struct {
+	xf *[]float32
+	xb *[]byte
+	l  vnniLayout
+}
+
+var (
+	floatPool sync.Pool
+	bytePool  sync.Pool
+)
+
+// floats returns a pooled buffer of n float32s.
+func floats(n int) *[]float32 {
+	p, _ := floatPool.Get().(*[]float32)
+	if p == nil {
+		p = new([]float32)
+	}
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func (ks *affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep {
+	if ks.vnni != nil {
+		l := newVNNILayout(k, bits, gs)
+		return affinePrep{xb: prepareVNNI(x, m, k, bits, gs, l), l: l}
+	}
+	if bits != 4 {
+		return affinePrep{}
+	}
+	// 4-bit float kernels: each chunk of x as its even elements, then its
+	// odd ones.
+	p := floats(len(x))
+	xp := *p
+	c, h := ks.chunk, ks.chunk/2
+	for base := 0; base+c <= len(x); base += c {
+		src, dst := x[base:base+c:base+c], xp[base:base+c:base+c]
+		for i := range h {
+			dst[i], dst[h+i] = src[2*i], src[2*i+1]
+		}
+	}
+	return affinePrep{xf: p}
+}
+
+func (ks *affineKernels) release(p affinePrep) {
+	if p.xf != nil {
+		floatPool.Put(p.xf)
+	}
+	if p.xb != nil {
+		bytePool.Put(p.xb)
+	}
+}
+
+// toF32 converts stored scales (or biases) to float32.
+func toF32(dst []float32, src []byte, t ScaleType) {
+	switch t {
+	case ScalesF16, ScalesBF16:
+		h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/2)
+		if t == ScalesF16 {
+			ConvertF16ToF32(dst, h)
+		} else {
+			ConvertBF16ToF32(dst, h)
+		}
+	default:
+		for i := range dst {
+			dst[i] = t.at(src, i)
+		}
+	}
+}
+
+// affineRowBlock is how many bytes of codes one pass over the rows of x
+// covers, so a block of weight rows stays in L2 while every row block of x
+// goes past it.
+const affineRowBlock = 96 << 10
+
+// run computes MatMulAffineX with these kernels. Weight rows go in blocks
+// whose codes fit in L2; each block's scales and biases are converted to
+// float32 first (exactly), and every row block of x (up to mrMax rows) is
+// run past it.
+func (ks *affineKernels) run(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {
+	if ks.vnni != nil {
+		ks.runVNNI(y, ldy, p, w, n)
+		return
+	}
+	m, k, gs, bits := p.m, w.K, w.GroupSize, w.Bits
+	xp := p.x
+	if p.prep.xf != nil {
+		xp = *p.prep.xf
+	}
+	groups := k / gs
+	rowBytes := k * bits / 8
+	sb := groups * w.ScaleType.Size() // scale bytes per row
+	codes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.Codes))), len(w.Codes)*4)
+	rb := min(n, max(1, affineRowBlock/rowBytes))
+	sp := floats(2 * rb * groups)
+	var fn [5]affineFunc
+	for mr := 1; mr <= ks.mrMax; mr++ {
+		fn[mr] = ks.funcs[[3]int{bits, gs, mr}]
+	}
+	for j0 := 0; j0 < n; j0 += rb {
+		nb := min(rb, n-j0)
+		ss, bs := (*sp)[:nb*groups], (*sp)[rb*groups:rb*groups+nb*groups]
+		toF32(ss, w.Scales[j0*sb:(j0+nb)*sb], w.ScaleType)
+		toF32(bs, w.Biases[j0*sb:(j0+nb)*sb], w.ScaleType)
+		c := &codes[j0*rowBytes]
+		for i0 := 0; i0 < m; {
+			mr := min(ks.mrMax, m-i0)
+			fn[mr](&xp[i0*k], k, c, &ss[0], &bs[0], nb, groups, &y[i0*ldy+j0], ldy)
+			i0 += mr
+		}
+	}
+	floatPool.Put(sp)
+}
+
+// VNNI: x is quantized per row to int8 in blocks of 32 with a float32
+// scale each (d = max|x|/127, q = round(x/d)), as ggml's Q8_0 does, and
+// laid out per 64-code-byte chunk (see internal/affinegen): int8 values,
+// then each int32 lane's x scale; after the chunks, the x sum of each
+// weight group, padded to 16.
+
+const vnniBlock = 32
+
+// vnniLayout is the prepared-x layout for K elements.
+type vnniLayout struct {
+	e, stride    int // elements and prepared bytes per chunk
+	chunks, gpad int
+	xsOff, ldx   int // offset of the group sums; bytes per row
+}
+
+func newVNNILayout(k, bits, gs int) vnniLayout {
+	l := vnniLayout{e: 128, stride: 192}
+	if bits == 8 {
+		l.e, l.stride = 64, 128
+	}
+	l.chunks = (k + l.e - 1) / l.e
+	l.gpad = (k/gs + 15) &^ 15
+	l.xsOff = l.chunks * l.stride
+	l.ldx = l.xsOff + 4*l.gpad
+	return l
+}
+
+// prepareVNNI quantizes the m rows of x into a pooled buffer.
+func prepareVNNI(x []float32, m, k, bits, gs int, l vnniLayout) *[]byte {
+	p, _ := bytePool.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	if cap(*p) < m*l.ldx {
+		*p = make([]byte, m*l.ldx)
+	}
+	buf := (*p)[:m*l.ldx]
+	clear(buf)
+	blocks := k / vnniBlock
+	sp := floats(blocks)
+	sums := *sp
+	per := gs / vnniBlock
+	for i := range m {
+		row := buf[i*l.ldx : (i+1)*l.ldx]
+		vnniPrep(&x[i*k], blocks, &row[0], bits, &sums[0])
+		xs := unsafe.Slice((*float32)(unsafe.Pointer(&row[l.xsOff])), l.gpad)
+		for g := range k / gs {
+			s := sums[g*per]
+			for _, v := range sums[g*per+1 : (g+1)*per] {
+				s += v
+			}
+			xs[g] = s
+		}
+	}
+	floatPool.Put(sp)
+	return p
+}
+
+func (ks *affineKernels) runVNNI(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {
+	m, k, gs, bits := p.m, w.K, w.GroupSize, w.Bits
+	l := p.prep.l
+	xb := *p.prep.xb
+	groups := k / gs
+	iters := k / (2 * l.e)
+	rem := k - iters*2*l.e
+	var tail, maskBytes int
+	switch {
+	case rem == 0:
+	case rem < l.e:
+		tail, maskBytes = 1, rem*bits/8
+	case rem == l.e:
+		tail = 2
+	default:
+		tail, maskBytes = 3, (rem-l.e)*bits/8
+	}
+	mask := uint64(1)<<maskBytes - 1
+	rowBytes := k * bits / 8
+	sb := groups * w.ScaleType.Size()
+	rb := min(n, max(1, affineRowBlock/rowBytes))
+	// Scales and biases of a block of rows, converted to float32 in one go;
+	// the kernels read up to 16 floats past a row's last group (the next
+	// row's, or this zero padding), which only ever multiply zeros.
+	const pad = 16
+	sp := floats(2 * (rb*groups + pad))
+	ss, bs := (*sp)[:rb*groups+pad], (*sp)[rb*groups+pad:]
+	clear(ss[rb*groups:])
+	clear(bs[rb*groups:])
+	codes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.Codes))), len(w.Codes)*4)
+	var fn [5]affineVNNIFunc
+	for mr := 1; mr <= ks.mrMax; mr++ {
+		fn[mr] = ks.vnni[[3]int{bits, gs, mr}]
+	}
+	for j0 := 0; j0 < n; j0 += rb {
+		nb := min(rb, n-j0)
+		toF32(ss[:nb*groups], w.Scales[j0*sb:(j0+nb)*sb], w.ScaleType)
+		toF32(bs[:nb*groups], w.Biases[j0*sb:(j0+nb)*sb], w.ScaleType)
+		if nb < rb {
+			clear(ss[nb*groups : nb*groups+pad])
+			clear(bs[nb*groups : nb*groups+pad])
+		}
+		for i0 := 0; i0 < m; {
+			mr := min(ks.mrMax, m-i0)
+			fn[mr](&xb[i0*l.ldx], l.ldx, &codes[j0*rowBytes], rowBytes, &ss[0], &bs[0], 4*groups,
+				nb, iters, tail, mask, l.xsOff, l.gpad/16, &y[i0*ldy+j0], ldy)
+			i0 += mr
+		}
+	}
+	floatPool.Put(sp)
+}
+
+// affineKernelSets lists the assembly levels this CPU has, for tests.
+func affineKernelSets() []affineKernels { return affineSets }
+
+// call runs MatMulAffine with this level's kernels (for tests).
+func (ks affineKernels) call(y []float32, ldy int, x []float32, m int, w AffineRows) {
+	n := w.check("MatMulAffine")
+	if m > 0 && n > 0 {
+		p := &AffineX{x: x, m: m, k: w.K, bits: w.Bits, gs: w.GroupSize, impl: &ks}
+		p.prep = ks.prepare(x, m, w.K, w.Bits, w.GroupSize)
+		ks.run(y, ldy, p, &w, n)
+		ks.release(p.prep)
+	}
 }

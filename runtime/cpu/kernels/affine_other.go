@@ -2,8 +2,17 @@
 
 package kernels
 
-const affineImpl = "generic"
+// Without assembly there is no prepared form: MatMulAffineX runs the
+// generic code on x itself.
 
-func affineActive(y []float32, ldy int, x []float32, m int, w *AffineRows, n int) {
-	matMulAffineGeneric(y, ldy, x, m, w, n)
+type affinePrep struct{}
+
+type affineKernels struct{ name string }
+
+var affineCur *affineKernels
+
+func (*affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep { return affinePrep{} }
+func (*affineKernels) release(affinePrep)                                 {}
+func (*affineKernels) run(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {
+	matMulAffineGeneric(y, ldy, p.x, p.m, w, n)
 }

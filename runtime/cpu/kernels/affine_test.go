@@ -1,0 +1,186 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// affineCase is a quantized [n,k] matrix with its dequantized values.
+type affineCase struct {
+	w      AffineRows
+	dense  []float32
+	biases []float32 // each group's bias, as stored
+}
+
+func newAffineCase(r *rand.Rand, n, k, bits, gs int, st ScaleType) affineCase {
+	v := make([]float32, n*k)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	codes, s, b, err := quant.QuantizeAffine(v, k, bits, gs)
+	if err != nil {
+		panic(err)
+	}
+	enc := func(f []float32) []byte {
+		out := make([]byte, len(f)*st.Size())
+		for i, x := range f {
+			switch st {
+			case ScalesF16:
+				binary.LittleEndian.PutUint16(out[2*i:], quant.F32ToF16(x))
+				f[i] = quant.F16ToF32(quant.F32ToF16(x))
+			case ScalesBF16:
+				binary.LittleEndian.PutUint16(out[2*i:], quant.F32ToBF16(x))
+				f[i] = quant.BF16ToF32(quant.F32ToBF16(x))
+			default:
+				binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+			}
+		}
+		return out
+	}
+	c := affineCase{w: AffineRows{Bits: bits, GroupSize: gs, K: k, Codes: codes, ScaleType: st}, dense: make([]float32, n*k)}
+	c.w.Scales, c.w.Biases = enc(s), enc(b)
+	c.biases = b
+	quant.DequantizeAffine(c.dense, codes, s, b, bits, gs)
+	return c
+}
+
+// affineImpls lists every implementation: the generic one and each
+// assembly level this CPU has.
+func affineImpls() map[string]func(y []float32, ldy int, x []float32, m int, w AffineRows) {
+	impls := map[string]func(y []float32, ldy int, x []float32, m int, w AffineRows){
+		"generic": MatMulAffineGeneric,
+	}
+	for _, ks := range affineKernelSets() {
+		impls[ks.name] = ks.call
+	}
+	return impls
+}
+
+// Every implementation agrees with the dot products of x and the
+// reference dequantization, at tail and unroll lengths, for every bit
+// width, group size and scale type, and for sub-blocks of rows.
+func TestMatMulAffine(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for name, f := range affineImpls() {
+		for _, bits := range []int{4, 8} {
+			for _, gs := range []int{32, 64, 128} {
+				for _, st := range []ScaleType{ScalesF16, ScalesBF16, ScalesF32} {
+					for _, k := range []int{32, 64, 96, 128, 160, 256, 384, 1024} {
+						if k%gs != 0 {
+							continue
+						}
+						for _, mn := range [][2]int{{1, 1}, {1, 7}, {2, 9}, {3, 17}, {4, 8}, {5, 33}, {9, 3}} {
+							m, n := mn[0], mn[1]
+							c := newAffineCase(r, n, k, bits, gs, st)
+							x := make([]float32, m*k)
+							for i := range x {
+								x[i] = float32(r.NormFloat64())
+							}
+							ldy := n + 3
+							y := make([]float32, (m-1)*ldy+n)
+							f(y, ldy, x, m, c.w)
+							for i := range m {
+								for j := range n {
+									var want, mag, qerr float64
+									for kk := range k {
+										p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
+										want += p
+										mag += math.Abs(p)
+										if name == "avx512vnni" {
+											// x is rounded to int8 steps of max|x|/127 per block of 32
+											// in the s·q part; the biases multiply the exact x sums.
+											sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
+											qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
+										}
+									}
+									if e := math.Abs(float64(y[i*ldy+j]) - want); e > 1e-6*mag+1.0001*qerr+1e-7 {
+										t.Fatalf("%s %d-bit g%d scales %d k=%d m=%d n=%d: y[%d,%d] = %v, want %v (Σ|xw| %g)",
+											name, bits, gs, st, k, m, n, i, j, y[i*ldy+j], want, mag)
+									}
+								}
+							}
+							// A block of rows gives the same values.
+							if n > 2 {
+								sub := c.w.Rows(1, n-1)
+								y2 := make([]float32, (m-1)*ldy+n)
+								f(y2[1:], ldy, x, m, sub)
+								for i := range m {
+									for j := 1; j < n-1; j++ {
+										if y2[i*ldy+j] != y[i*ldy+j] {
+											t.Fatalf("%s: rows 1..%d alone give a different [%d,%d]", name, n-1, i, j)
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A row of x gets the same result bit for bit whatever rows share the call.
+func TestMatMulAffineBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for name, f := range affineImpls() {
+		t.Logf("%s (MatMulAffine uses %s)", name, AffineImpl())
+		for _, bits := range []int{4, 8} {
+			for _, gs := range []int{32, 64, 128} {
+				k, n, m := 384, 11, 13
+				c := newAffineCase(r, n, k, bits, gs, ScalesF16)
+				x := make([]float32, m*k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				all := make([]float32, m*n)
+				f(all, n, x, m, c.w)
+				for i := range m {
+					one := make([]float32, n)
+					f(one, n, x[i*k:(i+1)*k], 1, c.w)
+					for j := range n {
+						if one[j] != all[i*n+j] {
+							t.Fatalf("%s %d-bit g%d: row %d col %d: batched %v, alone %v", name, bits, gs, i, j, all[i*n+j], one[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulAffinePanics(t *testing.T) {
+	c := newAffineCase(rand.New(rand.NewPCG(5, 6)), 4, 64, 4, 32, ScalesF16)
+	for _, f := range []func(){
+		func() { MatMulAffine(make([]float32, 4), 4, make([]float32, 63), 1, c.w) },
+		func() { MatMulAffine(make([]float32, 3), 4, make([]float32, 64), 1, c.w) },
+		func() { w := c.w; w.Bits = 3; MatMulAffine(make([]float32, 4), 4, make([]float32, 64), 1, w) },
+		func() {
+			w := c.w
+			w.Scales = w.Scales[1:]
+			MatMulAffine(make([]float32, 4), 4, make([]float32, 64), 1, w)
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// blockMax is max|x| over the block of 32 holding element e.
+func blockMax(x []float32, e int) float64 {
+	var m float64
+	for _, v := range x[e/32*32 : e/32*32+32] {
+		m = max(m, math.Abs(float64(v)))
+	}
+	return m
+}
