@@ -15,6 +15,10 @@ const (
 	attnSimdgroups   = 4   // ATTN_SIMDGROUPS
 	attnMaxHeadDim   = 256 // ATTN_MAX_HEAD_DIM
 	rowThreads       = 256 // ROW_THREADS
+	qmvRows          = 4   // QMV_ROWS
+	qmvSimdgroups    = 2   // QMV_SIMDGROUPS
+	qmvMaxM          = 8   // QMV_MAX_M
+	qmvValues        = 16  // QMV_VALUES
 )
 
 // MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ.
@@ -53,6 +57,9 @@ type RowArgs struct{ M, V, K int32 }
 // GatherArgs: out[N,Row] = x[idx[N]], x [M,Row].
 type GatherArgs struct{ N, M, Row int32 }
 
+// QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
+type QuantArgs struct{ M, N, K, G int32 }
+
 // argStructs maps each args.h struct name to a value of its Go mirror, for
 // the layout test.
 var argStructs = map[string]any{
@@ -66,6 +73,7 @@ var argStructs = map[string]any{
 	"ConcatArgs":      ConcatArgs{},
 	"RowArgs":         RowArgs{},
 	"GatherArgs":      GatherArgs{},
+	"QuantArgs":       QuantArgs{},
 }
 
 // argConstants maps each args.h #define to its Go mirror.
@@ -80,4 +88,8 @@ var argConstants = map[string]int{
 	"ATTN_SIMDGROUPS":   attnSimdgroups,
 	"ATTN_MAX_HEAD_DIM": attnMaxHeadDim,
 	"ROW_THREADS":       rowThreads,
+	"QMV_ROWS":          qmvRows,
+	"QMV_SIMDGROUPS":    qmvSimdgroups,
+	"QMV_MAX_M":         qmvMaxM,
+	"QMV_VALUES":        qmvValues,
 }

@@ -162,9 +162,16 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		}
 		return 0
 	}
-	switch op.(type) {
+	switch op := op.(type) {
 	case graph.Embed:
 		return hasKernel("embed", "rows", dt(0))
+	case graph.QMatMul:
+		return dt(0) == graph.F32 && dt(1) == graph.U32 && dt(2) == dt(3) &&
+			hasKernel("quant", quantVariant("qmv", op.Bits), dt(2)) && hasKernel("quant", quantVariant("qmm", op.Bits), dt(2))
+	case graph.QEmbed:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("embed", op.Bits), dt(1))
+	case graph.Dequantize:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("dequant", op.Bits), dt(1))
 	case graph.MatMul:
 		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
 	case graph.KVWrite:

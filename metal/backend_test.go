@@ -248,8 +248,17 @@ func TestSupportsEveryOp(t *testing.T) {
 	be := NewFake(DefaultPolicy(DeviceInfo{}))
 	f32 := []graph.DType{graph.F32, graph.F32, graph.F32, graph.I32, graph.I32}
 	for _, op := range graph.AllOps() {
-		if !be.Supports(op, f32) {
-			t.Errorf("Supports(%v, f32) = false", op)
+		in := f32
+		switch op.(type) { // quantized weights: u32 codes, f16 scales and biases
+		case graph.QMatMul:
+			in = []graph.DType{graph.F32, graph.U32, graph.F16, graph.F16}
+		case graph.QEmbed:
+			in = []graph.DType{graph.U32, graph.F16, graph.F16, graph.I32}
+		case graph.Dequantize:
+			in = []graph.DType{graph.U32, graph.F16, graph.F16}
+		}
+		if !be.Supports(op, in) {
+			t.Errorf("Supports(%v, %v) = false", op, in)
 		}
 	}
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {

@@ -284,6 +284,7 @@ func opCases(r *rand.Rand) []opCase {
 			})
 		}
 	}
+	cs = append(cs, quantCases(r)...)
 	return cs
 }
 

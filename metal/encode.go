@@ -38,6 +38,12 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.gatherRows()
 	case graph.TakeAlong:
 		err = e.takeAlong()
+	case graph.QMatMul:
+		err = e.qmatmul(op)
+	case graph.QEmbed:
+		err = e.qembed(op)
+	case graph.Dequantize:
+		err = e.dequantize(op)
 	default:
 		err = fmt.Errorf("no kernel for %v", s.Op)
 	}

@@ -35,6 +35,11 @@ var kernelFamilies = []struct {
 	{"reduce", "topk", []graph.DType{graph.F32}},
 	{"gather", "rows", []graph.DType{graph.F32, graph.I32}},
 	{"gather", "take", []graph.DType{graph.F32}},
+	// quant: <variant><bits>, by the dtype of the scales and biases.
+	{"quant", "qmv4", scaleDTypes}, {"quant", "qmv8", scaleDTypes},
+	{"quant", "qmm4", scaleDTypes}, {"quant", "qmm8", scaleDTypes},
+	{"quant", "embed4", scaleDTypes}, {"quant", "embed8", scaleDTypes},
+	{"quant", "dequant4", scaleDTypes}, {"quant", "dequant8", scaleDTypes},
 }
 
 // hasKernel reports whether the host has a kernel for family, variant and dt.

@@ -136,7 +136,8 @@ func (o Reshape) String() string   { return "Reshape" + o.Shape.String() }
 func AllOps() []Op {
 	return []Op{Embed{}, MatMul{}, RMSNorm{}, RoPE{}, Attention{}, KVWrite{}, KVCompact{},
 		SiLU{}, SwiGLU{}, Add{}, Mul{}, Concat{}, LogSoftmax{}, Argmax{}, TopK{}, GatherRows{},
-		TakeAlong{}, Reshape{}}
+		TakeAlong{}, Reshape{}, Dequantize{Bits: 4, GroupSize: 64}, QMatMul{Bits: 4, GroupSize: 64},
+		QEmbed{Bits: 4, GroupSize: 64}}
 }
 
 func isFloatWeight(d DType) bool { return d == F32 || d == F16 || d == BF16 }

@@ -26,6 +26,13 @@
 // Threads per threadgroup of the row reductions (norm, reduce).
 #define ROW_THREADS 256
 
+// quant.metal qmv: outputs per simdgroup, simdgroups per threadgroup, rows
+// of x per threadgroup, and codes per lane per step.
+#define QMV_ROWS 4
+#define QMV_SIMDGROUPS 2
+#define QMV_MAX_M 8
+#define QMV_VALUES 16
+
 // out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul).
 struct MatmulArgs {
 	int M;
@@ -97,4 +104,13 @@ struct GatherArgs {
 	int n;
 	int M;
 	int row;
+};
+
+// Affine-quantized weights [N,K] in groups of G (quant.metal): out[M,N] =
+// x[M,K]·wᵀ (qmv, qmm); out[M,K] = w[ids[M]] (embed); out[N,K] = w (dequant).
+struct QuantArgs {
+	int M;
+	int N;
+	int K;
+	int G;
 };
