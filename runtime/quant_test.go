@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -124,5 +125,28 @@ func TestReDrafterGreedyEqualsAutoregressiveQuantized(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkDecode decodes greedily from the model named by
+// $REDRAFTER_BENCH_MODEL (skipped when unset): decode tokens per second of a
+// large model, with a profile (-cpuprofile) of where the time goes.
+func BenchmarkDecode(b *testing.B) {
+	path := os.Getenv("REDRAFTER_BENCH_MODEL")
+	if path == "" {
+		b.Skip("set REDRAFTER_BENCH_MODEL to a model")
+	}
+	e, err := Load(path, Options{Backend: "cpu"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	const n = 32
+	for b.Loop() {
+		res, err := e.Generate(context.Background(), "Once upon a time", GenerateOptions{MaxTokens: n, Draft: DraftOptions{Off: true}}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(res.Tokens))/res.Stats.Decode.Seconds(), "tok/s")
 	}
 }

@@ -18,8 +18,8 @@ type affineFunc = func(x *float32, ldx int, codes *byte, scales *float32, biases
 
 // affineVNNIFunc is a generated VNNI kernel: int8 x (prepared by
 // prepareVNNI) times unsigned codes; see internal/affinegen.
-type affineVNNIFunc = func(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int,
-	n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+type affineVNNIFunc = func(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int,
+	n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 // vnniPrep quantizes blocks of 32 floats into the VNNI layout (chunk
 // layout of internal/affinegen) and stores each block's sum.
@@ -37,7 +37,8 @@ var (
 type affineKernels struct {
 	name  string
 	funcs map[[3]int]affineFunc // float kernels by bits, group size, rows
-	vnni  map[[3]int]affineVNNIFunc
+	vnni  map[[3]int]affineVNNIFunc // float32 scales
+	vnnih map[[3]int]affineVNNIFunc // f16 scales, read directly
 	mrMax int
 	// chunk is the width over which 4-bit x is laid out as evens then odds
 	// for the float kernels.
@@ -53,7 +54,7 @@ var affineSets = func() []affineKernels {
 		s = append(s, affineKernels{name: "avx512", funcs: affineFuncs_avx512, mrMax: 4, chunk: 32})
 	}
 	if affineVNNI {
-		s = append(s, affineKernels{name: "avx512vnni", vnni: affineFuncs_vnni, mrMax: 4})
+		s = append(s, affineKernels{name: "avx512vnni", vnni: affineFuncs_vnni, vnnih: affineFuncs_vnnih, mrMax: 4})
 	}
 	return s
 }()
@@ -259,36 +260,41 @@ func (ks *affineKernels) runVNNI(y []float32, ldy int, p *AffineX, w *AffineRows
 		tail, maskBytes = 3, (rem-l.e)*bits/8
 	}
 	mask := uint64(1)<<maskBytes - 1
+	// The tail's scales and the last block of biases are read under masks.
+	smask := uint64(1)<<min(8, groups-iters*2*l.e/gs) - 1
+	bmask := uint64(1)<<(groups-16*(l.gpad/16-1)) - 1
 	rowBytes := k * bits / 8
-	sb := groups * w.ScaleType.Size()
-	rb := min(n, max(1, affineRowBlock/rowBytes))
-	// Scales and biases of a block of rows, converted to float32 in one go;
-	// the kernels read up to 16 floats past a row's last group (the next
-	// row's, or this zero padding), which only ever multiply zeros.
-	const pad = 16
-	sp := floats(2 * (rb*groups + pad))
-	ss, bs := (*sp)[:rb*groups+pad], (*sp)[rb*groups+pad:]
-	clear(ss[rb*groups:])
-	clear(bs[rb*groups:])
 	codes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.Codes))), len(w.Codes)*4)
+	call := func(fn *[5]affineVNNIFunc, j0, nb int, ss, bs *byte, sstride int) {
+		for i0 := 0; i0 < m; {
+			mr := min(ks.mrMax, m-i0)
+			fn[mr](&xb[i0*l.ldx], l.ldx, &codes[j0*rowBytes], rowBytes, ss, bs, sstride,
+				nb, iters, tail, mask, l.xsOff, l.gpad/16, &y[i0*ldy+j0], ldy, smask, bmask)
+			i0 += mr
+		}
+	}
 	var fn [5]affineVNNIFunc
+	if w.ScaleType == ScalesF16 {
+		// f16 scales and biases straight from the weights, in one pass.
+		for mr := 1; mr <= ks.mrMax; mr++ {
+			fn[mr] = ks.vnnih[[3]int{bits, gs, mr}]
+		}
+		call(&fn, 0, n, &w.Scales[0], &w.Biases[0], 2*groups)
+		return
+	}
 	for mr := 1; mr <= ks.mrMax; mr++ {
 		fn[mr] = ks.vnni[[3]int{bits, gs, mr}]
 	}
+	// Other scale types: converted to float32 per block of rows.
+	sb := groups * w.ScaleType.Size()
+	rb := min(n, max(1, affineRowBlock/rowBytes))
+	sp := floats(2 * rb * groups)
+	ss, bs := (*sp)[:rb*groups], (*sp)[rb*groups:]
 	for j0 := 0; j0 < n; j0 += rb {
 		nb := min(rb, n-j0)
 		toF32(ss[:nb*groups], w.Scales[j0*sb:(j0+nb)*sb], w.ScaleType)
 		toF32(bs[:nb*groups], w.Biases[j0*sb:(j0+nb)*sb], w.ScaleType)
-		if nb < rb {
-			clear(ss[nb*groups : nb*groups+pad])
-			clear(bs[nb*groups : nb*groups+pad])
-		}
-		for i0 := 0; i0 < m; {
-			mr := min(ks.mrMax, m-i0)
-			fn[mr](&xb[i0*l.ldx], l.ldx, &codes[j0*rowBytes], rowBytes, &ss[0], &bs[0], 4*groups,
-				nb, iters, tail, mask, l.xsOff, l.gpad/16, &y[i0*ldy+j0], ldy)
-			i0 += mr
-		}
+		call(&fn, j0, nb, (*byte)(unsafe.Pointer(&ss[0])), (*byte)(unsafe.Pointer(&bs[0])), 4*groups)
 	}
 	floatPool.Put(sp)
 }

@@ -165,27 +165,39 @@ func BenchmarkAffineRoofline(b *testing.B) {
 					x[i] = float32(i%7) - 3
 				}
 				y := make([]float32, n)
-				var tk, tb time.Duration
+				var tk, tb, ck, cb time.Duration // wall and (t=1) thread CPU time
 				var sink [2]float32
+				if t == 1 {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+				}
 				i := 0
 				for b.Loop() {
 					mi := i % mats
 					w := AffineRows{Bits: 4, GroupSize: gs, K: k, Codes: codes[mi*words : (mi+1)*words],
 						Scales: scales[mi*sb/2 : mi*sb/2+sb], Biases: scales[mi*sb/2+sb/4 : mi*sb/2+sb/4+sb]}
-					start := time.Now()
+					start, c0 := time.Now(), threadCPU()
 					affineParallel(t, n, func(lo, hi int) { MatMulAffine(y[lo:], n, x, 1, w.Rows(lo, hi)) })
 					tk += time.Since(start)
+					ck += threadCPU() - c0
 					f := floats[(i%chunks)*chunk : (i%chunks+1)*chunk]
-					start = time.Now()
+					start, c0 = time.Now(), threadCPU()
 					affineParallel(t, len(f), func(lo, hi int) { sink[lo*t/len(f)] += SumSquares(f[lo:hi]) })
 					tb += time.Since(start)
+					cb += threadCPU() - c0
 					i++
 				}
-				kern := float64(bytes) * float64(i) / tk.Seconds() / 1e9
-				bw := float64(bytes) * float64(i) / tb.Seconds() / 1e9
+				total := float64(bytes) * float64(i) / 1e9
+				kern, bw := total/tk.Seconds(), total/tb.Seconds()
 				b.ReportMetric(kern, "kernel-GB/s")
 				b.ReportMetric(bw, "stream-GB/s")
 				b.ReportMetric(kern/bw, "fraction")
+				if t == 1 && ck > 0 && cb > 0 {
+					// On-CPU rates: time the thread was descheduled does not count.
+					b.ReportMetric(total/ck.Seconds(), "kernel-GB/s-cpu")
+					b.ReportMetric(total/cb.Seconds(), "stream-GB/s-cpu")
+					b.ReportMetric(cb.Seconds()/ck.Seconds(), "fraction-cpu")
+				}
 			})
 		}
 	}

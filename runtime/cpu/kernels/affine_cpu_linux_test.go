@@ -6,10 +6,11 @@ import (
 	"unsafe"
 )
 
-// threadCPU is the CPU time of the calling OS thread (lock it first).
+// threadCPU is the CPU time of the calling OS thread (lock it first), from
+// CLOCK_THREAD_CPUTIME_ID.
 func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	const rusageThread = 1
-	syscall.Syscall(syscall.SYS_GETRUSAGE, rusageThread, uintptr(unsafe.Pointer(&ru)), 0)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
 }

@@ -41,28 +41,52 @@ func affine4g32_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biases
 func affine8g32_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
 
 //go:noescape
-func affine4g32_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g32_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g32_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g32_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g32_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g32_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g32_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g32_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g32_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g32_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g32_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g32_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g32_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g32_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g32_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g32_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g32_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g32_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g32_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g32_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g32_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g32_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g32_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g32_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
 func affine4g64_1_avx512(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
@@ -101,28 +125,52 @@ func affine4g64_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biases
 func affine8g64_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
 
 //go:noescape
-func affine4g64_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g64_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g64_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g64_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g64_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g64_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g64_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g64_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g64_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g64_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g64_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g64_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g64_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g64_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g64_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g64_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g64_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g64_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g64_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g64_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g64_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g64_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g64_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g64_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
 func affine4g128_1_avx512(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
@@ -161,28 +209,52 @@ func affine4g128_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biase
 func affine8g128_2_avx2(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
 
 //go:noescape
-func affine4g128_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g128_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g128_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g128_1_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g128_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g128_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g128_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g128_1_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g128_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g128_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g128_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g128_2_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine4g128_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine4g128_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 //go:noescape
-func affine8g128_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)
+func affine8g128_2_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g128_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g128_3_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g128_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g128_3_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g128_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g128_4_vnni(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine4g128_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
+
+//go:noescape
+func affine8g128_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 var affineFuncs_avx2 = map[[3]int]affineFunc{
 	{4, 32, 1}:  affine4g32_1_avx2,
@@ -251,4 +323,31 @@ var affineFuncs_vnni = map[[3]int]affineVNNIFunc{
 	{8, 128, 2}: affine8g128_2_vnni,
 	{8, 128, 3}: affine8g128_3_vnni,
 	{8, 128, 4}: affine8g128_4_vnni,
+}
+
+var affineFuncs_vnnih = map[[3]int]affineVNNIFunc{
+	{4, 32, 1}:  affine4g32_1_vnnih,
+	{4, 32, 2}:  affine4g32_2_vnnih,
+	{4, 32, 3}:  affine4g32_3_vnnih,
+	{4, 32, 4}:  affine4g32_4_vnnih,
+	{4, 64, 1}:  affine4g64_1_vnnih,
+	{4, 64, 2}:  affine4g64_2_vnnih,
+	{4, 64, 3}:  affine4g64_3_vnnih,
+	{4, 64, 4}:  affine4g64_4_vnnih,
+	{4, 128, 1}: affine4g128_1_vnnih,
+	{4, 128, 2}: affine4g128_2_vnnih,
+	{4, 128, 3}: affine4g128_3_vnnih,
+	{4, 128, 4}: affine4g128_4_vnnih,
+	{8, 32, 1}:  affine8g32_1_vnnih,
+	{8, 32, 2}:  affine8g32_2_vnnih,
+	{8, 32, 3}:  affine8g32_3_vnnih,
+	{8, 32, 4}:  affine8g32_4_vnnih,
+	{8, 64, 1}:  affine8g64_1_vnnih,
+	{8, 64, 2}:  affine8g64_2_vnnih,
+	{8, 64, 3}:  affine8g64_3_vnnih,
+	{8, 64, 4}:  affine8g64_4_vnnih,
+	{8, 128, 1}: affine8g128_1_vnnih,
+	{8, 128, 2}: affine8g128_2_vnnih,
+	{8, 128, 3}: affine8g128_3_vnnih,
+	{8, 128, 4}: affine8g128_4_vnnih,
 }

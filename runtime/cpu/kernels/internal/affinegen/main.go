@@ -423,14 +423,18 @@ func (g *gen) affineAVX2(bits, gs, mr int) {
 // then 64 odd; 8 bits: 64 in order) then 16 float lane scales; after the
 // chunks, the group sums padded with zeros to a multiple of 16.
 //
-// Scales and biases are float32 rows sstride bytes apart, readable 16
-// floats past the last group (the next row's, or the caller's padding):
-// those values only ever multiply zero lanes.
+// Scales and biases are rows sstride bytes apart, float32 (converted by
+// the caller) or f16 (read directly, "vnnih"); reads past a row's last
+// group are masked (K2 for a tail's scales, K3 for the last block of
+// biases), so nothing past the end of the arrays is touched.
 
-const vnniArgs = "$0-120"
+const vnniArgs = "$0-136"
+
+// vnniSig is the Go signature of the VNNI kernels.
+const vnniSig = "(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)"
 
 func (g *gen) vnniPrologue(name string) {
-	fmt.Fprintf(&g.s, "\n// func %s(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)\n", name)
+	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, vnniSig)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, vnniArgs)
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
@@ -440,7 +444,11 @@ func (g *gen) vnniPrologue(name string) {
 	g.a("MOVQ ldy+112(FP), R13")
 	g.a("SHLQ $2, R13")
 	g.a("LEAQ (R13)(R13*2), AX")
-	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(x *byte, ldx int, codes *byte, rowBytes int, scales *float32, biases *float32, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int)\n\n", name)
+	g.a("MOVQ smask+120(FP), R12")
+	g.a("KMOVQ R12, K2")
+	g.a("MOVQ bmask+128(FP), R12")
+	g.a("KMOVQ R12, K3")
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, vnniSig)
 }
 
 const (
@@ -493,17 +501,48 @@ func (g *gen) vnniChunk(bits, mr, j, coff, xoff, f int, masked bool) {
 // acc2 is row r's float accumulator j (two per row).
 func acc2(r, j int) int { return r*2 + j }
 
-// expand loads 8 scales at (R8) and spreads them over the lanes of chunk A
-// and chunk B.
-func (g *gen) expand() {
-	g.a("VMOVUPS (R8), Y%d", vScl)
+// expand loads the 8 scales at (R8) (f16 or float32; with the K2 mask in
+// a tail, whose last groups may lie past the end of the scales) and spreads
+// them over the lanes of chunk A and chunk B.
+func (g *gen) expand(half, masked bool) {
+	switch {
+	case half && masked:
+		g.a("VCVTPH2PS.Z (R8), K2, Y%d", vScl)
+	case half:
+		g.a("VCVTPH2PS (R8), Y%d", vScl)
+	case masked:
+		g.a("VMOVUPS.Z (R8), K2, Y%d", vScl)
+	default:
+		g.a("VMOVUPS (R8), Y%d", vScl)
+	}
 	g.a("VPERMPS Z%d, Z%d, Z%d", vScl, vIdxA, vFA)
 	g.a("VPERMPS Z%d, Z%d, Z%d", vScl, vIdxB, vFB)
 }
 
-func (g *gen) affineVNNI(bits, gs, mr int) {
+// biases loads 16 biases at (R9) (f16 or float32), masked with K3 for a
+// row's last block.
+func (g *gen) biases(half, masked bool) {
+	switch {
+	case half && masked:
+		g.a("VCVTPH2PS.Z (R9), K3, Z%d", vBiasV)
+	case half:
+		g.a("VCVTPH2PS (R9), Z%d", vBiasV)
+	case masked:
+		g.a("VMOVUPS.Z (R9), K3, Z%d", vBiasV)
+	default:
+		g.a("VMOVUPS (R9), Z%d", vBiasV)
+	}
+}
+
+// affineVNNI emits a VNNI kernel; half kernels read f16 scales and biases
+// directly, the others float32 ones converted by the caller.
+func (g *gen) affineVNNI(bits, gs, mr int, half bool) {
 	is := isas[1]
-	name := fmt.Sprintf("affine%dg%d_%d_vnni", bits, gs, mr)
+	suffix, ssize := "vnni", 4
+	if half {
+		suffix, ssize = "vnnih", 2
+	}
+	name := fmt.Sprintf("affine%dg%d_%d_%s", bits, gs, mr, suffix)
 	e := 128 // elements per chunk
 	if bits == 8 {
 		e = 64
@@ -522,6 +561,11 @@ func (g *gen) affineVNNI(bits, gs, mr int) {
 		g.a("VPBROADCASTB affinenibble<>(SB), Z%d", vNib)
 	}
 	g.vnniData(bits, gs, e)
+	// Scales and biases are prefetched as far ahead as the codes.
+	spf := 0
+	if prefetch > 0 {
+		spf = prefetch * 8 / bits / gs * ssize
+	}
 	done, row := g.newLabel("done"), g.newLabel("row")
 	g.a("TESTQ R11, R11")
 	g.a("JEQ %s", done)
@@ -529,6 +573,7 @@ func (g *gen) affineVNNI(bits, gs, mr int) {
 	g.a("MOVQ DI, BX")
 	g.a("MOVQ codes+16(FP), SI")
 	g.a("MOVQ scales+32(FP), R8")
+	g.a("MOVQ biases+40(FP), R9")
 	g.a("MOVQ iters+64(FP), CX")
 	for r := range mr {
 		for j := range 2 {
@@ -542,11 +587,15 @@ func (g *gen) affineVNNI(bits, gs, mr int) {
 	g.a("TESTQ CX, CX")
 	g.a("JEQ %s", tail)
 	g.label(step)
-	g.expand()
+	if spf > 0 {
+		g.a("PREFETCHT0 %d(R8)", spf)
+		g.a("PREFETCHT0 %d(R9)", spf)
+	}
+	g.expand(half, false)
 	g.vnniChunk(bits, mr, 0, 0, 0, vFA, false)
 	g.vnniChunk(bits, mr, 1, 64, stride, vFB, false)
 	g.a("ADDQ $128, SI")
-	g.a("ADDQ $%d, R8", 4*2*e/gs)
+	g.a("ADDQ $%d, R8", ssize*2*e/gs)
 	g.a("ADDQ $%d, BX", 2*stride)
 	g.a("DECQ CX")
 	g.a("JNE %s", step)
@@ -556,7 +605,7 @@ func (g *gen) affineVNNI(bits, gs, mr int) {
 	g.a("MOVQ tail+72(FP), CX")
 	g.a("TESTQ CX, CX")
 	g.a("JEQ %s", tend)
-	g.expand()
+	g.expand(half, true)
 	g.a("MOVQ mask+80(FP), R12")
 	g.a("KMOVQ R12, K1")
 	g.a("CMPQ CX, $2")
@@ -572,21 +621,28 @@ func (g *gen) affineVNNI(bits, gs, mr int) {
 	g.vnniChunk(bits, mr, 0, 0, 0, vFA, false)
 	g.vnniChunk(bits, mr, 1, 64, stride, vFB, true)
 	g.label(tend)
-	// Biases times the x group sums.
+	// Biases times the x group sums: gblocks-1 blocks of 16, then the
+	// row's last block under the K3 mask.
 	g.a("MOVQ xsOff+88(FP), CX")
 	g.a("LEAQ (DI)(CX*1), BX")
-	g.a("MOVQ biases+40(FP), R9")
 	g.a("MOVQ gblocks+96(FP), CX")
-	bl := g.newLabel("bias")
+	bl, last := g.newLabel("bias"), g.newLabel("biaslast")
+	g.a("DECQ CX")
+	g.a("JEQ %s", last)
 	g.label(bl)
-	g.a("VMOVUPS (R9), Z%d", vBiasV)
+	g.biases(half, false)
 	for r := range mr {
 		g.a("VFMADD231PS %s, Z%d, Z%d", xrow(r, 0), vBiasV, vBias+r)
 	}
-	g.a("ADDQ $64, R9")
+	g.a("ADDQ $%d, R9", 16*ssize)
 	g.a("ADDQ $64, BX")
 	g.a("DECQ CX")
 	g.a("JNE %s", bl)
+	g.label(last)
+	g.biases(half, true)
+	for r := range mr {
+		g.a("VFMADD231PS %s, Z%d, Z%d", xrow(r, 0), vBiasV, vBias+r)
+	}
 	for r := range mr {
 		a0, a1 := acc2(r, 0), acc2(r, 1)
 		g.a("VADDPS Z%d, Z%d, Z%d", a1, a0, a0)
@@ -664,8 +720,10 @@ func main() {
 			g.affineAVX2(8, gs, mr)
 		}
 		for mr := 1; mr <= 4; mr++ {
-			g.affineVNNI(4, gs, mr)
-			g.affineVNNI(8, gs, mr)
+			for _, half := range []bool{false, true} {
+				g.affineVNNI(4, gs, mr, half)
+				g.affineVNNI(8, gs, mr, half)
+			}
 		}
 	}
 	// Tables of the functions by bits, group size and rows.
@@ -681,15 +739,17 @@ func main() {
 		}
 		tbl.WriteString("}\n\n")
 	}
-	tbl.WriteString("var affineFuncs_vnni = map[[3]int]affineVNNIFunc{\n")
-	for _, bits := range []int{4, 8} {
-		for _, gs := range []int{32, 64, 128} {
-			for mr := 1; mr <= 4; mr++ {
-				fmt.Fprintf(&tbl, "\t{%d, %d, %d}: affine%dg%d_%d_vnni,\n", bits, gs, mr, bits, gs, mr)
+	for _, suffix := range []string{"vnni", "vnnih"} {
+		fmt.Fprintf(&tbl, "var affineFuncs_%s = map[[3]int]affineVNNIFunc{\n", suffix)
+		for _, bits := range []int{4, 8} {
+			for _, gs := range []int{32, 64, 128} {
+				for mr := 1; mr <= 4; mr++ {
+					fmt.Fprintf(&tbl, "\t{%d, %d, %d}: affine%dg%d_%d_%s,\n", bits, gs, mr, bits, gs, mr, suffix)
+				}
 			}
 		}
+		tbl.WriteString("}\n\n")
 	}
-	tbl.WriteString("}\n\n")
 	g.g.WriteString(tbl.String())
 	src, err := format.Source(g.g.Bytes())
 	if err != nil {
