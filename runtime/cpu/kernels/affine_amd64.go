@@ -36,7 +36,7 @@ var (
 // affineKernels are the kernels of one ISA level.
 type affineKernels struct {
 	name  string
-	funcs map[[3]int]affineFunc // float kernels by bits, group size, rows
+	funcs map[[3]int]affineFunc     // float kernels by bits, group size, rows
 	vnni  map[[3]int]affineVNNIFunc // float32 scales
 	vnnih map[[3]int]affineVNNIFunc // f16 scales, read directly
 	mrMax int
