@@ -41,15 +41,17 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 			sc := scores[:last+1]
 			// Scores of the whole prefix, then of the tree: key row past+j is
 			// visible iff j <= qi <= end[j] (an ancestor); others weigh 0.
-			b.scores(sc[:past], qv, kg, stride, 0, scale)
+			mx := b.scores(sc[:past], qv, kg, stride, 0, scale)
 			for j := 0; j <= qi; j++ {
 				if int(end[j]) >= qi {
-					b.scores(sc[past+j:past+j+1], qv, kg, stride, past+j, scale)
+					if v := b.scores(sc[past+j:past+j+1], qv, kg, stride, past+j, scale); v > mx {
+						mx = v
+					}
 				} else {
 					sc[past+j] = float32(math.Inf(-1))
 				}
 			}
-			inv := 1 / b.softmax(sc)
+			inv := 1 / b.softmax(sc, mx)
 			yv := y[t*d : (t+1)*d]
 			clear(yv)
 			b.weightedSum(yv, sc, vg, stride, inv)
@@ -58,35 +60,28 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 	return nil
 }
 
-// expf is e^x for x <= 0 (scores minus their maximum), to a few ulp:
-// x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so r is exact), e^r
-// by a degree-7 Taylor polynomial, times 2^n. math.Exp costs more than the
-// rest of a small head's attention together.
+// expf is e^x for x <= 0 (scores minus their maximum), within 3e-7
+// relative: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two so r is
+// exact), e^r by its degree-6 Taylor polynomial (remainder < 1.2e-7), times
+// 2^n. n is rounded by the 1.5·2^23 trick, whose low mantissa bits are then
+// n itself: no conversions, no branches. math.Exp costs more than the rest of
+// a small head's attention together.
 func expf(x float32) float32 {
-	if x < -87 {
+	if !(x >= -87) {
 		return 0
 	}
-	t := x * 1.442695041
-	n := float32(int32(t - 0.5)) // round to nearest for t <= 0
-	if t-n > 0.5 {
-		n++
-	}
+	y := x*1.442695041 + 12582912 // 1.5·2^23: rounds x·log2(e) to an integer
+	n := y - 12582912
 	r := x - n*0.693145752 - n*1.42860677e-6
-	p := float32(1.0 / 5040)
-	p = p*r + 1.0/720
-	p = p*r + 1.0/120
-	p = p*r + 1.0/24
-	p = p*r + 1.0/6
-	p = p*r + 0.5
-	p = p*r + 1
-	p = p*r + 1
-	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+	p := (((((r*(1.0/720)+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
+	return p * math.Float32frombits(uint32(int32(math.Float32bits(y))-0x4B400000+127)<<23)
 }
 
 // scores sets out[i] = scale · q·k[from+i], where key row r of this head
-// starts at r*stride.
-func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) {
+// starts at r*stride, and returns the largest (-Inf for none).
+func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) float32 {
 	d := len(q)
+	mx := float32(math.Inf(-1))
 	if b.reference || d >= 16 {
 		for i := range out {
 			r := (from + i) * stride
@@ -99,8 +94,11 @@ func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) {
 				s = kernels.DotF32(q, k[r:r+d])
 			}
 			out[i] = s * scale
+			if out[i] > mx {
+				mx = out[i]
+			}
 		}
-		return
+		return mx
 	}
 	// Head dimensions below a vector's width: a plain loop per key beats a
 	// call into a vector kernel, and d = 8 (TinyStories-class models) is
@@ -110,9 +108,13 @@ func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) {
 		q0, q1, q2, q3, q4, q5, q6, q7 := q8[0], q8[1], q8[2], q8[3], q8[4], q8[5], q8[6], q8[7]
 		for i := range out {
 			kr := (*[8]float32)(k[(from+i)*stride:])
-			out[i] = ((q0*kr[0] + q1*kr[1]) + (q2*kr[2] + q3*kr[3]) + ((q4*kr[4] + q5*kr[5]) + (q6*kr[6] + q7*kr[7]))) * scale
+			v := ((q0*kr[0] + q1*kr[1]) + (q2*kr[2] + q3*kr[3]) + ((q4*kr[4] + q5*kr[5]) + (q6*kr[6] + q7*kr[7]))) * scale
+			out[i] = v
+			if v > mx {
+				mx = v
+			}
 		}
-		return
+		return mx
 	}
 	for i := range out {
 		r := (from + i) * stride
@@ -122,15 +124,15 @@ func (b *Backend) scores(out, q, k []float32, stride, from int, scale float32) {
 			s += x * kr[j]
 		}
 		out[i] = s * scale
+		if out[i] > mx {
+			mx = out[i]
+		}
 	}
+	return mx
 }
 
-// softmax replaces x with exp(x - max x) and returns the sum.
-func (b *Backend) softmax(x []float32) float32 {
-	mx := float32(math.Inf(-1))
-	for _, v := range x {
-		mx = max(mx, v)
-	}
+// softmax replaces x with exp(x - mx) and returns the sum; mx is max x.
+func (b *Backend) softmax(x []float32, mx float32) float32 {
 	var sum float32
 	if b.reference {
 		for i, v := range x {
@@ -147,14 +149,11 @@ func (b *Backend) softmax(x []float32) float32 {
 			x[i] = 0
 			continue
 		}
-		t := v * 1.442695041
-		n := float32(int32(t - 0.5))
-		if t-n > 0.5 {
-			n++
-		}
+		y := v*1.442695041 + 12582912
+		n := y - 12582912
 		r := v - n*0.693145752 - n*1.42860677e-6
-		p := ((((((r*(1.0/5040)+1.0/720)*r+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
-		e := p * math.Float32frombits(uint32(int32(n)+127)<<23)
+		p := (((((r*(1.0/720)+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
+		e := p * math.Float32frombits(uint32(int32(math.Float32bits(y))-0x4B400000+127)<<23)
 		x[i] = e
 		sum += e
 	}

@@ -33,7 +33,7 @@ func TestSoftmaxMatchesExpf(t *testing.T) {
 		sum += want[i]
 	}
 	got := append([]float32(nil), x...)
-	if s := b.softmax(got); s != sum {
+	if s := b.softmax(got, 2); s != sum {
 		t.Errorf("sum %v, want %v", s, sum)
 	}
 	for i := range x {
