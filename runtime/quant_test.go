@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime/convert"
+	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 )
 
 // quantizedModel converts the model at path to 4-bit affine weights.
@@ -148,5 +149,40 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(len(res.Tokens))/res.Stats.Decode.Seconds(), "tok/s")
+	}
+}
+
+// BenchmarkForwardPass times one forward pass over $REDRAFTER_BENCH_TOKENS
+// (default 17) new tokens of the model named by $REDRAFTER_BENCH_MODEL
+// (skipped when unset): the cost of a ReDrafter verification.
+func BenchmarkForwardPass(b *testing.B) {
+	path := os.Getenv("REDRAFTER_BENCH_MODEL")
+	if path == "" {
+		b.Skip("set REDRAFTER_BENCH_MODEL to a model")
+	}
+	n := 17
+	if v := os.Getenv("REDRAFTER_BENCH_TOKENS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	e, err := Load(path, Options{Backend: "cpu"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	st, err := e.runner.NewState(256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = int32(3 + i)
+	}
+	logits := make([]float32, n*e.Config.Vocab)
+	for b.Loop() {
+		st.Trim(0)
+		if err := st.Forward(llama.Chain(toks, true), logits, nil); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

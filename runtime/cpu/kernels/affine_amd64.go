@@ -273,13 +273,22 @@ func (ks *affineKernels) runVNNI(y []float32, ldy int, p *AffineX, w *AffineRows
 			i0 += mr
 		}
 	}
+	// Weight rows go in blocks whose codes stay in L2 while every block of
+	// rows of x is run past them.
+	rb := min(n, max(1, affineRowBlock/rowBytes))
 	var fn [5]affineVNNIFunc
 	if w.ScaleType == ScalesF16 {
-		// f16 scales and biases straight from the weights, in one pass.
+		// f16 scales and biases straight from the weights.
 		for mr := 1; mr <= ks.mrMax; mr++ {
 			fn[mr] = ks.vnnih[[3]int{bits, gs, mr}]
 		}
-		call(&fn, 0, n, &w.Scales[0], &w.Biases[0], 2*groups)
+		if m <= ks.mrMax {
+			rb = n // one pass over the weights
+		}
+		for j0 := 0; j0 < n; j0 += rb {
+			nb := min(rb, n-j0)
+			call(&fn, j0, nb, &w.Scales[j0*2*groups], &w.Biases[j0*2*groups], 2*groups)
+		}
 		return
 	}
 	for mr := 1; mr <= ks.mrMax; mr++ {
@@ -287,7 +296,6 @@ func (ks *affineKernels) runVNNI(y []float32, ldy int, p *AffineX, w *AffineRows
 	}
 	// Other scale types: converted to float32 per block of rows.
 	sb := groups * w.ScaleType.Size()
-	rb := min(n, max(1, affineRowBlock/rowBytes))
 	sp := floats(2 * rb * groups)
 	ss, bs := (*sp)[:rb*groups], (*sp)[rb*groups:]
 	for j0 := 0; j0 < n; j0 += rb {
