@@ -283,3 +283,56 @@ func TestSentencePieceModel(t *testing.T) {
 		t.Errorf("vocabulary changed: bos %d/%d eos %d/%d unk %d/%d pad %d/%d", v.BOS, w.BOS, v.EOS, w.EOS, v.UNK, w.UNK, v.PAD, w.PAD)
 	}
 }
+
+// An HF checkpoint (here the f32 conversion of stories260K) quantizes to
+// the same tensors as the GGUF it came from, and keeps its side files.
+func TestModelFromHF(t *testing.T) {
+	dir := t.TempDir()
+	hf, a, b := filepath.Join(dir, "hf"), filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if _, err := Model(stories, hf, Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(hf, "generation_config.json"), []byte(`{"do_sample": false}`), 0o644)
+	o := Options{Bits: 4, GroupSize: 32, Keep: []string{"lm_head"}}
+	if _, err := Model(stories, a, o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Model(hf, b, o); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := formats.OpenSafetensors(filepath.Join(a, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	sb, err := formats.OpenSafetensors(filepath.Join(b, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if len(sa.Tensors) != len(sb.Tensors) {
+		t.Fatalf("%d tensors from GGUF, %d from HF", len(sa.Tensors), len(sb.Tensors))
+	}
+	for i := range sa.Tensors {
+		ta, tb := &sa.Tensors[i], &sb.Tensors[i]
+		if ta.Name != tb.Name || ta.DType != tb.DType || !slices.Equal(ta.Shape, tb.Shape) || !slices.Equal(ta.Data, tb.Data) {
+			t.Errorf("tensor %s (%s %v) differs from %s (%s %v)", ta.Name, ta.DType, ta.Shape, tb.Name, tb.DType, tb.Shape)
+		}
+	}
+	for _, f := range []string{"tokenizer.model", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(b, f)); err != nil {
+			t.Errorf("side file %s not copied: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := llama.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if ck.Model.Output.Quantized() || !ck.Model.Embed.Quantized() {
+		t.Error("--keep-fp16 lm_head not honoured")
+	}
+}
