@@ -9,9 +9,15 @@ PKGS    := ./...
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
 
-# Build, then generate on the bundled demo model.
+# Build, then generate on the bundled demo model: autoregressive decoding,
+# then ReDrafter with the bundled draft head (same text; stats on stderr).
+DRAFTER := models/stories260K/drafter
 demo: build
-	$(BIN) generate --model $(MODEL) --max-tokens 256 --stats
+	@echo "== autoregressive"
+	$(BIN) generate --model $(MODEL) --prompt "Once upon a time" --max-tokens 256 --stats
+	@echo "== ReDrafter: draft head $(DRAFTER), 4 beams of 5 tokens"
+	$(BIN) generate --model $(MODEL) --prompt "Once upon a time" --max-tokens 256 --stats \
+		--drafter $(DRAFTER) --beam-width 4 --beam-length 5
 
 # Install what the tests need (see scripts/deps.sh), then run every test,
 # the pure-Go (noasm) kernels too, and the darwin cross-build checks.

@@ -376,3 +376,24 @@ func TestParamsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The bundled demo head keeps the bar on held-out openings: at least
+// 3 tokens per step at W=4, L=5 (greedy), with the model's own output.
+func TestDemoHead(t *testing.T) {
+	e := load(t)
+	if err := e.LoadDrafter("../../models/stories260K/drafter"); err != nil {
+		t.Fatal(err)
+	}
+	prompts, err := ReadPrompts("../../models/stories260K/distill/prompts-heldout.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewMeasurer(e, prompts[:12], 128).Measure(context.Background(), 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r)
+	if r.Mismatches != 0 || r.TokensPerStep < 3 {
+		t.Errorf("demo head on 12 held-out openings: %s; want 0 differences and >= 3 tokens/step", r)
+	}
+}
