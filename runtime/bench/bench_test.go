@@ -328,8 +328,20 @@ func TestColor(t *testing.T) {
 		s    float64
 		fill string
 	}{{1, "#f7f7f7"}, {2, "#1a9850"}, {8, "#1a9850"}, {0.5, "#d73027"}, {0, "#f7f7f7"}} {
-		if fill, _ := color(tc.s); fill != tc.fill {
+		if fill, _ := color(tc.s, 1); fill != tc.fill {
 			t.Errorf("color(%g) = %s, want %s", tc.s, fill, tc.fill)
+		}
+	}
+	for _, tc := range []struct {
+		speedups []float64
+		span     float64
+	}{{[]float64{0.9, 1.5}, 1}, {[]float64{2.63, 1.8}, 1.5}, {[]float64{0.2, 1}, 2.5}} {
+		var r Report
+		for _, s := range tc.speedups {
+			r.Cells = append(r.Cells, Cell{Speedup: s})
+		}
+		if got := r.colorSpan(); got != tc.span {
+			t.Errorf("colorSpan(%v) = %g, want %g", tc.speedups, got, tc.span)
 		}
 	}
 }

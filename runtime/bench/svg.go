@@ -20,8 +20,6 @@ const (
 	padBottom    = 126
 	legendH      = 180
 	legendW      = 16
-	// The colour scale spans speedups 2^-span … 2^span.
-	span = 1.0
 )
 
 // WriteSVG draws the speedup over W × L as a heat map (the ReDrafter
@@ -32,6 +30,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	if len(widths) == 0 {
 		return fmt.Errorf("bench: no cells to draw")
 	}
+	span := r.colorSpan()
 	gw, gh := cellW*len(lengths), cellH*len(widths)
 	width := max(padLeft+gw+padRight, minWidth)
 	height := padTop + max(gh, legendH) + padBottom
@@ -46,7 +45,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	sub := fmt.Sprintf("%s: dim %d, %d layers, %d heads of %d, FFN %d, vocab %d", m.Arch, m.Dim, m.Layers, m.Heads, m.HeadDim, m.FFN, m.Vocab)
 	p(`<text x="%d" y="48" font-size="11" fill="#333">%s</text>`+"\n", 16, esc(sub))
 	mc := r.Machine
-	sub2 := fmt.Sprintf("%s, %d threads, %s backend", orUnknown(mc.CPU), mc.Threads, mc.Backend)
+	sub2 := fmt.Sprintf("%s, %s, %s backend", orUnknown(mc.CPU), plural(mc.Threads, "thread"), mc.Backend)
 	p(`<text x="%d" y="63" font-size="11" fill="#333">%s</text>`+"\n", 16, esc(sub2))
 	sub3 := fmt.Sprintf("%s · load %.2f→%.2f · %s × up to %d tokens, greedy", r.Date.Format("2006-01-02 15:04 MST"),
 		mc.LoadBefore[0], mc.LoadAfter[0], plural(len(r.Prompts), "prompt"), r.MaxTokens)
@@ -62,7 +61,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 				p(`<rect x="%d" y="%d" width="%d" height="%d" fill="#eeeeee" stroke="#ffffff" stroke-width="2"/>`+"\n", x, y, cellW, cellH)
 				continue
 			}
-			fill, ink := color(c.Speedup)
+			fill, ink := color(c.Speedup, span)
 			p(`<rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#ffffff" stroke-width="2"><title>%s</title></rect>`+"\n",
 				x, y, cellW, cellH, fill, esc(fmt.Sprintf("W=%d L=%d: %.2f tokens/s, %.2f× autoregressive, %.2f tokens per step, compression %.2f",
 					c.W, c.L, c.TokensPerSecond, c.Speedup, c.TokensPerStep, c.Compression)))
@@ -85,13 +84,14 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	p(`<defs><linearGradient id="scale" x1="0" y1="1" x2="0" y2="0">`)
 	for k := 0; k <= 8; k++ {
 		f := float64(k) / 8
-		fill, _ := color(math.Exp2((2*f - 1) * span))
+		fill, _ := color(math.Exp2((2*f-1)*span), span)
 		p(`<stop offset="%.3f" stop-color="%s"/>`, f, fill)
 	}
 	p("</linearGradient></defs>\n")
 	p(`<rect x="%d" y="%d" width="%d" height="%d" fill="url(#scale)" stroke="#999"/>`+"\n", lx, ly, legendW, legendH)
-	for _, s := range []float64{0.5, 0.71, 1, 1.41, 2} {
-		f := (math.Log2(s)/span + 1) / 2
+	for k := -2; k <= 2; k++ {
+		s := math.Exp2(float64(k) * span / 2)
+		f := (float64(k)/2 + 1) / 2
 		ty := ly + int(math.Round((1-f)*legendH))
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, lx+legendW, ty, lx+legendW+4, ty)
 		p(`<text x="%d" y="%d" font-size="11">%s</text>`+"\n", lx+legendW+7, ty+4, esc(fmt.Sprintf("%.2g×", s)))
@@ -131,9 +131,22 @@ func (r *Report) axes() (widths, lengths []int) {
 	return widths, lengths
 }
 
+// colorSpan is the colour scale's reach in octaves: the colours span
+// speedups 2^-span … 2^span, at least 0.5× … 2×, widened in half octaves to
+// the report's extremes.
+func (r *Report) colorSpan() float64 {
+	span := 1.0
+	for _, c := range r.Cells {
+		if c.Speedup > 0 {
+			span = max(span, math.Ceil(2*math.Abs(math.Log2(c.Speedup)))/2)
+		}
+	}
+	return span
+}
+
 // color maps a speedup to a fill (red below 1×, white at 1×, green above,
 // saturating at 2^±span) and a text colour that reads on it.
-func color(speedup float64) (fill, ink string) {
+func color(speedup, span float64) (fill, ink string) {
 	t := 0.0
 	if speedup > 0 {
 		t = math.Max(-1, math.Min(1, math.Log2(speedup)/span))
@@ -147,9 +160,8 @@ func color(speedup float64) (fill, ink string) {
 	for i := range c {
 		c[i] = white[i] + (end[i]-white[i])*t
 	}
-	lum := 0.2126*c[0] + 0.7152*c[1] + 0.0722*c[2]
 	ink = "#111111"
-	if lum < 140 {
+	if t > 0.55 {
 		ink = "#ffffff"
 	}
 	return fmt.Sprintf("#%02x%02x%02x", int(math.Round(c[0])), int(math.Round(c[1])), int(math.Round(c[2]))), ink
