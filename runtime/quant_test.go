@@ -81,31 +81,7 @@ func TestReDrafterGreedyEqualsAutoregressiveQuantized(t *testing.T) {
 		}
 		quantizedHead(t, e, m.rnn, m.layers, m.exit, 5, m.headBits, m.headGroup)
 		const maxTokens = 40
-		want := map[string][]int32{}
-		for _, p := range specPrompts {
-			res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens, Draft: DraftOptions{Off: true}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want[p] = res.Tokens
-		}
-		steps, tokens := 0, 0
-		for _, w := range widths {
-			for _, l := range lengths {
-				for _, p := range specPrompts {
-					res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
-						Draft: DraftOptions{BeamWidth: w, BeamLength: l}}, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(res.Tokens, want[p]) {
-						t.Fatalf("%s W=%d L=%d prompt %q:\n redrafter %v\n autoregr. %v", m.name, w, l, p, res.Tokens, want[p])
-					}
-					steps += res.Stats.Draft.Steps
-					tokens += res.Stats.Draft.Tokens
-				}
-			}
-		}
+		want, steps, tokens := checkGreedyEqual(t, e, m.name, maxTokens, widths, lengths)
 		t.Logf("%s: random head: %d steps, %.2f tokens per step", m.name, steps, float64(tokens)/float64(max(steps, 1)))
 		// Drafts that follow the truth for a while reach deep acceptance.
 		for _, p := range specPrompts {

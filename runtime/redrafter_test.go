@@ -145,34 +145,42 @@ func TestReDrafterGreedyEqualsAutoregressive(t *testing.T) {
 		}
 		defer e.Close()
 		m.head(e)
-		const maxTokens = 48
-		want := map[string][]int32{}
-		for _, p := range specPrompts {
-			res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens, Draft: DraftOptions{Off: true}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want[p] = res.Tokens
-		}
-		steps, accepted := 0, 0
-		for _, w := range widths {
-			for _, l := range lengths {
-				for _, p := range specPrompts {
-					res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
-						Draft: DraftOptions{BeamWidth: w, BeamLength: l}}, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(res.Tokens, want[p]) {
-						t.Fatalf("%s W=%d L=%d prompt %q:\n redrafter %v\n autoregr. %v", m.name, w, l, p, res.Tokens, want[p])
-					}
-					steps += res.Stats.Draft.Steps
-					accepted += res.Stats.Draft.Tokens - res.Stats.Draft.Steps
-				}
-			}
-		}
-		t.Logf("%s: %d steps, %d drafts accepted", m.name, steps, accepted)
+		_, steps, tokens := checkGreedyEqual(t, e, m.name, 48, widths, lengths)
+		t.Logf("%s: %d steps, %d drafts accepted", m.name, steps, tokens-steps)
 	}
+}
+
+// checkGreedyEqual runs every prompt of specPrompts autoregressively and then
+// with ReDrafter at every (W, L), failing on the first token that differs.
+// It returns the autoregressive tokens per prompt and the ReDrafter steps and
+// tokens it saw.
+func checkGreedyEqual(t *testing.T, e *Engine, name string, maxTokens int, widths, lengths []int) (want map[string][]int32, steps, tokens int) {
+	t.Helper()
+	want = map[string][]int32{}
+	for _, p := range specPrompts {
+		res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens, Draft: DraftOptions{Off: true}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[p] = res.Tokens
+	}
+	for _, w := range widths {
+		for _, l := range lengths {
+			for _, p := range specPrompts {
+				res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
+					Draft: DraftOptions{BeamWidth: w, BeamLength: l}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(res.Tokens, want[p]) {
+					t.Fatalf("%s W=%d L=%d prompt %q:\n redrafter %v\n autoregr. %v", name, w, l, p, res.Tokens, want[p])
+				}
+				steps += res.Stats.Draft.Steps
+				tokens += res.Stats.Draft.Tokens
+			}
+		}
+	}
+	return want, steps, tokens
 }
 
 // oracleSource proposes beams that follow the model's true greedy
