@@ -78,8 +78,7 @@ func (d *Drafter) build(rows int) (*stepGraph, error) {
 	w := func(x *llama.Weight) *graph.Array { return d.bind.Array(g, x) }
 	e := graph.EmbedRows(d.llm.Array(g, &d.llm.Model.Embed), s.tok) // e = llm.embed_tokens(tok)   [rows, H]
 	if c.RNN {
-		pre := graph.AddOf(graph.Linear(e, w(&h.RnnW)), graph.Linear(s.state, w(&h.RnnU)))
-		s.newState = graph.Silu(graph.AddOf(pre, w(&h.RnnUBias))) // s = silu(rnn_w(e) + rnn_u(s))
+		s.newState = graph.RNNStepOf(e, s.state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
 	} else {
 		s.newState = graph.AddOf(s.state, e) // s = s + e
 	}

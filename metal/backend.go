@@ -180,6 +180,8 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return hasKernel("kv", "compact", dt(0))
 	case graph.GatherRows:
 		return hasKernel("gather", "rows", dt(0))
+	case graph.RNNStep:
+		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
 	case graph.Reshape:
 		return true
 	case graph.RMSNorm, graph.RoPE, graph.Attention, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,

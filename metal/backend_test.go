@@ -256,6 +256,8 @@ func TestSupportsEveryOp(t *testing.T) {
 			in = []graph.DType{graph.U32, graph.F16, graph.F16, graph.I32}
 		case graph.Dequantize:
 			in = []graph.DType{graph.U32, graph.F16, graph.F16}
+		case graph.RNNStep:
+			in = []graph.DType{graph.F32, graph.F32, graph.F16, graph.F16, graph.F32}
 		}
 		if !be.Supports(op, in) {
 			t.Errorf("Supports(%v, %v) = false", op, in)

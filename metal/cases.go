@@ -127,6 +127,19 @@ func opCases(r *rand.Rand) []opCase {
 			})
 		}
 	}
+	// RNNStep: one beam, a few, more than MATVEC_MAX_M; tails in K and N.
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {50, 65, 130}} {
+			m, k, n := s[0], s[1], s[2]
+			e, st, bias := randF32(r, m*k, 1), randF32(r, m*k, 1), randF32(r, n, 1)
+			w, u := weights(r, dt, n*k), weights(r, dt, n*k)
+			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
+				wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
+				return []*graph.Array{graph.RNNStepOf(ea, sa, wa, ua, ba)}, map[*graph.Array]any{ea: e, sa: st, ba: bias, wa: w, ua: u}
+			})
+		}
+	}
 	for _, s := range [][2]int{{1, 1}, {3, 33}, {2, 257}, {1, 1000}} {
 		m, d := s[0], s[1]
 		x, w := randF32(r, m*d, 3), randF32(r, d, 1)

@@ -38,6 +38,8 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.gatherRows()
 	case graph.TakeAlong:
 		err = e.takeAlong()
+	case graph.RNNStep:
+		err = e.rnnStep()
 	case graph.QMatMul:
 		err = e.qmatmul(op)
 	case graph.QEmbed:

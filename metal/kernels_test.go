@@ -73,6 +73,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
+		// The RNN step reads the state where it should read the embedding.
+		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
 		// The quantized matvec forgets to multiply the bias by the x sum.
 		{"quant.metal", "acc[r][j] += s[r] * d + b[r] * xsum;", "acc[r][j] += s[r] * d + b[r];", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 	} {

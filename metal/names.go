@@ -35,6 +35,7 @@ var kernelFamilies = []struct {
 	{"reduce", "topk", []graph.DType{graph.F32}},
 	{"gather", "rows", []graph.DType{graph.F32, graph.I32}},
 	{"gather", "take", []graph.DType{graph.F32}},
+	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	// quant: <variant><bits>, by the dtype of the scales and biases.
 	{"quant", "qmv4", scaleDTypes}, {"quant", "qmv8", scaleDTypes},
 	{"quant", "qmm4", scaleDTypes}, {"quant", "qmm8", scaleDTypes},

@@ -177,6 +177,8 @@ func (b *Backend) step(s *graph.Step) error {
 		return gatherRows(s.Out, in[0], in[1])
 	case graph.TakeAlong:
 		return takeAlong(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape[1], in[1].Shape[1])
+	case graph.RNNStep:
+		return b.rnnStep(s.Out, in)
 	case graph.QMatMul:
 		return b.qmatmul(s.Out, in, op)
 	case graph.QEmbed:

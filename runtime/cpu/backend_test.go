@@ -74,22 +74,7 @@ func TestMatMulFastVsReference(t *testing.T) {
 		for _, sz := range [][3]int{{1, 1, 1}, {1, 33, 17}, {3, 64, 31}, {5, 257, 129}, {9, 100, 1000}, {1, 4097, 8}} {
 			m, k, n := sz[0], sz[1], sz[2]
 			x := randF32(r, m*k)
-			w := randF32(r, n*k)
-			var wb []byte
-			switch dt {
-			case graph.F32:
-				wb = graph.AsBytes(w)
-			case graph.F16, graph.BF16:
-				h := make([]uint16, len(w))
-				for i, v := range w {
-					if dt == graph.F16 {
-						h[i] = quant.F32ToF16(v)
-					} else {
-						h[i] = quant.F32ToBF16(v)
-					}
-				}
-				wb = graph.AsBytes(h)
-			}
+			wb := halfBytes(randF32(r, n*k), dt)
 			build := func(be graph.Backend) func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				return func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 					xa := g.Input("x", graph.F32, m, k)
@@ -270,4 +255,57 @@ func TestRoPEPairings(t *testing.T) {
 	if fmt.Sprint(neox) == fmt.Sprint(x) {
 		t.Fatal("RoPE did nothing")
 	}
+}
+
+// The fused RNN step must equal the unfused graph it replaces bit for bit,
+// on the fast and the reference backend, so that swapping one for the other
+// cannot change a drafted token.
+func TestRNNStepEqualsUnfused(t *testing.T) {
+	seed := rand.Uint64()
+	r := rand.New(rand.NewPCG(seed, 2))
+	for _, be := range []*Backend{New(2), NewReference()} {
+		for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+			for _, sz := range [][3]int{{1, 1, 1}, {1, 33, 17}, {4, 64, 64}, {7, 129, 65}} {
+				m, k, n := sz[0], sz[1], sz[2]
+				e, s, bias := randF32(r, m*k), randF32(r, m*k), randF32(r, n)
+				w, u := halfBytes(randF32(r, n*k), dt), halfBytes(randF32(r, n*k), dt)
+				build := func(fused bool) func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+					return func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+						ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
+						wbuf, _ := be.WrapHost(w)
+						ubuf, _ := be.WrapHost(u)
+						wa, ua := g.Const("w", wbuf, 0, dt, n, k), g.Const("u", ubuf, 0, dt, n, k)
+						in := map[*graph.Array]any{ea: e, sa: s, ba: bias}
+						if fused {
+							return in, graph.RNNStepOf(ea, sa, wa, ua, ba)
+						}
+						return in, graph.Silu(graph.AddOf(graph.AddOf(graph.Linear(ea, wa), graph.Linear(sa, ua)), ba))
+					}
+				}
+				got, want := evalOn(t, be, build(true)), evalOn(t, be, build(false))
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Errorf("%s %v m=%d k=%d n=%d (seed %d): [%d] fused %v, unfused %v", be.Name(), dt, m, k, n, seed, i, got[i], want[i])
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+// halfBytes stores x as dtype dt (f32, f16 or bf16).
+func halfBytes(x []float32, dt graph.DType) []byte {
+	if dt == graph.F32 {
+		return graph.AsBytes(x)
+	}
+	h := make([]uint16, len(x))
+	for i, v := range x {
+		if dt == graph.F16 {
+			h[i] = quant.F32ToF16(v)
+		} else {
+			h[i] = quant.F32ToBF16(v)
+		}
+	}
+	return graph.AsBytes(h)
 }

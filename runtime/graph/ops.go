@@ -90,6 +90,14 @@ type GatherRows struct{}
 // Sources: x [M,V] f32, idx [M,K] i32. Result [M,K] f32.
 type TakeAlong struct{}
 
+// RNNStep is the draft head's recurrent step, fused:
+// out = SiLU(e·wᵀ + s·uᵀ + b), computed as (e·wᵀ + s·uᵀ) + b, the order of
+// the unfused Linear/Add/SiLU graph, so backends can match it exactly.
+// Sources: e [M,K] f32, s [M,K] f32, w [N,K] and u [N,K] (f32, f16 or bf16,
+// both the same), b [N] f32. Result [M,N] f32.
+// PyTorch: F.silu(F.linear(e, w) + F.linear(s, u, b)).
+type RNNStep struct{}
+
 // Reshape reinterprets an array with a new shape of the same size. It is a
 // view: the result shares the source's storage.
 type Reshape struct{ Shape Shape }
@@ -111,6 +119,7 @@ func (Argmax) isOp()     {}
 func (TopK) isOp()       {}
 func (GatherRows) isOp() {}
 func (TakeAlong) isOp()  {}
+func (RNNStep) isOp()    {}
 func (Reshape) isOp()    {}
 
 func (Embed) String() string       { return "Embed" }
@@ -130,13 +139,14 @@ func (Argmax) String() string      { return "Argmax" }
 func (o TopK) String() string      { return fmt.Sprintf("TopK{k=%d}", o.K) }
 func (GatherRows) String() string  { return "GatherRows" }
 func (TakeAlong) String() string   { return "TakeAlong" }
+func (RNNStep) String() string     { return "RNNStep" }
 func (o Reshape) String() string   { return "Reshape" + o.Shape.String() }
 
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
 	return []Op{Embed{}, MatMul{}, RMSNorm{}, RoPE{}, Attention{}, KVWrite{}, KVCompact{},
 		SiLU{}, SwiGLU{}, Add{}, Mul{}, Concat{}, LogSoftmax{}, Argmax{}, TopK{}, GatherRows{},
-		TakeAlong{}, Reshape{}, Dequantize{Bits: 4, GroupSize: 64}, QMatMul{Bits: 4, GroupSize: 64},
+		TakeAlong{}, RNNStep{}, Reshape{}, Dequantize{Bits: 4, GroupSize: 64}, QMatMul{Bits: 4, GroupSize: 64},
 		QEmbed{Bits: 4, GroupSize: 64}}
 }
 
@@ -279,6 +289,21 @@ func TakeAlongRows(x, idx *Array) *Array {
 	mustf(len(x.shape) == 2 && x.dtype == F32, "TakeAlong: x %v", x)
 	mustf(len(idx.shape) == 2 && idx.shape[0] == x.shape[0] && idx.dtype == I32, "TakeAlong: idx %v for x %v", idx, x)
 	return node(TakeAlong{}, F32, idx.shape, x, idx)
+}
+
+// RNNStepOf is SiLU(e·wᵀ + s·uᵀ + b), one RNNStep node when w and u are
+// float weights of one dtype; quantized weights get the unfused graph.
+func RNNStepOf(e, s, w, u, b *Array) *Array {
+	_, _, wq := quantizedSources(w)
+	_, _, uq := quantizedSources(u)
+	if wq || uq || w.dtype != u.dtype {
+		return Silu(AddOf(AddOf(Linear(e, w), Linear(s, u)), b))
+	}
+	mustf(len(e.shape) == 2 && e.dtype == F32 && e.shape.Equal(s.shape) && s.dtype == F32, "RNNStep: e %v s %v", e, s)
+	mustf(len(w.shape) == 2 && isFloatWeight(w.dtype) && w.shape.Equal(u.shape) && w.shape[1] == e.shape[1],
+		"RNNStep: w %v u %v for e %v", w, u, e)
+	mustf(len(b.shape) == 1 && b.shape[0] == w.shape[0] && b.dtype == F32, "RNNStep: b %v for w %v", b, w)
+	return node(RNNStep{}, F32, Shape{e.shape[0], w.shape[0]}, e, s, w, u, b)
 }
 
 // ReshapeTo views x with a new shape of the same size.
