@@ -82,17 +82,25 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 // pageSize is the host page size; Apple Silicon uses 16 KiB.
 var pageSize = os.Getpagesize()
 
-// WrapHost implements graph.Backend. Memory that starts on a page boundary
-// (an mmapped weight file) is wrapped without copying, its length rounded up
-// to whole pages (which an mmap guarantees are mapped); anything else is
-// copied once. Wrapped memory must stay mapped and unmodified until Free.
+// WrapHost implements graph.Backend. Host memory (a tensor of an mmapped
+// weight file) is wrapped without copying: newBufferWithBytesNoCopy takes
+// whole pages, so the device buffer spans the pages the data lies on, which
+// are mapped because the data is, and the Buffer is the window at the
+// data's offset in its first page (base). The GPU only reads weights, so
+// the neighbouring bytes it could see are never written. Data that is not
+// 4-byte aligned (kernels read it as words) or too long for one device
+// buffer is copied once. Wrapped memory must stay mapped and unmodified
+// until Free.
 func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
-	if len(data) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(pageSize) == 0 {
-		n := (len(data) + pageSize - 1) / pageSize * pageSize
-		full := unsafe.Slice(unsafe.SliceData(data), n)
-		db, err := b.dev.wrap(full)
-		if err == nil {
-			return &Buffer{dev: db, size: len(data), class: -1}, nil
+	if len(data) > 0 {
+		ptr := unsafe.Pointer(unsafe.SliceData(data))
+		base := int(uintptr(ptr) % uintptr(pageSize))
+		n := (base + len(data) + pageSize - 1) / pageSize * pageSize
+		if max := b.dev.info().MaxBuffer; base%4 == 0 && (max == 0 || uint64(n) <= max) {
+			pages := unsafe.Slice((*byte)(unsafe.Add(ptr, -base)), n)
+			if db, err := b.dev.wrap(pages); err == nil {
+				return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
+			}
 		}
 	}
 	nb, err := b.pool.get(len(data))
