@@ -31,7 +31,7 @@ type Drafter struct {
 	steps map[int]*stepGraph // by rows
 	// host scratch
 	logits, state []float32
-	sel           []float64
+	heap          []float32 // warpLogSoftmax's top-50
 }
 
 // NewDrafter binds h to llm's backend after checking that it was made for
@@ -201,7 +201,7 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 		}
 		rows := len(tok)
 		for r := range rows {
-			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &d.sel)
+			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &d.heap)
 		}
 		// Global top-w over the joint scores score[i] + lp[rowOf[i]][tok].
 		n := topJoint(score, rowOf, lp, v, w, src, nextTok, nextScore)
@@ -235,25 +235,28 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 
 // warpLogSoftmax is the reference's compute_logits: subtract the maximum,
 // set every logit below the 50th largest to -50000, then log-softmax (in
-// float64, stored as float32).
-func warpLogSoftmax(dst, logits []float32, sel *[]float64) {
+// float64, stored as float32). It gives the same bits as that definition
+// (refWarpLogSoftmax in the tests) in one pass over the vocabulary plus 50
+// exponentials instead of V: the 50th largest of x-mx is the 50th largest x
+// minus mx, since rounding is monotonic, and a masked logit adds
+// exp(-50000), which is 0 in float64, to the sum.
+func warpLogSoftmax(dst, logits []float32, heap *[]float32) {
 	mx := float32(math.Inf(-1))
 	for _, x := range logits {
-		mx = max(mx, x)
+		if x > mx { // not max(): its NaN and signed-zero rules cost 3x here
+			mx = x
+		}
 	}
 	kth := float32(math.Inf(-1))
 	if len(logits) > topLogits {
-		*sel = (*sel)[:0]
-		for _, x := range logits {
-			*sel = append(*sel, float64(x-mx))
-		}
-		kth = float32(quickselect(*sel, topLogits-1))
+		kth = kthLargest(logits, topLogits, heap) - mx
 	}
 	var sum float64
 	for i, x := range logits {
 		y := x - mx
 		if y < kth {
-			y = maskedLogit
+			dst[i] = maskedLogit
+			continue
 		}
 		dst[i] = y
 		sum += math.Exp(float64(y))
@@ -264,35 +267,40 @@ func warpLogSoftmax(dst, logits []float32, sel *[]float64) {
 	}
 }
 
-// quickselect returns the k-th largest element (k from 0), reordering a.
-func quickselect(a []float64, k int) float64 {
-	lo, hi := 0, len(a)-1
-	for lo < hi {
-		p := a[(lo+hi)/2]
-		i, j := lo, hi
-		for i <= j {
-			for a[i] > p {
-				i++
-			}
-			for a[j] < p {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return a[k]
+// kthLargest returns the k-th largest of x (k from 1, counting repeats),
+// keeping the k largest seen so far in a min-heap: O(len(x)·log k), and
+// for most inputs one comparison per element.
+func kthLargest(x []float32, k int, heap *[]float32) float32 {
+	h := append((*heap)[:0], x[:k]...)
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for _, v := range x[k:] {
+		if v > h[0] {
+			h[0] = v
+			siftDown(h, 0)
 		}
 	}
-	return a[k]
+	*heap = h
+	return h[0]
+}
+
+// siftDown restores the min-heap property of h below node i.
+func siftDown(h []float32, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if !(h[c] < h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 // topJoint selects the w best (beam, token) pairs by score[beam] +

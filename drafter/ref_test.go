@@ -5,7 +5,11 @@ package drafter
 // shared/reference/redrafter-algorithm.md §4–5), written the simplest way,
 // on unsorted beams.
 
-import "slices"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // refDedup is _dedup_prefix: prefixTree[i][t] is the smallest k whose beam
 // shares beam i's prefix up to depth t.
@@ -75,4 +79,34 @@ func refGreedy(beams, beamsByLLM [][]int32) (n []int, best int) {
 		}
 	}
 	return n, best
+}
+
+// refWarpLogSoftmax is compute_logits as written: y = x - max(x); every y
+// below the 50th largest y becomes -50000; then log-softmax, summing
+// exp(y) in float64 over the whole row.
+func refWarpLogSoftmax(logits []float32) []float32 {
+	mx := slices.Max(logits)
+	y := make([]float64, len(logits))
+	for i, x := range logits {
+		y[i] = float64(x - mx)
+	}
+	kth := math.Inf(-1)
+	if len(y) > topLogits {
+		sorted := slices.Clone(y)
+		slices.SortFunc(sorted, func(a, b float64) int { return cmp.Compare(b, a) })
+		kth = sorted[topLogits-1]
+	}
+	var sum float64
+	for i := range y {
+		if y[i] < kth {
+			y[i] = maskedLogit
+		}
+		sum += math.Exp(y[i])
+	}
+	lse := float32(math.Log(sum))
+	out := make([]float32, len(y))
+	for i := range y {
+		out[i] = float32(y[i]) - lse
+	}
+	return out
 }
