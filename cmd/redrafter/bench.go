@@ -20,7 +20,7 @@ import (
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
 		model, head, prompts, jsonOut, svgOut, template, profile string
-		maxTokens, limit, ctxLen                                 int
+		maxTokens, limit, ctxLen, passesAfter                    int
 		widths, lengths, passes                                  []int
 	)
 	cmd := &cobra.Command{
@@ -88,7 +88,7 @@ line.`,
 				return err
 			}
 			if len(passes) > 0 {
-				if r.Passes, err = bench.MeasurePasses(e, passes, 64, 10); err != nil {
+				if r.Passes, err = bench.MeasurePasses(e, passes, passesAfter, 10); err != nil {
 					return err
 				}
 			}
@@ -126,6 +126,7 @@ line.`,
 	f.StringVar(&svgOut, "svg", "", "draw the speedup heat map over W × L to this SVG file")
 	f.StringVar(&template, "template", "none", "render prompts as a user turn: none (raw text), vicuna, llama2, chatml or llama3")
 	f.IntSliceVar(&passes, "passes", nil, "also time one forward pass over each of these numbers of tokens (e.g. 1,3,5,9,17), the cost of verification")
+	f.IntVar(&passesAfter, "passes-after", 64, "tokens in the cache before each timed --passes pass (attention cost grows with it)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the runs (warm-up included) to this file")
 	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
 	for _, name := range []string{"model", "drafter", "prompts"} {

@@ -14,8 +14,9 @@ import (
 // Pass is the cost of one forward pass over N new tokens after a cached
 // context, returning every token's logits as verification does.
 type Pass struct {
-	N  int     `json:"tokens"`
-	MS float64 `json:"ms"` // median
+	N      int     `json:"tokens"`
+	Cached int     `json:"after_cached"` // tokens in the cache before the pass
+	MS     float64 `json:"ms"`           // median
 	// Relative is MS over the median of a one-token pass: what verifying N
 	// tokens costs in autoregressive steps.
 	Relative float64 `json:"relative_to_one"`
@@ -70,7 +71,7 @@ func MeasurePasses(e *runtime.Engine, ns []int, prefix, reps int) ([]Pass, error
 	out := make([]Pass, len(ns))
 	for i, n := range ns {
 		slices.Sort(times[i])
-		out[i] = Pass{N: n, MS: ms(times[i][len(times[i])/2])}
+		out[i] = Pass{N: n, Cached: prefix, MS: ms(times[i][len(times[i])/2])}
 		if n == 1 {
 			one = out[i].MS
 		}
@@ -96,9 +97,9 @@ func MeasurePasses(e *runtime.Engine, ns []int, prefix, reps int) ([]Pass, error
 // WritePasses prints the pass costs as a table.
 func WritePasses(w io.Writer, ps []Pass) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tokens\tms\ttokens/s\t×1 token\t")
+	fmt.Fprintln(tw, "tokens\tafter cached\tms\ttokens/s\t×1 token\t")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.2f\t\n", p.N, p.MS, 1000*float64(p.N)/p.MS, p.Relative)
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.1f\t%.2f\t\n", p.N, p.Cached, p.MS, 1000*float64(p.N)/p.MS, p.Relative)
 	}
 	return tw.Flush()
 }

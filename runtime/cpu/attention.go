@@ -30,6 +30,10 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 	group := heads / kvh
 	rowLen := past + n
 	stride := kvh * d
+	if !b.reference && d >= 16 {
+		b.attentionGroups(y, q, k, v, end, n, heads, kvh, d, past, scale)
+		return nil
+	}
 	b.pool.parallel(n*heads, 1, max(1, 1<<16/max(1, rowLen*d)), func(w, lo, hi int) {
 		scores := b.scratch(w, rowLen)
 		for t := lo; t < hi; t++ {
@@ -58,6 +62,72 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 		}
 	})
 	return nil
+}
+
+// attentionGroups is the fast path for heads of 16 or more dimensions. A
+// task is one query and one KV head: the query heads that share the KV head
+// score the keys together as one strided matrix product (a tile reuses each
+// key row across up to six heads) and then sum the value rows with their
+// weights held in registers (AxpyRows). The prefix is one call and each run
+// of tree keys the query sees is another; hidden keys are skipped. A score
+// does not depend on the call it is computed in (MatMulStridedF32), the
+// softmax and the weighted sum visit the visible keys in cache order, and
+// splitting AxpyRows between calls does not change its sums, so a token's
+// output is the same whatever else its pass holds.
+func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int, scale float32) {
+	group, rowLen, stride := heads/kvh, past+n, kvh*d
+	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(w, lo, hi int) {
+		sc := b.scratch(w, group*rowLen)
+		for t := lo; t < hi; t++ {
+			qi, g := t/kvh, t%kvh
+			h0 := qi*heads + g*group // the group's first query row
+			qs := q[h0*d : (h0+group)*d]
+			kg, vg := k[g*d:], v[g*d:]
+			// runs calls f for the prefix and each run of visible tree keys,
+			// as cache rows [from, to).
+			runs := func(f func(from, to int)) {
+				if past > 0 {
+					f(0, past)
+				}
+				for j := 0; j <= qi; {
+					if int(end[j]) < qi {
+						j++
+						continue
+					}
+					from := j
+					for j <= qi && int(end[j]) >= qi {
+						j++
+					}
+					f(past+from, past+j)
+				}
+			}
+			last := past + qi + 1
+			for i := range group {
+				row := sc[i*rowLen : i*rowLen+last]
+				for j := range row {
+					row[j] = float32(math.Inf(-1)) // hidden until scored
+				}
+			}
+			runs(func(from, to int) {
+				kernels.MatMulStridedF32(sc[from:], rowLen, qs, d, group, kg[from*stride:], stride, to-from, d)
+			})
+			for i := range group {
+				row := sc[i*rowLen : i*rowLen+last]
+				mx := float32(math.Inf(-1))
+				for r, s := range row {
+					s *= scale
+					row[r] = s
+					if s > mx {
+						mx = s
+					}
+				}
+				kernels.Scale(row, 1/b.softmax(row, mx))
+				yv := y[(h0+i)*d : (h0+i+1)*d]
+				clear(yv)
+				runs(func(from, to int) { kernels.AxpyRows(yv, row[from:to], vg[from*stride:], stride) })
+			}
+		}
+	})
 }
 
 // expf is e^x for x <= 0 (scores minus their maximum), within 3e-7

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -50,6 +51,56 @@ func TestMatMulRowsIndependentOfBatch(t *testing.T) {
 						t.Fatalf("%v m=%d k=%d n=%d (seed %d): row %d col %d: batched %v != alone %v",
 							dt, m, k, n, seed, i, j, all[i*n+j], one[j])
 					}
+				}
+			}
+		}
+	}
+}
+
+// A token verified in a tree must get the attention output it gets when
+// decoded alone after its accepted ancestors, bit for bit: the cache then
+// holds the prefix and the ancestors contiguously, and the query sees all of
+// it. Both attention paths (small heads, and the grouped path from 16
+// dimensions) are checked, with grouped-query heads.
+func TestAttentionTreeEqualsDecode(t *testing.T) {
+	seed := rand.Uint64()
+	r := rand.New(rand.NewPCG(seed, 5))
+	be := New(2)
+	for _, tc := range []struct{ n, heads, kvh, d, past int }{
+		{7, 8, 4, 8, 30}, {9, 8, 2, 64, 100}, {12, 4, 4, 16, 0}, {6, 12, 4, 80, 257}, {5, 6, 1, 128, 33},
+	} {
+		parent, end := randomTree(r, tc.n)
+		row := tc.kvh * tc.d
+		q := randF32(r, tc.n*tc.heads*tc.d)
+		kc, vc := randF32(r, (tc.past+tc.n)*row), randF32(r, (tc.past+tc.n)*row)
+		attend := func(q, k, v []float32, n, past int, end []int32) []float32 {
+			c := len(k) / row
+			return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+				qa := g.Input("q", graph.F32, n, tc.heads, tc.d)
+				ka, va := g.Input("k", graph.F32, c, tc.kvh, tc.d), g.Input("v", graph.F32, c, tc.kvh, tc.d)
+				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
+				return map[*graph.Array]any{qa: q, ka: k, va: v, la: []int32{int32(past)}, ea: end},
+					graph.Attend(qa, ka, va, la, ea, 0.3)
+			})
+		}
+		tree := attend(q, kc, vc, tc.n, tc.past, end)
+		per := tc.heads * tc.d
+		for qi := range tc.n {
+			var path []int // qi's ancestors, root first, then qi
+			for a := int32(qi); a >= 0; a = parent[a] {
+				path = append([]int{int(a)}, path...)
+			}
+			k := append([]float32(nil), kc[:tc.past*row]...)
+			v := append([]float32(nil), vc[:tc.past*row]...)
+			for _, a := range path {
+				k = append(k, kc[(tc.past+a)*row:(tc.past+a+1)*row]...)
+				v = append(v, vc[(tc.past+a)*row:(tc.past+a+1)*row]...)
+			}
+			alone := attend(q[qi*per:(qi+1)*per], k, v, 1, len(k)/row-1, []int32{0})
+			for j := range alone {
+				if math.Float32bits(alone[j]) != math.Float32bits(tree[qi*per+j]) {
+					t.Fatalf("%+v (seed %d): query %d at depth %d, [%d]: in the tree %v, decoded alone %v",
+						tc, seed, qi, len(path)-1, j, tree[qi*per+j], alone[j])
 				}
 			}
 		}

@@ -137,6 +137,9 @@ func cvtBF16F32_avx2(dst *float32, src *uint16, n int)
 func cvtF32F16_avx2(dst *uint16, src *float32, n int)
 
 //go:noescape
+func axpyRows_avx2(y *float32, p *float32, v *float32, ldv int, rows int, n int)
+
+//go:noescape
 func tileF32_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
@@ -375,6 +378,9 @@ func cvtBF16F32_avx512(dst *float32, src *uint16, n int)
 
 //go:noescape
 func cvtF32F16_avx512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func axpyRows_avx512(y *float32, p *float32, v *float32, ldv int, rows int, n int)
 
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
 var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){

@@ -21,7 +21,9 @@ var Generic = Set{
 	MatMulF32:        matMulF32Generic,
 	MatMulF16:        matMulF16Generic,
 	MatMulBF16:       matMulBF16Generic,
+	MatMulStridedF32: matMulStridedF32Generic,
 	Axpy:             axpyGeneric,
+	AxpyRows:         axpyRowsGeneric,
 	Scale:            scaleGeneric,
 	SumSquares:       sumSquaresGeneric,
 	ConvertF16ToF32:  convertF16ToF32Generic,
@@ -160,6 +162,17 @@ func matMulF32Generic(y []float32, ldy int, x []float32, m int, w []float32) {
 	}
 }
 
+func matMulStridedF32Generic(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int) {
+	if !checkStrided(len(y), ldy, len(x), ldx, m, len(w), ldw, n, k) {
+		return
+	}
+	for i := range m {
+		for j := range n {
+			y[i*ldy+j] = dotF32(x[i*ldx:i*ldx+k], w[j*ldw:j*ldw+k])
+		}
+	}
+}
+
 func matMulF16Generic(y []float32, ldy int, x []float32, m int, w []uint16) {
 	k, n := checkMatMul("MatMulF16", len(y), ldy, len(x), m, len(w))
 	for i := 0; i < m && k > 0; i++ {
@@ -187,6 +200,15 @@ func axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	for i := range y {
 		y[i] += a * x[i]
+	}
+}
+
+func axpyRowsGeneric(y, p, v []float32, ldv int) {
+	if !checkAxpyRows(len(y), len(p), len(v), ldv) {
+		return
+	}
+	for r, a := range p {
+		axpy(y, a, v[r*ldv:r*ldv+len(y)])
 	}
 }
 

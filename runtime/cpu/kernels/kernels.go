@@ -17,9 +17,12 @@ type Set struct {
 	MatMulF32  func(y []float32, ldy int, x []float32, m int, w []float32)
 	MatMulF16  func(y []float32, ldy int, x []float32, m int, w []uint16)
 	MatMulBF16 func(y []float32, ldy int, x []float32, m int, w []uint16)
-	Axpy       func(y []float32, a float32, x []float32)
-	Scale      func(x []float32, a float32)
-	SumSquares func(x []float32) float32
+	// MatMulStridedF32 is documented at the package-level function.
+	MatMulStridedF32 func(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int)
+	Axpy             func(y []float32, a float32, x []float32)
+	AxpyRows         func(y, p, v []float32, ldv int)
+	Scale            func(x []float32, a float32)
+	SumSquares       func(x []float32) float32
 
 	ConvertF16ToF32  func(dst []float32, src []uint16)
 	ConvertF32ToF16  func(dst []uint16, src []float32)
@@ -76,8 +79,25 @@ func MatMulBF16(y []float32, ldy int, x []float32, m int, w []uint16) {
 	active.MatMulBF16(y, ldy, x, m, w)
 }
 
+// MatMulStridedF32 is MatMulF32 over row-strided operands:
+// y[i*ldy+j] = Σ_{kk<k} x[i*ldx+kk]*w[j*ldw+kk] for i < m, j < n. Every
+// output has the bits MatMulF32 gives it, whatever m and n are and wherever
+// it lies in y: attention scores a key the same way whichever keys share the
+// call. It panics unless the strides are at least k (ldy at least n) and the
+// slices hold the last row.
+func MatMulStridedF32(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int) {
+	active.MatMulStridedF32(y, ldy, x, ldx, m, w, ldw, n, k)
+}
+
 // Axpy sets y[i] += a*x[i]. It panics unless len(y) == len(x).
 func Axpy(y []float32, a float32, x []float32) { active.Axpy(y, a, x) }
+
+// AxpyRows adds rows of v weighted by p to y: for r = 0, 1, ..., len(p)-1
+// in order, y[j] += p[r]*v[r*ldv+j] for j < len(y), each term rounded as
+// Axpy rounds it, so the result equals len(p) calls of Axpy (y stays in
+// registers between rows). It panics unless ldv ≥ len(y) and v holds the
+// last row.
+func AxpyRows(y, p, v []float32, ldv int) { active.AxpyRows(y, p, v, ldv) }
 
 // Scale sets x[i] *= a.
 func Scale(x []float32, a float32) { active.Scale(x, a) }
@@ -110,6 +130,34 @@ func checkMatVec(op string, ny, nw, nx int) {
 	if nw != ny*nx {
 		panic(fmt.Sprintf("kernels: %s: len(w)=%d, want len(y)*len(x)=%d*%d", op, nw, ny, nx))
 	}
+}
+
+// checkAxpyRows validates an AxpyRows call and reports whether there is
+// anything to do.
+func checkAxpyRows(ny, np, nv, ldv int) bool {
+	if ny == 0 || np == 0 {
+		return false
+	}
+	if ldv < ny || nv < (np-1)*ldv+ny {
+		panic(fmt.Sprintf("kernels: AxpyRows: %d rows of %d (ldv %d) do not fit v of %d", np, ny, ldv, nv))
+	}
+	return true
+}
+
+// checkStrided validates a MatMulStridedF32 call and reports whether there
+// is anything to do.
+func checkStrided(ny, ldy, nx, ldx, m, nw, ldw, n, k int) bool {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernels: MatMulStridedF32: negative size m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 || k == 0 {
+		return false
+	}
+	if ldx < k || ldw < k || ldy < n || nx < (m-1)*ldx+k || nw < (n-1)*ldw+k || ny < (m-1)*ldy+n {
+		panic(fmt.Sprintf("kernels: MatMulStridedF32: %d×%d×%d does not fit x (len %d, ld %d), w (len %d, ld %d), y (len %d, ld %d)",
+			m, n, k, nx, ldx, nw, ldw, ny, ldy))
+	}
+	return true
 }
 
 // checkMatMul validates a MatMul call and returns k and n; k == 0 means

@@ -38,10 +38,12 @@ type tiler[T elem] struct {
 
 const nrMax = 4
 
-// matMul computes y = x·wᵀ for x [m, k] and w [n, k] (see MatMulF32); the
-// arguments have been checked. Tiles cover w in blocks of nrMax rows (the
-// kernels prefetch the next block) and, within a block, all m rows of x.
-func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n int) {
+// matMul computes y = x·wᵀ for x [m, k] and w [n, k] with row strides ldx
+// and ldw (see MatMulF32 and MatMulStridedF32); the arguments have been
+// checked. Tiles cover w in blocks of nrMax rows (the kernels prefetch the
+// next block) and, within a block, all m rows of x. Every output is one
+// accumulator of its tile, so its bits do not depend on the tile's shape.
+func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, ldx, m int, w []T, ldw, k, n int) {
 	ka := k &^ (t.align - 1)
 	nt := (m + t.mrMax - 1) / t.mrMax // tiles along m, as even as possible
 	for j0 := 0; ka > 0 && j0 < n; j0 += nrMax {
@@ -52,7 +54,7 @@ func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n 
 			if it < m%nt {
 				mb++
 			}
-			t.fn[mb][nb](&x[i0*k], k, &w[j0*k], k, ka, &y[i0*ldy+j0], ldy)
+			t.fn[mb][nb](&x[i0*ldx], ldx, &w[j0*ldw], ldw, ka, &y[i0*ldy+j0], ldy)
 			i0 += mb
 		}
 	}
@@ -65,9 +67,9 @@ func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, m int, w []T, k, n 
 		return
 	}
 	for i := range m {
-		xt := x[i*k+ka : (i+1)*k]
+		xt := x[i*ldx+ka : i*ldx+k]
 		for j := range n {
-			wt := w[j*k+ka : (j+1)*k]
+			wt := w[j*ldw+ka : j*ldw+k]
 			s := y[i*ldy+j]
 			for kk, v := range xt {
 				s += v * t.cvt(wt[kk])
@@ -97,14 +99,14 @@ func (t *tiler[T]) matVec(y []float32, w []T, x []float32) {
 		return
 	}
 	if len(y) > 0 {
-		t.matMul(y, len(y), x, 1, w, k, len(y))
+		t.matMul(y, len(y), x, k, 1, w, k, k, len(y))
 	}
 }
 
 func (t *tiler[T]) matMulChecked(op string, y []float32, ldy int, x []float32, m int, w []T) {
 	k, n := checkMatMul(op, len(y), ldy, len(x), m, len(w))
 	if k > 0 {
-		t.matMul(y, ldy, x, m, w, k, n)
+		t.matMul(y, ldy, x, k, m, w, k, k, n)
 	}
 }
 
@@ -124,6 +126,7 @@ var (
 type vecKernels struct {
 	align     int
 	axpy      func(y *float32, x *float32, n int, a float32)
+	axpyRows  func(y, p, v *float32, ldv, rows, n int)
 	scale     func(x *float32, n int, a float32)
 	cvtF16F32 func(dst *float32, src *uint16, n int)
 	cvtBF16   func(dst *float32, src *uint16, n int)
@@ -162,6 +165,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 		MatMulF32: func(y []float32, ldy int, x []float32, m int, w []float32) {
 			f32.matMulChecked("MatMulF32", y, ldy, x, m, w)
 		},
+		MatMulStridedF32: func(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int) {
+			if checkStrided(len(y), ldy, len(x), ldx, m, len(w), ldw, n, k) {
+				f32.matMul(y, ldy, x, ldx, m, w, ldw, k, n)
+			}
+		},
 		MatMulF16: func(y []float32, ldy int, x []float32, m int, w []uint16) {
 			f16t.matMulChecked("MatMulF16", y, ldy, x, m, w)
 		},
@@ -175,6 +183,20 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 				v.axpy(&y[0], &x[0], b, a)
 			}
 			axpy(y[b:], a, x[b:])
+		},
+		AxpyRows: func(y, p, vs []float32, ldv int) {
+			if !checkAxpyRows(len(y), len(p), len(vs), ldv) {
+				return
+			}
+			b := v.body(len(y))
+			if b > 0 {
+				v.axpyRows(&y[0], &p[0], &vs[0], ldv, len(p), b)
+			}
+			if b < len(y) { // the columns the kernel leaves, as Axpy does its tail
+				for r, a := range p {
+					axpy(y[b:], a, vs[r*ldv+b:r*ldv+len(y)])
+				}
+			}
 		},
 		Scale: func(x []float32, a float32) {
 			b := v.body(len(x))
@@ -215,11 +237,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 
 var (
 	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
-		align: 1, axpy: axpy_avx512, scale: scale_avx512,
+		align: 1, axpy: axpy_avx512, axpyRows: axpyRows_avx512, scale: scale_avx512,
 		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
 	})
 	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
-		align: 8, axpy: axpy_avx2, scale: scale_avx2,
+		align: 8, axpy: axpy_avx2, axpyRows: axpyRows_avx2, scale: scale_avx2,
 		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
 	})
 )

@@ -483,3 +483,66 @@ func TestBatchInvariance(t *testing.T) {
 		}
 	}
 }
+
+// MatMulStridedF32 must give every output the bits MatMulF32 gives the same
+// row and column alone, in every Set (Generic included), with strides that
+// skip elements, and write nothing between n and ldy.
+func TestMatMulStrided(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, sz := range [][3]int{{1, 1, 1}, {8, 37, 64}, {5, 9, 8}, {13, 6, 100}, {2, 70, 128}, {7, 4, 33}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			ldx, ldw, ldy := k+r.IntN(5), k+r.IntN(200), n+r.IntN(3)
+			x, w := randF32(r, (m-1)*ldx+k, r.IntN(3)), randF32(r, (n-1)*ldw+k, r.IntN(3))
+			y := misaligned[float32]((m-1)*ldy+n, 1)
+			for i := range y {
+				y[i] = 12345
+			}
+			s.MatMulStridedF32(y, ldy, x, ldx, m, w, ldw, n, k)
+			for i := range m {
+				for j := range ldy {
+					if i*ldy+j >= len(y) {
+						break
+					}
+					got := y[i*ldy+j]
+					if j >= n {
+						if got != 12345 {
+							t.Fatalf("%s m=%d n=%d k=%d: y[%d,%d] past n was written", s.Name, m, n, k, i, j)
+						}
+						continue
+					}
+					var one [1]float32
+					s.MatMulF32(one[:], 1, x[i*ldx:i*ldx+k], 1, w[j*ldw:j*ldw+k])
+					if math.Float32bits(got) != math.Float32bits(one[0]) {
+						t.Fatalf("%s m=%d n=%d k=%d ldx=%d ldw=%d: y[%d,%d] = %v, alone %v", s.Name, m, n, k, ldx, ldw, i, j, got, one[0])
+					}
+				}
+			}
+		}
+	}
+}
+
+// AxpyRows must equal one Axpy per row, bit for bit, in every Set, for
+// widths around the vector and chunk sizes and strides that skip elements.
+func TestAxpyRows(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, d := range []int{1, 7, 8, 15, 16, 17, 33, 63, 64, 65, 80, 128, 129, 200} {
+			for _, rows := range []int{0, 1, 2, 5, 40} {
+				ldv := d + r.IntN(70)
+				p, v := randF32(r, rows, r.IntN(3)), randF32(r, max(0, (rows-1)*ldv+d), r.IntN(3))
+				y, want := randF32(r, d, r.IntN(3)), make([]float32, d)
+				copy(want, y)
+				for i, a := range p {
+					s.Axpy(want, a, v[i*ldv:i*ldv+d])
+				}
+				s.AxpyRows(y, p, v, ldv)
+				for j := range want {
+					if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s d=%d rows=%d ldv=%d: y[%d] = %v, Axpy per row %v", s.Name, d, rows, ldv, j, y[j], want[j])
+					}
+				}
+			}
+		}
+	}
+}

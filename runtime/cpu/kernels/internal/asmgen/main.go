@@ -504,6 +504,90 @@ func (g *gen) streams(is isa) {
 		})
 }
 
+// axpyRows writes axpyRows_<isa>(y, p, v *float32, ldv, rows, n int):
+// y[j] += p[r]·v[r·ldv+j] for r = 0..rows-1 in order, j < n, one FMA per
+// term, as axpy rounds it. Columns go in chunks of four vectors held in
+// registers across all rows, then single vectors, then (AVX-512) a masked
+// tail; AVX2 handles n rounded down to a multiple of 8.
+func (g *gen) axpyRows(is isa) {
+	name := "axpyRows_" + is.name
+	args := "y *float32, p *float32, v *float32, ldv int, rows int, n int"
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	g.a("MOVQ y+0(FP), DI")
+	g.a("MOVQ p+8(FP), SI")
+	g.a("MOVQ v+16(FP), DX")
+	g.a("MOVQ ldv+24(FP), R8")
+	g.a("SHLQ $2, R8")
+	g.a("MOVQ rows+32(FP), R9")
+	g.a("MOVQ n+40(FP), CX")
+	bcast := is.reg(8)
+	// chunk emits one column chunk of nv vectors (the last masked if asked).
+	chunk := func(nv int, masked bool) {
+		z, k := "", ""
+		if masked {
+			z, k = ".Z", "K1, "
+		}
+		for c := 0; c < nv; c++ {
+			g.a("VMOVUPS%s %d(DI), %s%s", z, c*is.lanes*4, k, is.reg(c))
+		}
+		g.a("MOVQ DX, R10")
+		g.a("MOVQ SI, R11")
+		g.a("MOVQ R9, R12")
+		loop, done := g.newLabel("rows_"), g.newLabel("rowsdone_")
+		g.label(loop)
+		g.a("TESTQ R12, R12")
+		g.a("JEQ %s", done)
+		g.a("VBROADCASTSS (R11), %s", bcast)
+		for c := 0; c < nv; c++ {
+			if masked {
+				g.a("VMOVUPS.Z %d(R10), K1, %s", c*is.lanes*4, is.reg(9))
+				g.a("VFMADD231PS %s, %s, %s", is.reg(9), bcast, is.reg(c))
+			} else {
+				g.a("VFMADD231PS %d(R10), %s, %s", c*is.lanes*4, bcast, is.reg(c))
+			}
+		}
+		g.a("ADDQ R8, R10")
+		g.a("ADDQ $4, R11")
+		g.a("DECQ R12")
+		g.a("JMP %s", loop)
+		g.label(done)
+		for c := 0; c < nv; c++ {
+			g.a("VMOVUPS %s, %s%d(DI)", is.reg(c), k, c*is.lanes*4)
+		}
+		g.a("ADDQ $%d, DI", nv*is.lanes*4)
+		g.a("ADDQ $%d, DX", nv*is.lanes*4)
+	}
+	loop4, loop1, tail, ret := g.newLabel("cols4_"), g.newLabel("cols1_"), g.newLabel("colstail_"), g.newLabel("ret_")
+	g.label(loop4)
+	g.a("CMPQ CX, $%d", 4*is.lanes)
+	g.a("JLT %s", loop1)
+	chunk(4, false)
+	g.a("SUBQ $%d, CX", 4*is.lanes)
+	g.a("JMP %s", loop4)
+	g.label(loop1)
+	g.a("CMPQ CX, $%d", is.lanes)
+	g.a("JLT %s", tail)
+	chunk(1, false)
+	g.a("SUBQ $%d, CX", is.lanes)
+	g.a("JMP %s", loop1)
+	g.label(tail)
+	if is.masked {
+		g.a("TESTQ CX, CX")
+		g.a("JEQ %s", ret)
+		g.a("MOVL $1, R14")
+		g.a("SHLL CX, R14")
+		g.a("DECL R14")
+		g.a("KMOVW R14, K1")
+		chunk(1, true)
+	}
+	g.label(ret)
+	g.a("VZEROUPPER")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
 func main() {
 	out := flag.String("dir", ".", "directory of package kernels")
 	flag.Parse()
@@ -537,6 +621,7 @@ func main() {
 			g.dot(is, dt)
 		}
 		g.streams(is)
+		g.axpyRows(is)
 	}
 	g.g.WriteString(tables.String())
 	src, err := format.Source(g.g.Bytes())
