@@ -65,30 +65,37 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 }
 
 // attentionGroups is the fast path for heads of 16 or more dimensions. A
-// task is one query and one KV head: the query heads that share the KV head
-// score the keys together as one strided matrix product (a tile reuses each
-// key row across up to six heads) and then sum the value rows with their
-// weights held in registers (AxpyRows). The prefix is one call and each run
-// of tree keys the query sees is another; hidden keys are skipped. A score
-// does not depend on the call it is computed in (MatMulStridedF32), the
-// softmax and the weighted sum visit the visible keys in cache order, and
-// splitting AxpyRows between calls does not change its sums, so a token's
-// output is the same whatever else its pass holds.
+// task is one query and one KV head. The query heads that share the KV head
+// (pre-scaled) score the prefix and each run of tree keys they see as one
+// strided matrix product (a tile reuses each key row across up to six
+// heads), packing the scores of the visible keys together; the softmax runs
+// vectorised over them; then the value rows are summed into the outputs
+// held in registers, each row loaded once for up to four heads (AxpyRows).
+//
+// A token's output must not depend on what else its pass holds: decoded
+// alone after its accepted ancestors, it sees the same keys in the same
+// order. So scores do not depend on the call they are computed in
+// (MatMulStridedF32), the packed scores of a tree token equal those of the
+// decoded token (ExpSum's order depends on the length alone), and AxpyRows
+// gives the same sums however its rows are split between calls.
 func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, rowLen, stride := heads/kvh, past+n, kvh*d
 	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(w, lo, hi int) {
-		sc := b.scratch(w, group*rowLen)
+		sc := b.scratch(w, group*rowLen+group*d) // scores [group, rowLen], then the scaled queries
+		qs := sc[group*rowLen:]
 		for t := lo; t < hi; t++ {
 			qi, g := t/kvh, t%kvh
 			h0 := qi*heads + g*group // the group's first query row
-			qs := q[h0*d : (h0+group)*d]
+			copy(qs, q[h0*d:(h0+group)*d])
+			kernels.Scale(qs, scale)
 			kg, vg := k[g*d:], v[g*d:]
-			// runs calls f for the prefix and each run of visible tree keys,
-			// as cache rows [from, to).
-			runs := func(f func(from, to int)) {
+			// runs calls f for the prefix and each run of visible tree keys:
+			// cache rows [from, to), whose scores go to columns at...
+			runs := func(f func(from, to, at int)) int {
 				if past > 0 {
-					f(0, past)
+					f(0, past, 0)
 				}
+				at := past
 				for j := 0; j <= qi; {
 					if int(end[j]) < qi {
 						j++
@@ -98,34 +105,29 @@ func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, k
 					for j <= qi && int(end[j]) >= qi {
 						j++
 					}
-					f(past+from, past+j)
+					f(past+from, past+j, at)
+					at += j - from
 				}
+				return at
 			}
-			last := past + qi + 1
-			for i := range group {
-				row := sc[i*rowLen : i*rowLen+last]
-				for j := range row {
-					row[j] = float32(math.Inf(-1)) // hidden until scored
-				}
-			}
-			runs(func(from, to int) {
-				kernels.MatMulStridedF32(sc[from:], rowLen, qs, d, group, kg[from*stride:], stride, to-from, d)
+			seen := runs(func(from, to, at int) {
+				kernels.MatMulStridedF32(sc[at:], rowLen, qs, d, group, kg[from*stride:], stride, to-from, d)
 			})
 			for i := range group {
-				row := sc[i*rowLen : i*rowLen+last]
+				row := sc[i*rowLen : i*rowLen+seen]
 				mx := float32(math.Inf(-1))
-				for r, s := range row {
-					s *= scale
-					row[r] = s
+				for _, s := range row {
 					if s > mx {
 						mx = s
 					}
 				}
-				kernels.Scale(row, 1/b.softmax(row, mx))
-				yv := y[(h0+i)*d : (h0+i+1)*d]
-				clear(yv)
-				runs(func(from, to int) { kernels.AxpyRows(yv, row[from:to], vg[from*stride:], stride) })
+				kernels.Scale(row, 1/kernels.ExpSum(row, mx))
 			}
+			yg := y[h0*d : (h0+group)*d]
+			clear(yg)
+			runs(func(from, to, at int) {
+				kernels.AxpyRows(yg, d, group, d, sc[at:], rowLen, to-from, vg[from*stride:], stride)
+			})
 		}
 	})
 }

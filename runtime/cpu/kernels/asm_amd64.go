@@ -137,7 +137,19 @@ func cvtBF16F32_avx2(dst *float32, src *uint16, n int)
 func cvtF32F16_avx2(dst *uint16, src *float32, n int)
 
 //go:noescape
-func axpyRows_avx2(y *float32, p *float32, v *float32, ldv int, rows int, n int)
+func expSum_avx2(x *float32, n int, mx float32) float32
+
+//go:noescape
+func axpyRows1_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows2_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows3_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows4_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 
 //go:noescape
 func tileF32_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
@@ -380,7 +392,19 @@ func cvtBF16F32_avx512(dst *float32, src *uint16, n int)
 func cvtF32F16_avx512(dst *uint16, src *float32, n int)
 
 //go:noescape
-func axpyRows_avx512(y *float32, p *float32, v *float32, ldv int, rows int, n int)
+func expSum_avx512(x *float32, n int, mx float32) float32
+
+//go:noescape
+func axpyRows1_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows2_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows3_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRows4_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
 var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
@@ -401,6 +425,14 @@ var tilesBF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, 
 	1: {1: tileBF16_avx2_1x1, 2: tileBF16_avx2_1x2, 3: tileBF16_avx2_1x3, 4: tileBF16_avx2_1x4},
 	2: {1: tileBF16_avx2_2x1, 2: tileBF16_avx2_2x2, 3: tileBF16_avx2_2x3, 4: tileBF16_avx2_2x4},
 	3: {1: tileBF16_avx2_3x1, 2: tileBF16_avx2_3x2, 3: tileBF16_avx2_3x3, 4: tileBF16_avx2_3x4},
+}
+
+// axpyRows_avx2[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).
+var axpyRows_avx2 = [5]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){
+	1: axpyRows1_avx2,
+	2: axpyRows2_avx2,
+	3: axpyRows3_avx2,
+	4: axpyRows4_avx2,
 }
 
 // tilesF32_avx512[mr][nr] computes an mr×nr tile (mr ≤ 6, nr ≤ 4).
@@ -431,4 +463,12 @@ var tilesBF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int
 	4: {1: tileBF16_avx512_4x1, 2: tileBF16_avx512_4x2, 3: tileBF16_avx512_4x3, 4: tileBF16_avx512_4x4},
 	5: {1: tileBF16_avx512_5x1, 2: tileBF16_avx512_5x2, 3: tileBF16_avx512_5x3, 4: tileBF16_avx512_5x4},
 	6: {1: tileBF16_avx512_6x1, 2: tileBF16_avx512_6x2, 3: tileBF16_avx512_6x3, 4: tileBF16_avx512_6x4},
+}
+
+// axpyRows_avx512[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).
+var axpyRows_avx512 = [5]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){
+	1: axpyRows1_avx512,
+	2: axpyRows2_avx512,
+	3: axpyRows3_avx512,
+	4: axpyRows4_avx512,
 }

@@ -25,6 +25,7 @@ var Generic = Set{
 	Axpy:             axpyGeneric,
 	AxpyRows:         axpyRowsGeneric,
 	Scale:            scaleGeneric,
+	ExpSum:           expSumGeneric,
 	SumSquares:       sumSquaresGeneric,
 	ConvertF16ToF32:  convertF16ToF32Generic,
 	ConvertF32ToF16:  convertF32ToF16Generic,
@@ -203,13 +204,38 @@ func axpy(y []float32, a float32, x []float32) {
 	}
 }
 
-func axpyRowsGeneric(y, p, v []float32, ldv int) {
-	if !checkAxpyRows(len(y), len(p), len(v), ldv) {
+func axpyRowsGeneric(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int) {
+	if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(v), ldv) {
 		return
 	}
-	for r, a := range p {
-		axpy(y, a, v[r*ldv:r*ldv+len(y)])
+	for i := range m {
+		for r, a := range p[i*ldp : i*ldp+rows] {
+			axpy(y[i*ldy:i*ldy+d], a, v[r*ldv:r*ldv+d])
+		}
 	}
+}
+
+func expSumGeneric(x []float32, mx float32) float32 {
+	var sum float32
+	for i, v := range x {
+		e := expf(v - mx)
+		x[i] = e
+		sum += e
+	}
+	return sum
+}
+
+// expf is e^x for x <= 0, 0 below -87 or for NaN: the algorithm of the
+// expSum kernels (internal/asmgen's expConsts) in scalar Go.
+func expf(x float32) float32 {
+	if !(x >= -87) {
+		return 0
+	}
+	y := x*1.442695041 + 12582912 // 1.5·2^23: rounds x·log2(e) to an integer
+	n := y - 12582912
+	r := x - n*0.693145752 - n*1.42860677e-6
+	p := (((((r*(1.0/720)+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
+	return p * math.Float32frombits(uint32(int32(math.Float32bits(y))-0x4B400000+127)<<23)
 }
 
 func scaleGeneric(x []float32, a float32) {

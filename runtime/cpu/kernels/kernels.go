@@ -20,8 +20,9 @@ type Set struct {
 	// MatMulStridedF32 is documented at the package-level function.
 	MatMulStridedF32 func(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int)
 	Axpy             func(y []float32, a float32, x []float32)
-	AxpyRows         func(y, p, v []float32, ldv int)
+	AxpyRows         func(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int)
 	Scale            func(x []float32, a float32)
+	ExpSum           func(x []float32, mx float32) float32
 	SumSquares       func(x []float32) float32
 
 	ConvertF16ToF32  func(dst []float32, src []uint16)
@@ -92,15 +93,25 @@ func MatMulStridedF32(y []float32, ldy int, x []float32, ldx, m int, w []float32
 // Axpy sets y[i] += a*x[i]. It panics unless len(y) == len(x).
 func Axpy(y []float32, a float32, x []float32) { active.Axpy(y, a, x) }
 
-// AxpyRows adds rows of v weighted by p to y: for r = 0, 1, ..., len(p)-1
-// in order, y[j] += p[r]*v[r*ldv+j] for j < len(y), each term rounded as
-// Axpy rounds it, so the result equals len(p) calls of Axpy (y stays in
-// registers between rows). It panics unless ldv ≥ len(y) and v holds the
-// last row.
-func AxpyRows(y, p, v []float32, ldv int) { active.AxpyRows(y, p, v, ldv) }
+// AxpyRows adds weighted rows of v to m rows of y: for r = 0, 1, ...,
+// rows-1 in order, y[i*ldy+j] += p[i*ldp+r]*v[r*ldv+j] for i < m, j < d,
+// each term rounded as Axpy rounds it, so every row of y ends as rows calls
+// of Axpy would leave it (y stays in registers meanwhile, and each row of v
+// is loaded once for several rows of y). It panics unless the strides are
+// at least the widths and the slices hold their last rows.
+func AxpyRows(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int) {
+	active.AxpyRows(y, ldy, m, d, p, ldp, rows, v, ldv)
+}
 
 // Scale sets x[i] *= a.
 func Scale(x []float32, a float32) { active.Scale(x, a) }
+
+// ExpSum sets x[i] = e^(x[i]-mx), within 3e-7 relative, or 0 where
+// x[i]-mx < -87 or is NaN, and returns the sum of the results, added in an
+// order that depends on len(x) alone (not on x's address): a softmax over
+// the same values gives the same bits wherever they are stored. mx is
+// meant to be max(x), so that every exponent is at most 0.
+func ExpSum(x []float32, mx float32) float32 { return active.ExpSum(x, mx) }
 
 // SumSquares returns Σ x[i]*x[i].
 func SumSquares(x []float32) float32 { return active.SumSquares(x) }
@@ -134,12 +145,16 @@ func checkMatVec(op string, ny, nw, nx int) {
 
 // checkAxpyRows validates an AxpyRows call and reports whether there is
 // anything to do.
-func checkAxpyRows(ny, np, nv, ldv int) bool {
-	if ny == 0 || np == 0 {
+func checkAxpyRows(ny, ldy, m, d, np, ldp, rows, nv, ldv int) bool {
+	if m < 0 || d < 0 || rows < 0 {
+		panic(fmt.Sprintf("kernels: AxpyRows: negative size m=%d d=%d rows=%d", m, d, rows))
+	}
+	if m == 0 || d == 0 || rows == 0 {
 		return false
 	}
-	if ldv < ny || nv < (np-1)*ldv+ny {
-		panic(fmt.Sprintf("kernels: AxpyRows: %d rows of %d (ldv %d) do not fit v of %d", np, ny, ldv, nv))
+	if ldy < d || ldp < rows || ldv < d || ny < (m-1)*ldy+d || np < (m-1)*ldp+rows || nv < (rows-1)*ldv+d {
+		panic(fmt.Sprintf("kernels: AxpyRows: %d rows of y (len %d, ld %d, width %d), p (len %d, ld %d), %d rows of v (len %d, ld %d)",
+			m, ny, ldy, d, np, ldp, rows, nv, ldv))
 	}
 	return true
 }

@@ -38,6 +38,10 @@ type tiler[T elem] struct {
 
 const nrMax = 4
 
+// axpyRowsMax is the most rows of y one generated axpyRows kernel updates
+// (internal/asmgen's constant of the same name).
+const axpyRowsMax = 4
+
 // matMul computes y = x·wᵀ for x [m, k] and w [n, k] with row strides ldx
 // and ldw (see MatMulF32 and MatMulStridedF32); the arguments have been
 // checked. Tiles cover w in blocks of nrMax rows (the kernels prefetch the
@@ -126,8 +130,9 @@ var (
 type vecKernels struct {
 	align     int
 	axpy      func(y *float32, x *float32, n int, a float32)
-	axpyRows  func(y, p, v *float32, ldv, rows, n int)
+	axpyRows  *[axpyRowsMax + 1]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 	scale     func(x *float32, n int, a float32)
+	expSum    func(x *float32, n int, mx float32) float32
 	cvtF16F32 func(dst *float32, src *uint16, n int)
 	cvtBF16   func(dst *float32, src *uint16, n int)
 	cvtF32F16 func(dst *uint16, src *float32, n int)
@@ -184,19 +189,30 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			}
 			axpy(y[b:], a, x[b:])
 		},
-		AxpyRows: func(y, p, vs []float32, ldv int) {
-			if !checkAxpyRows(len(y), len(p), len(vs), ldv) {
+		AxpyRows: func(y []float32, ldy, m, d int, p []float32, ldp, rows int, vs []float32, ldv int) {
+			if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
 				return
 			}
-			b := v.body(len(y))
-			if b > 0 {
-				v.axpyRows(&y[0], &p[0], &vs[0], ldv, len(p), b)
+			b := v.body(d)
+			for i0 := 0; i0 < m && b > 0; i0 += axpyRowsMax {
+				mr := min(axpyRowsMax, m-i0)
+				v.axpyRows[mr](&y[i0*ldy], ldy, &p[i0*ldp], ldp, &vs[0], ldv, rows, b)
 			}
-			if b < len(y) { // the columns the kernel leaves, as Axpy does its tail
-				for r, a := range p {
-					axpy(y[b:], a, vs[r*ldv+b:r*ldv+len(y)])
+			if b < d { // the columns the kernels leave, as Axpy does its tail
+				for i := range m {
+					for r, a := range p[i*ldp : i*ldp+rows] {
+						axpy(y[i*ldy+b:i*ldy+d], a, vs[r*ldv+b:r*ldv+d])
+					}
 				}
 			}
+		},
+		ExpSum: func(x []float32, mx float32) float32 {
+			b := v.body(len(x))
+			var sum float32
+			if b > 0 {
+				sum = v.expSum(&x[0], b, mx)
+			}
+			return sum + expSumGeneric(x[b:], mx)
 		},
 		Scale: func(x []float32, a float32) {
 			b := v.body(len(x))
@@ -237,11 +253,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 
 var (
 	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
-		align: 1, axpy: axpy_avx512, axpyRows: axpyRows_avx512, scale: scale_avx512,
+		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, expSum: expSum_avx512, scale: scale_avx512,
 		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
 	})
 	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
-		align: 8, axpy: axpy_avx2, axpyRows: axpyRows_avx2, scale: scale_avx2,
+		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, expSum: expSum_avx2, scale: scale_avx2,
 		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
 	})
 )

@@ -522,26 +522,83 @@ func TestMatMulStrided(t *testing.T) {
 	}
 }
 
-// AxpyRows must equal one Axpy per row, bit for bit, in every Set, for
-// widths around the vector and chunk sizes and strides that skip elements.
+// AxpyRows must leave every row of y as one Axpy per row of v would, bit
+// for bit, in every Set, for 1 to 9 rows of y, widths around the vector and
+// chunk sizes, and strides that skip elements.
 func TestAxpyRows(t *testing.T) {
 	r := newRand(t)
 	for _, s := range Sets() {
 		for _, d := range []int{1, 7, 8, 15, 16, 17, 33, 63, 64, 65, 80, 128, 129, 200} {
-			for _, rows := range []int{0, 1, 2, 5, 40} {
-				ldv := d + r.IntN(70)
-				p, v := randF32(r, rows, r.IntN(3)), randF32(r, max(0, (rows-1)*ldv+d), r.IntN(3))
-				y, want := randF32(r, d, r.IntN(3)), make([]float32, d)
-				copy(want, y)
-				for i, a := range p {
-					s.Axpy(want, a, v[i*ldv:i*ldv+d])
-				}
-				s.AxpyRows(y, p, v, ldv)
-				for j := range want {
-					if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("%s d=%d rows=%d ldv=%d: y[%d] = %v, Axpy per row %v", s.Name, d, rows, ldv, j, y[j], want[j])
+			for _, sz := range [][2]int{{1, 0}, {1, 1}, {2, 5}, {3, 2}, {4, 40}, {5, 7}, {8, 33}, {9, 3}} {
+				m, rows := sz[0], sz[1]
+				ldy, ldp, ldv := d+r.IntN(3), rows+r.IntN(4), d+r.IntN(70)
+				p := randF32(r, (m-1)*ldp+rows, r.IntN(3))
+				v := randF32(r, max(0, (rows-1)*ldv+d), r.IntN(3))
+				y := randF32(r, (m-1)*ldy+d, r.IntN(3))
+				want := append([]float32(nil), y...)
+				for i := range m {
+					for k := range rows {
+						s.Axpy(want[i*ldy:i*ldy+d], p[i*ldp+k], v[k*ldv:k*ldv+d])
 					}
 				}
+				s.AxpyRows(y, ldy, m, d, p, ldp, rows, v, ldv)
+				for j := range want {
+					if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s m=%d d=%d rows=%d ldy=%d ldp=%d ldv=%d: y[%d] = %v, Axpy per row %v", s.Name, m, d, rows, ldy, ldp, ldv, j, y[j], want[j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// ExpSum: every value within 3e-7 of e^(x-mx) relative (and exactly 0 below
+// -87, for -Inf and NaN), the sum within float rounding of the exact sum,
+// and the same bits for the same values at any address.
+func TestExpSum(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, n := range testLengths {
+			x := randF32(r, n, r.IntN(3))
+			for i := range x {
+				x[i] = x[i] * 30
+			}
+			if n > 3 {
+				x[0], x[1], x[2] = float32(math.Inf(-1)), float32(math.NaN()), -200
+			}
+			mx := float32(math.Inf(-1))
+			for _, v := range x {
+				if v > mx {
+					mx = v
+				}
+			}
+			got := append([]float32(nil), x...)
+			sum := s.ExpSum(got, mx)
+			var want float64
+			for i, v := range x {
+				d := float64(v - mx) // the kernel exponentiates the float32 difference
+				e := 0.0
+				if d >= -87 {
+					e = math.Exp(d)
+				}
+				want += e
+				if e == 0 {
+					if got[i] != 0 {
+						t.Fatalf("%s n=%d: exp(%v - %v) = %v, want 0", s.Name, n, v, mx, got[i])
+					}
+					continue
+				}
+				if rel := math.Abs(float64(got[i])-e) / e; rel > 3e-7 {
+					t.Fatalf("%s n=%d: exp(%v - %v) = %v, want %v (rel %g)", s.Name, n, v, mx, got[i], e, rel)
+				}
+			}
+			if math.Abs(float64(sum)-want) > 1e-6*want+1e-30 {
+				t.Fatalf("%s n=%d: sum %v, want %v", s.Name, n, sum, want)
+			}
+			moved := misaligned[float32](n, 2)
+			copy(moved, x)
+			if sum2 := s.ExpSum(moved, mx); math.Float32bits(sum2) != math.Float32bits(sum) {
+				t.Fatalf("%s n=%d: sum %v at another address, %v here", s.Name, n, sum2, sum)
 			}
 		}
 	}

@@ -41,6 +41,9 @@ type dtype struct {
 	size   int // bytes per element
 }
 
+// axpyRowsMax is the most rows of y one axpyRows kernel updates.
+const axpyRowsMax = 4
+
 var dtypes = []dtype{{"F32", "float32", 4}, {"F16", "uint16", 2}, {"BF16", "uint16", 2}}
 
 type gen struct {
@@ -504,33 +507,59 @@ func (g *gen) streams(is isa) {
 		})
 }
 
-// axpyRows writes axpyRows_<isa>(y, p, v *float32, ldv, rows, n int):
-// y[j] += p[r]·v[r·ldv+j] for r = 0..rows-1 in order, j < n, one FMA per
-// term, as axpy rounds it. Columns go in chunks of four vectors held in
-// registers across all rows, then single vectors, then (AVX-512) a masked
-// tail; AVX2 handles n rounded down to a multiple of 8.
-func (g *gen) axpyRows(is isa) {
-	name := "axpyRows_" + is.name
-	args := "y *float32, p *float32, v *float32, ldv int, rows int, n int"
+// axpyRows writes axpyRows<mr>_<isa>(y, ldy, p, ldp, v, ldv, rows, n):
+// for r = 0..rows-1 in order, y[i·ldy+j] += p[i·ldp+r]·v[r·ldv+j] for
+// i < mr, j < n, one FMA per term, as axpy rounds it. Each row of v is
+// loaded once for the mr rows of y. Columns go in chunks of cv vectors held
+// in registers across all rows of v, then single vectors, then (AVX-512) a
+// masked tail; AVX2 handles n rounded down to a multiple of 8.
+func (g *gen) axpyRows(is isa, mr int) string {
+	cv := 4
+	if !is.masked {
+		cv = 2
+	}
+	name := fmt.Sprintf("axpyRows%d_%s", mr, is.name)
+	args := "y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int"
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
 	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
-	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
 	g.a("MOVQ y+0(FP), DI")
-	g.a("MOVQ p+8(FP), SI")
-	g.a("MOVQ v+16(FP), DX")
-	g.a("MOVQ ldv+24(FP), R8")
+	g.a("MOVQ ldy+8(FP), BX")
+	g.a("SHLQ $2, BX")
+	g.a("LEAQ (BX)(BX*2), AX")
+	g.a("MOVQ p+16(FP), SI")
+	g.a("MOVQ ldp+24(FP), R13")
+	g.a("SHLQ $2, R13")
+	g.a("LEAQ (R13)(R13*2), R14")
+	g.a("MOVQ v+32(FP), DX")
+	g.a("MOVQ ldv+40(FP), R8")
 	g.a("SHLQ $2, R8")
-	g.a("MOVQ rows+32(FP), R9")
-	g.a("MOVQ n+40(FP), CX")
-	bcast := is.reg(8)
-	// chunk emits one column chunk of nv vectors (the last masked if asked).
+	g.a("MOVQ rows+48(FP), R9")
+	g.a("MOVQ n+56(FP), CX")
+	// row i of y and of p, by base register.
+	rowAddr := func(base string, i int) string {
+		switch i {
+		case 0:
+			return "(" + base + ")"
+		case 1, 2:
+			st := map[string]string{"DI": "BX", "R11": "R13"}[base]
+			return fmt.Sprintf("(%s)(%s*%d)", base, st, i)
+		}
+		st := map[string]string{"DI": "AX", "R11": "R14"}[base]
+		return fmt.Sprintf("(%s)(%s*1)", base, st)
+	}
 	chunk := func(nv int, masked bool) {
 		z, k := "", ""
 		if masked {
 			z, k = ".Z", "K1, "
 		}
-		for c := 0; c < nv; c++ {
-			g.a("VMOVUPS%s %d(DI), %s%s", z, c*is.lanes*4, k, is.reg(c))
+		acc := func(i, c int) string { return is.reg(i*nv + c) }
+		vr := func(c int) string { return is.reg(mr*nv + c) }
+		bcast := is.reg(mr*nv + nv)
+		for i := 0; i < mr; i++ {
+			for c := 0; c < nv; c++ {
+				g.a("VMOVUPS%s %d%s, %s%s", z, c*is.lanes*4, rowAddr("DI", i), k, acc(i, c))
+			}
 		}
 		g.a("MOVQ DX, R10")
 		g.a("MOVQ SI, R11")
@@ -539,13 +568,13 @@ func (g *gen) axpyRows(is isa) {
 		g.label(loop)
 		g.a("TESTQ R12, R12")
 		g.a("JEQ %s", done)
-		g.a("VBROADCASTSS (R11), %s", bcast)
 		for c := 0; c < nv; c++ {
-			if masked {
-				g.a("VMOVUPS.Z %d(R10), K1, %s", c*is.lanes*4, is.reg(9))
-				g.a("VFMADD231PS %s, %s, %s", is.reg(9), bcast, is.reg(c))
-			} else {
-				g.a("VFMADD231PS %d(R10), %s, %s", c*is.lanes*4, bcast, is.reg(c))
+			g.a("VMOVUPS%s %d(R10), %s%s", z, c*is.lanes*4, k, vr(c))
+		}
+		for i := 0; i < mr; i++ {
+			g.a("VBROADCASTSS %s, %s", rowAddr("R11", i), bcast)
+			for c := 0; c < nv; c++ {
+				g.a("VFMADD231PS %s, %s, %s", vr(c), bcast, acc(i, c))
 			}
 		}
 		g.a("ADDQ R8, R10")
@@ -553,19 +582,21 @@ func (g *gen) axpyRows(is isa) {
 		g.a("DECQ R12")
 		g.a("JMP %s", loop)
 		g.label(done)
-		for c := 0; c < nv; c++ {
-			g.a("VMOVUPS %s, %s%d(DI)", is.reg(c), k, c*is.lanes*4)
+		for i := 0; i < mr; i++ {
+			for c := 0; c < nv; c++ {
+				g.a("VMOVUPS %s, %s%d%s", acc(i, c), k, c*is.lanes*4, rowAddr("DI", i))
+			}
 		}
 		g.a("ADDQ $%d, DI", nv*is.lanes*4)
 		g.a("ADDQ $%d, DX", nv*is.lanes*4)
 	}
-	loop4, loop1, tail, ret := g.newLabel("cols4_"), g.newLabel("cols1_"), g.newLabel("colstail_"), g.newLabel("ret_")
-	g.label(loop4)
-	g.a("CMPQ CX, $%d", 4*is.lanes)
+	loopN, loop1, tail, ret := g.newLabel("colsN_"), g.newLabel("cols1_"), g.newLabel("colstail_"), g.newLabel("ret_")
+	g.label(loopN)
+	g.a("CMPQ CX, $%d", cv*is.lanes)
 	g.a("JLT %s", loop1)
-	chunk(4, false)
-	g.a("SUBQ $%d, CX", 4*is.lanes)
-	g.a("JMP %s", loop4)
+	chunk(cv, false)
+	g.a("SUBQ $%d, CX", cv*is.lanes)
+	g.a("JMP %s", loopN)
 	g.label(loop1)
 	g.a("CMPQ CX, $%d", is.lanes)
 	g.a("JLT %s", tail)
@@ -576,14 +607,137 @@ func (g *gen) axpyRows(is isa) {
 	if is.masked {
 		g.a("TESTQ CX, CX")
 		g.a("JEQ %s", ret)
-		g.a("MOVL $1, R14")
-		g.a("SHLL CX, R14")
-		g.a("DECL R14")
-		g.a("KMOVW R14, K1")
+		g.a("MOVL $1, R12")
+		g.a("SHLL CX, R12")
+		g.a("DECL R12")
+		g.a("KMOVW R12, K1")
 		chunk(1, true)
 	}
 	g.label(ret)
 	g.a("VZEROUPPER")
+	g.a("RET")
+	g.s.WriteString("\n")
+	return name
+}
+
+// expConsts are the constants of expSum, in expconst<> at 4-byte offsets:
+// e^x = 2^n·e^r with n = round(x·log2 e) (by the 1.5·2^23 trick) and
+// r = x - n·ln2 (ln2 split in two so r is exact), e^r by its degree-6
+// Taylor polynomial, 2^n built in the exponent bits; below -87 the result is 0.
+var expConsts = []struct {
+	name string
+	bits uint32
+}{
+	{"min", 0xc2ae0000},   // -87
+	{"log2e", 0x3fb8aa3b}, // 1.442695041
+	{"magic", 0x4b400000}, // 1.5·2^23
+	{"ln2hi", 0x3f317200}, // 0.693145752
+	{"ln2lo", 0x35bfbe8e}, // 1.42860677e-6
+	{"c6", 0x3ab60b61},    // 1/720
+	{"c5", 0x3c088889},    // 1/120
+	{"c4", 0x3d2aaaab},    // 1/24
+	{"c3", 0x3e2aaaab},    // 1/6
+	{"c2", 0x3f000000},    // 1/2
+	{"one", 0x3f800000},   // 1
+	{"bias", 0x4b3fff81},  // bits(1.5·2^23) - 127, as an integer
+}
+
+func expConst(name string) string {
+	for i, c := range expConsts {
+		if c.name == name {
+			return fmt.Sprintf("expconst<>+%d(SB)", 4*i)
+		}
+	}
+	panic(name)
+}
+
+// expSum writes expSum_<isa>(x *float32, n int, mx float32) float32: x[i]
+// = e^(x[i]-mx) (0 where x[i]-mx < -87 or is NaN), returning their sum in
+// one vector accumulator, reduced at the end: the order of the additions
+// depends on n alone. AVX2 handles n rounded down to a multiple of 8.
+func (g *gen) expSum(is isa) {
+	name := "expSum_" + is.name
+	args := "x *float32, n int, mx float32"
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s) float32\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s) float32\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-28\n", name)
+	acc, x, t, y, nn, p, mx, msk := is.reg(0), is.reg(1), is.reg(2), is.reg(3), is.reg(4), is.reg(5), is.reg(6), is.reg(7)
+	g.a("MOVQ x+0(FP), DI")
+	g.a("MOVQ n+8(FP), CX")
+	g.a("VBROADCASTSS mx+16(FP), %s", mx)
+	g.a("VXORPS %s, %s, %s", acc, acc, acc)
+	body := func(masked bool) {
+		g.a("VSUBPS %s, %s, %s", mx, x, x) // x - mx
+		g.a("VBROADCASTSS %s, %s", expConst("min"), t)
+		if is.masked {
+			g.a("VCMPPS $0x1d, %s, %s, K2", t, x) // x >= -87, false for NaN
+		} else {
+			g.a("VCMPPS $0x1d, %s, %s, %s", t, x, msk)
+		}
+		g.a("VBROADCASTSS %s, %s", expConst("log2e"), t)
+		g.a("VBROADCASTSS %s, %s", expConst("magic"), y)
+		g.a("VFMADD231PS %s, %s, %s", t, x, y) // y = x·log2e + magic
+		g.a("VBROADCASTSS %s, %s", expConst("magic"), t)
+		g.a("VSUBPS %s, %s, %s", t, y, nn) // n = y - magic
+		g.a("VBROADCASTSS %s, %s", expConst("ln2hi"), t)
+		g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r = x - n·ln2hi
+		g.a("VBROADCASTSS %s, %s", expConst("ln2lo"), t)
+		g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r -= n·ln2lo
+		g.a("VBROADCASTSS %s, %s", expConst("c6"), p)
+		for _, c := range []string{"c5", "c4", "c3", "c2", "one", "one"} {
+			g.a("VBROADCASTSS %s, %s", expConst(c), t)
+			g.a("VFMADD213PS %s, %s, %s", t, x, p) // p = p·r + c
+		}
+		g.a("VBROADCASTSS %s, %s", expConst("bias"), t)
+		g.a("VPSUBD %s, %s, %s", t, y, y) // n + 127
+		g.a("VPSLLD $23, %s, %s", y, y)   // 2^n
+		if is.masked {
+			g.a("VMULPS.Z %s, %s, K2, %s", y, p, x)
+		} else {
+			g.a("VMULPS %s, %s, %s", y, p, x)
+			g.a("VANDPS %s, %s, %s", msk, x, x)
+		}
+		if masked {
+			g.a("VMOVUPS %s, K1, (DI)", x)
+			g.a("VADDPS %s, %s, K1, %s", x, acc, acc)
+		} else {
+			g.a("VMOVUPS %s, (DI)", x)
+			g.a("VADDPS %s, %s, %s", x, acc, acc)
+		}
+	}
+	loop, tail, reduce := g.newLabel("exp_"), g.newLabel("exptail_"), g.newLabel("expreduce_")
+	g.label(loop)
+	g.a("CMPQ CX, $%d", is.lanes)
+	g.a("JLT %s", tail)
+	g.a("VMOVUPS (DI), %s", x)
+	body(false)
+	g.a("ADDQ $%d, DI", is.lanes*4)
+	g.a("SUBQ $%d, CX", is.lanes)
+	g.a("JMP %s", loop)
+	g.label(tail)
+	if is.masked {
+		g.a("TESTQ CX, CX")
+		g.a("JEQ %s", reduce)
+		g.a("MOVL $1, R12")
+		g.a("SHLL CX, R12")
+		g.a("DECL R12")
+		g.a("KMOVW R12, K1")
+		g.a("VMOVUPS.Z (DI), K1, %s", x)
+		body(true)
+	}
+	g.label(reduce)
+	if is.masked {
+		g.a("VEXTRACTF64X4 $1, Z0, Y1")
+		g.a("VADDPS Y1, Y0, Y0")
+	}
+	g.a("VEXTRACTF128 $1, Y0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVHLPS X0, X0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVSHDUP X0, X1")
+	g.a("VADDSS X1, X0, X0")
+	g.a("VZEROUPPER")
+	g.a("MOVSS X0, ret+24(FP)")
 	g.a("RET")
 	g.s.WriteString("\n")
 }
@@ -602,6 +756,11 @@ func main() {
 		fmt.Fprintf(&g.s, "DATA tailmask<>+%d(SB)/4, $%s\n", 4*i, v)
 	}
 	g.s.WriteString("GLOBL tailmask<>(SB), RODATA|NOPTR, $32\n\n")
+	g.s.WriteString("// expconst<>: the constants of expSum (see expConsts in internal/asmgen).\n")
+	for i, c := range expConsts {
+		fmt.Fprintf(&g.s, "DATA expconst<>+%d(SB)/4, $0x%08x // %s\n", 4*i, c.bits, c.name)
+	}
+	fmt.Fprintf(&g.s, "GLOBL expconst<>(SB), RODATA|NOPTR, $%d\n\n", 4*len(expConsts))
 	g.g.WriteString("// Code generated by internal/asmgen; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage kernels\n\n")
 	var tables strings.Builder
 	for _, is := range isas {
@@ -621,7 +780,13 @@ func main() {
 			g.dot(is, dt)
 		}
 		g.streams(is)
-		g.axpyRows(is)
+		g.expSum(is)
+		fmt.Fprintf(&tables, "// axpyRows_%s[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ %d).\n", is.name, axpyRowsMax)
+		fmt.Fprintf(&tables, "var axpyRows_%s = [%d]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){\n", is.name, axpyRowsMax+1)
+		for mr := 1; mr <= axpyRowsMax; mr++ {
+			fmt.Fprintf(&tables, "%d: %s,\n", mr, g.axpyRows(is, mr))
+		}
+		tables.WriteString("}\n\n")
 	}
 	g.g.WriteString(tables.String())
 	src, err := format.Source(g.g.Bytes())
