@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 )
 
@@ -85,12 +86,12 @@ func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPE) error {
 // sigmoid is 1/(1+e^-x) with math.Exp, for the reference backend.
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
-// fastSigmoid is sigmoid through expf, which only takes x <= 0.
+// fastSigmoid is sigmoid through kernels.Expf, which only takes x <= 0.
 func fastSigmoid(x float32) float32 {
 	if x >= 0 {
-		return 1 / (1 + expf(-x))
+		return 1 / (1 + kernels.Expf(-x))
 	}
-	e := expf(x)
+	e := kernels.Expf(x)
 	return e / (1 + e)
 }
 

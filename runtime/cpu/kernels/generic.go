@@ -218,16 +218,21 @@ func axpyRowsGeneric(y []float32, ldy, m, d int, p []float32, ldp, rows int, v [
 func expSumGeneric(x []float32, mx float32) float32 {
 	var sum float32
 	for i, v := range x {
-		e := expf(v - mx)
+		e := Expf(v - mx)
 		x[i] = e
 		sum += e
 	}
 	return sum
 }
 
-// expf is e^x for x <= 0, 0 below -87 or for NaN: the algorithm of the
-// expSum kernels (internal/asmgen's expConsts) in scalar Go.
-func expf(x float32) float32 {
+// Expf is e^x for x <= 0, within 3e-7 relative, and 0 below -87 or for
+// NaN: the algorithm of the ExpSum kernels (internal/asmgen's expConsts) in
+// scalar Go, a few times cheaper than math.Exp. x = n·ln2 + r with
+// |r| <= ln2/2 (ln2 split in two so r is exact), e^r by its degree-6 Taylor
+// polynomial (remainder < 1.2e-7), times 2^n; n is rounded by the 1.5·2^23
+// trick, whose low mantissa bits are then n itself: no conversions, no
+// branches.
+func Expf(x float32) float32 {
 	if !(x >= -87) {
 		return 0
 	}

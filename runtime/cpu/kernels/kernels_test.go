@@ -603,3 +603,20 @@ func TestExpSum(t *testing.T) {
 		}
 	}
 }
+
+func TestExpf(t *testing.T) {
+	worst := 0.0
+	for x := float32(-87); x <= 0; x += 0.0007 {
+		want := math.Exp(float64(x))
+		got := float64(Expf(x))
+		if rel := math.Abs(got-want) / want; rel > worst {
+			worst = rel
+		}
+	}
+	if worst > 3e-7 {
+		t.Errorf("Expf: max relative error %g > 3e-7", worst)
+	}
+	if Expf(0) != 1 || Expf(-100) != 0 || Expf(float32(math.Inf(-1))) != 0 || Expf(float32(math.NaN())) != 0 {
+		t.Errorf("Expf edge cases: %v %v %v %v", Expf(0), Expf(-100), Expf(float32(math.Inf(-1))), Expf(float32(math.NaN())))
+	}
+}
