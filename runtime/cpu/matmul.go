@@ -68,9 +68,9 @@ func weightReader(w graph.Operand) func(i int) float32 {
 	panic(fmt.Sprintf("cpu: weight dtype %v", w.DType))
 }
 
-// rnnStep computes SiLU(e·wᵀ + s·uᵀ + b) with the matmul kernels and one
-// pass over the sums, in the unfused graph's order, so it equals that graph
-// exactly on either backend.
+// rnnStep computes SiLU(e·wᵀ + s·uᵀ + b) with the matmul and SiLU kernels,
+// in the unfused graph's order, so it equals that graph exactly on either
+// backend.
 func (b *Backend) rnnStep(out graph.Operand, in []graph.Operand) error {
 	e, s, w, u, bias := in[0], in[1], in[2], in[3], f32(in[4])
 	m, n := e.Shape[0], w.Shape[0]
@@ -85,16 +85,12 @@ func (b *Backend) rnnStep(out graph.Operand, in []graph.Operand) error {
 		return err
 	}
 	y := f32(out)
-	sig := fastSigmoid
-	if b.reference {
-		sig = sigmoid
-	}
 	for i := range m {
 		row, sr := y[i*n:(i+1)*n], su[i*n:(i+1)*n]
 		for j := range row {
-			v := (row[j] + sr[j]) + bias[j]
-			row[j] = v * sig(v)
+			row[j] = (row[j] + sr[j]) + bias[j]
 		}
 	}
+	b.silu(y, y)
 	return nil
 }

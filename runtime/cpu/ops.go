@@ -86,33 +86,23 @@ func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPE) error {
 // sigmoid is 1/(1+e^-x) with math.Exp, for the reference backend.
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
-// fastSigmoid is sigmoid through kernels.Expf, which only takes x <= 0.
-func fastSigmoid(x float32) float32 {
-	if x >= 0 {
-		return 1 / (1 + kernels.Expf(-x))
-	}
-	e := kernels.Expf(x)
-	return e / (1 + e)
-}
-
 func (b *Backend) silu(y, x []float32) {
-	sig := fastSigmoid
-	if b.reference {
-		sig = sigmoid
+	if !b.reference {
+		kernels.SiLU(y, x)
+		return
 	}
 	for i, v := range x {
-		y[i] = v * sig(v)
+		y[i] = v * sigmoid(v)
 	}
 }
 
 func (b *Backend) swiglu(y, gate, up []float32) {
-	sig := fastSigmoid
-	if b.reference {
-		sig = sigmoid
+	if !b.reference {
+		kernels.SwiGLU(y, gate, up[:len(gate)])
+		return
 	}
-	up = up[:len(gate)]
 	for i, g := range gate {
-		y[i] = g * sig(g) * up[i]
+		y[i] = g * sigmoid(g) * up[i]
 	}
 }
 

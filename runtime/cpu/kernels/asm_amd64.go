@@ -140,6 +140,12 @@ func cvtF32F16_avx2(dst *uint16, src *float32, n int)
 func expSum_avx2(x *float32, n int, mx float32) float32
 
 //go:noescape
+func silu_avx2(y *float32, x *float32, n int)
+
+//go:noescape
+func swiglu_avx2(y *float32, x *float32, up *float32, n int)
+
+//go:noescape
 func axpyRows1_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 
 //go:noescape
@@ -393,6 +399,12 @@ func cvtF32F16_avx512(dst *uint16, src *float32, n int)
 
 //go:noescape
 func expSum_avx512(x *float32, n int, mx float32) float32
+
+//go:noescape
+func silu_avx512(y *float32, x *float32, n int)
+
+//go:noescape
+func swiglu_avx512(y *float32, x *float32, up *float32, n int)
 
 //go:noescape
 func axpyRows1_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)

@@ -26,6 +26,8 @@ var Generic = Set{
 	AxpyRows:         axpyRowsGeneric,
 	Scale:            scaleGeneric,
 	ExpSum:           expSumGeneric,
+	SiLU:             siluGeneric,
+	SwiGLU:           swigluGeneric,
 	SumSquares:       sumSquaresGeneric,
 	ConvertF16ToF32:  convertF16ToF32Generic,
 	ConvertF32ToF16:  convertF32ToF16Generic,
@@ -223,6 +225,30 @@ func expSumGeneric(x []float32, mx float32) float32 {
 		sum += e
 	}
 	return sum
+}
+
+// Sigmoid is 1/(1+e^-x) through Expf, which only takes exponents <= 0.
+func Sigmoid(x float32) float32 {
+	if x >= 0 {
+		return 1 / (1 + Expf(-x))
+	}
+	e := Expf(x)
+	return e / (1 + e)
+}
+
+func siluGeneric(y, x []float32) {
+	checkSameLen("SiLU", len(y), len(x))
+	for i, v := range x {
+		y[i] = v * Sigmoid(v)
+	}
+}
+
+func swigluGeneric(y, gate, up []float32) {
+	checkSameLen("SwiGLU", len(y), len(gate))
+	checkSameLen("SwiGLU", len(y), len(up))
+	for i, g := range gate {
+		y[i] = g * Sigmoid(g) * up[i]
+	}
 }
 
 // Expf is e^x for x <= 0, within 3e-7 relative, and 0 below -87 or for

@@ -23,6 +23,8 @@ type Set struct {
 	AxpyRows         func(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int)
 	Scale            func(x []float32, a float32)
 	ExpSum           func(x []float32, mx float32) float32
+	SiLU             func(y, x []float32)
+	SwiGLU           func(y, gate, up []float32)
 	SumSquares       func(x []float32) float32
 
 	ConvertF16ToF32  func(dst []float32, src []uint16)
@@ -112,6 +114,14 @@ func Scale(x []float32, a float32) { active.Scale(x, a) }
 // the same values gives the same bits wherever they are stored. mx is
 // meant to be max(x), so that every exponent is at most 0.
 func ExpSum(x []float32, mx float32) float32 { return active.ExpSum(x, mx) }
+
+// SiLU sets y[i] = x[i]·sigmoid(x[i]) (within 1e-6 relative). It panics
+// unless len(y) == len(x); y may be x.
+func SiLU(y, x []float32) { active.SiLU(y, x) }
+
+// SwiGLU sets y[i] = SiLU(gate[i])·up[i]. It panics unless the lengths are
+// equal; y may be gate or up.
+func SwiGLU(y, gate, up []float32) { active.SwiGLU(y, gate, up) }
 
 // SumSquares returns Σ x[i]*x[i].
 func SumSquares(x []float32) float32 { return active.SumSquares(x) }

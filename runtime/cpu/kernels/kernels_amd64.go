@@ -133,6 +133,8 @@ type vecKernels struct {
 	axpyRows  *[axpyRowsMax + 1]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 	scale     func(x *float32, n int, a float32)
 	expSum    func(x *float32, n int, mx float32) float32
+	silu      func(y, x *float32, n int)
+	swiglu    func(y, gate, up *float32, n int)
 	cvtF16F32 func(dst *float32, src *uint16, n int)
 	cvtBF16   func(dst *float32, src *uint16, n int)
 	cvtF32F16 func(dst *uint16, src *float32, n int)
@@ -214,6 +216,23 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			}
 			return sum + expSumGeneric(x[b:], mx)
 		},
+		SiLU: func(y, x []float32) {
+			checkSameLen("SiLU", len(y), len(x))
+			b := v.body(len(x))
+			if b > 0 {
+				v.silu(&y[0], &x[0], b)
+			}
+			siluGeneric(y[b:], x[b:])
+		},
+		SwiGLU: func(y, gate, up []float32) {
+			checkSameLen("SwiGLU", len(y), len(gate))
+			checkSameLen("SwiGLU", len(y), len(up))
+			b := v.body(len(y))
+			if b > 0 {
+				v.swiglu(&y[0], &gate[0], &up[0], b)
+			}
+			swigluGeneric(y[b:], gate[b:], up[b:])
+		},
 		Scale: func(x []float32, a float32) {
 			b := v.body(len(x))
 			if b > 0 {
@@ -253,11 +272,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 
 var (
 	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
-		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, expSum: expSum_avx512, scale: scale_avx512,
+		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, expSum: expSum_avx512, silu: silu_avx512, swiglu: swiglu_avx512, scale: scale_avx512,
 		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
 	})
 	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
-		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, expSum: expSum_avx2, scale: scale_avx2,
+		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, expSum: expSum_avx2, silu: silu_avx2, swiglu: swiglu_avx2, scale: scale_avx2,
 		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
 	})
 )

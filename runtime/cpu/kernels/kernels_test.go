@@ -620,3 +620,43 @@ func TestExpf(t *testing.T) {
 		t.Errorf("Expf edge cases: %v %v %v %v", Expf(0), Expf(-100), Expf(float32(math.Inf(-1))), Expf(float32(math.NaN())))
 	}
 }
+
+// SiLU and SwiGLU (divided back by up) within 1e-6 relative (plus 1e-30
+// absolute) of the float64 definition, over the range where the exponential saturates too.
+func TestSiLU(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, n := range testLengths {
+			x, up := randF32(r, n, r.IntN(3)), randF32(r, n, r.IntN(3))
+			for i := range x {
+				x[i] *= []float32{1, 10, 60}[i%3]
+			}
+			if n > 4 {
+				x[0], x[1], x[2], x[3] = 200, -200, 0, -90
+			}
+			y, z := make([]float32, n), append([]float32(nil), up...)
+			s.SiLU(y, x)
+			s.SwiGLU(z, x, z) // in place over up
+			for i, v := range x {
+				want := float64(v) / (1 + math.Exp(-float64(v)))
+				for name, got := range map[string]float64{"SiLU": float64(y[i]), "SwiGLU": float64(z[i]) / float64(up[i])} {
+					if name == "SwiGLU" && up[i] == 0 {
+						continue
+					}
+					if d := math.Abs(got - want); d > 1e-6*math.Abs(want)+1e-30 {
+						t.Fatalf("%s.%s(%v) = %v, want %v", s.Name, name, v, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSigmoid(t *testing.T) {
+	for x := float32(-100); x <= 100; x += 0.013 {
+		got, want := float64(Sigmoid(x)), 1/(1+math.Exp(-float64(x)))
+		if d := math.Abs(got - want); d > 1e-6*want && d > 1e-12 {
+			t.Fatalf("Sigmoid(%g) = %g, want %g", x, got, want)
+		}
+	}
+}

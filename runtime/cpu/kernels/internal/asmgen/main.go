@@ -640,6 +640,8 @@ var expConsts = []struct {
 	{"c2", 0x3f000000},    // 1/2
 	{"one", 0x3f800000},   // 1
 	{"bias", 0x4b3fff81},  // bits(1.5·2^23) - 127, as an integer
+	{"max", 0x42b00000},   // 88: e^88 is still a finite float32
+	{"sign", 0x80000000},  // the sign bit
 }
 
 func expConst(name string) string {
@@ -668,35 +670,7 @@ func (g *gen) expSum(is isa) {
 	g.a("VXORPS %s, %s, %s", acc, acc, acc)
 	body := func(masked bool) {
 		g.a("VSUBPS %s, %s, %s", mx, x, x) // x - mx
-		g.a("VBROADCASTSS %s, %s", expConst("min"), t)
-		if is.masked {
-			g.a("VCMPPS $0x1d, %s, %s, K2", t, x) // x >= -87, false for NaN
-		} else {
-			g.a("VCMPPS $0x1d, %s, %s, %s", t, x, msk)
-		}
-		g.a("VBROADCASTSS %s, %s", expConst("log2e"), t)
-		g.a("VBROADCASTSS %s, %s", expConst("magic"), y)
-		g.a("VFMADD231PS %s, %s, %s", t, x, y) // y = x·log2e + magic
-		g.a("VBROADCASTSS %s, %s", expConst("magic"), t)
-		g.a("VSUBPS %s, %s, %s", t, y, nn) // n = y - magic
-		g.a("VBROADCASTSS %s, %s", expConst("ln2hi"), t)
-		g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r = x - n·ln2hi
-		g.a("VBROADCASTSS %s, %s", expConst("ln2lo"), t)
-		g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r -= n·ln2lo
-		g.a("VBROADCASTSS %s, %s", expConst("c6"), p)
-		for _, c := range []string{"c5", "c4", "c3", "c2", "one", "one"} {
-			g.a("VBROADCASTSS %s, %s", expConst(c), t)
-			g.a("VFMADD213PS %s, %s, %s", t, x, p) // p = p·r + c
-		}
-		g.a("VBROADCASTSS %s, %s", expConst("bias"), t)
-		g.a("VPSUBD %s, %s, %s", t, y, y) // n + 127
-		g.a("VPSLLD $23, %s, %s", y, y)   // 2^n
-		if is.masked {
-			g.a("VMULPS.Z %s, %s, K2, %s", y, p, x)
-		} else {
-			g.a("VMULPS %s, %s, %s", y, p, x)
-			g.a("VANDPS %s, %s, %s", msk, x, x)
-		}
+		g.exp(is, x, t, y, nn, p, msk)
 		if masked {
 			g.a("VMOVUPS %s, K1, (DI)", x)
 			g.a("VADDPS %s, %s, K1, %s", x, acc, acc)
@@ -742,6 +716,113 @@ func (g *gen) expSum(is isa) {
 	g.s.WriteString("\n")
 }
 
+// exp replaces the vector x with e^x for x in [-87, 88] (0 below -87 and
+// for NaN), using t, y, n and p as scratch and msk (AVX2) or K2 (AVX-512)
+// for the range mask: the algorithm of expConsts.
+func (g *gen) exp(is isa, x, t, y, nn, p, msk string) {
+	g.a("VBROADCASTSS %s, %s", expConst("min"), t)
+	if is.masked {
+		g.a("VCMPPS $0x1d, %s, %s, K2", t, x) // x >= -87, false for NaN
+	} else {
+		g.a("VCMPPS $0x1d, %s, %s, %s", t, x, msk)
+	}
+	g.a("VBROADCASTSS %s, %s", expConst("log2e"), t)
+	g.a("VBROADCASTSS %s, %s", expConst("magic"), y)
+	g.a("VFMADD231PS %s, %s, %s", t, x, y) // y = x·log2e + magic
+	g.a("VBROADCASTSS %s, %s", expConst("magic"), t)
+	g.a("VSUBPS %s, %s, %s", t, y, nn) // n = y - magic
+	g.a("VBROADCASTSS %s, %s", expConst("ln2hi"), t)
+	g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r = x - n·ln2hi
+	g.a("VBROADCASTSS %s, %s", expConst("ln2lo"), t)
+	g.a("VFNMADD231PS %s, %s, %s", t, nn, x) // r -= n·ln2lo
+	g.a("VBROADCASTSS %s, %s", expConst("c6"), p)
+	for _, c := range []string{"c5", "c4", "c3", "c2", "one", "one"} {
+		g.a("VBROADCASTSS %s, %s", expConst(c), t)
+		g.a("VFMADD213PS %s, %s, %s", t, x, p) // p = p·r + c
+	}
+	g.a("VBROADCASTSS %s, %s", expConst("bias"), t)
+	g.a("VPSUBD %s, %s, %s", t, y, y) // n + 127
+	g.a("VPSLLD $23, %s, %s", y, y)   // 2^n
+	if is.masked {
+		g.a("VMULPS.Z %s, %s, K2, %s", y, p, x)
+	} else {
+		g.a("VMULPS %s, %s, %s", y, p, x)
+		g.a("VANDPS %s, %s, %s", msk, x, x)
+	}
+}
+
+// silu writes silu_<isa>(y, x *float32, n int) and swiglu_<isa>(y, gate,
+// up *float32, n int): y = x / (1 + e^min(-x, 88)), times up for SwiGLU.
+// AVX2 handles n rounded down to a multiple of 8.
+func (g *gen) silu(is isa, glu bool) {
+	name, args := "silu_"+is.name, "y *float32, x *float32, n int"
+	if glu {
+		name, args = "swiglu_"+is.name, "y *float32, x *float32, up *float32, n int"
+	}
+	frame := 24
+	if glu {
+		frame = 32
+	}
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, frame)
+	x, e, t, y, nn, p, msk, one := is.reg(0), is.reg(1), is.reg(2), is.reg(3), is.reg(4), is.reg(5), is.reg(6), is.reg(7)
+	g.a("MOVQ y+0(FP), DI")
+	g.a("MOVQ x+8(FP), SI")
+	if glu {
+		g.a("MOVQ up+16(FP), DX")
+		g.a("MOVQ n+24(FP), CX")
+	} else {
+		g.a("MOVQ n+16(FP), CX")
+	}
+	g.a("VBROADCASTSS %s, %s", expConst("one"), one)
+	body := func(masked bool) {
+		z, k := "", ""
+		if masked {
+			z, k = ".Z", "K1, "
+		}
+		g.a("VMOVUPS%s (SI), %s%s", z, k, x)
+		g.a("VBROADCASTSS %s, %s", expConst("sign"), t)
+		g.a("VXORPS %s, %s, %s", t, x, e) // -x
+		g.a("VBROADCASTSS %s, %s", expConst("max"), t)
+		g.a("VMINPS %s, %s, %s", t, e, e)
+		g.exp(is, e, t, y, nn, p, msk)
+		g.a("VADDPS %s, %s, %s", one, e, e) // 1 + e^-x
+		g.a("VDIVPS %s, %s, %s", e, x, x)   // x / (1 + e^-x)
+		if glu {
+			g.a("VMOVUPS%s (DX), %s%s", z, k, t)
+			g.a("VMULPS %s, %s, %s", t, x, x)
+		}
+		g.a("VMOVUPS %s, %s(DI)", x, k)
+	}
+	loop, tail, ret := g.newLabel("silu_"), g.newLabel("silutail_"), g.newLabel("siluret_")
+	g.label(loop)
+	g.a("CMPQ CX, $%d", is.lanes)
+	g.a("JLT %s", tail)
+	body(false)
+	g.a("ADDQ $%d, DI", is.lanes*4)
+	g.a("ADDQ $%d, SI", is.lanes*4)
+	if glu {
+		g.a("ADDQ $%d, DX", is.lanes*4)
+	}
+	g.a("SUBQ $%d, CX", is.lanes)
+	g.a("JMP %s", loop)
+	g.label(tail)
+	if is.masked {
+		g.a("TESTQ CX, CX")
+		g.a("JEQ %s", ret)
+		g.a("MOVL $1, R12")
+		g.a("SHLL CX, R12")
+		g.a("DECL R12")
+		g.a("KMOVW R12, K1")
+		body(true)
+	}
+	g.label(ret)
+	g.a("VZEROUPPER")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
 func main() {
 	out := flag.String("dir", ".", "directory of package kernels")
 	flag.Parse()
@@ -781,6 +862,8 @@ func main() {
 		}
 		g.streams(is)
 		g.expSum(is)
+		g.silu(is, false)
+		g.silu(is, true)
 		fmt.Fprintf(&tables, "// axpyRows_%s[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ %d).\n", is.name, axpyRowsMax)
 		fmt.Fprintf(&tables, "var axpyRows_%s = [%d]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){\n", is.name, axpyRowsMax+1)
 		for mr := 1; mr <= axpyRowsMax; mr++ {
