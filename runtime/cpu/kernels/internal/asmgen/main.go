@@ -216,10 +216,7 @@ func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
 		g.a("JEQ %s", reduce)
 		g.a("MOVQ AX, CX")
 		g.a("NEGQ CX")
-		g.a("MOVL $1, R14")
-		g.a("SHLL CX, R14")
-		g.a("DECL R14")
-		g.a("KMOVW R14, K1")
+		g.maskK1("R14")
 		body(0, 0, true)
 	}
 	g.label(reduce)
@@ -336,14 +333,38 @@ func (g *gen) stream(is isa, name, goArgs string, frame int, ptrs []string, size
 		g.a("JEQ %s", done)
 		g.a("MOVQ AX, CX")
 		g.a("NEGQ CX")
-		g.a("MOVL $1, R14")
-		g.a("SHLL CX, R14")
-		g.a("DECL R14")
-		g.a("KMOVW R14, K1")
+		g.maskK1("R14")
 		body(0, 0, true)
 	}
 	g.label(done)
 	g.a("VZEROUPPER")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
+// maskK1 sets K1 to the low CX bits (a masked tail of CX lanes), using tmp.
+func (g *gen) maskK1(tmp string) {
+	g.a("MOVL $1, %s", tmp)
+	g.a("SHLL CX, %s", tmp)
+	g.a("DECL %s", tmp)
+	g.a("KMOVW %s, K1", tmp)
+}
+
+// returnSum adds the lanes of vector register 0 and returns the sum as the
+// float32 result at ret+24(FP).
+func (g *gen) returnSum(is isa) {
+	if is.masked {
+		g.a("VEXTRACTF64X4 $1, Z0, Y1")
+		g.a("VADDPS Y1, Y0, Y0")
+	}
+	g.a("VEXTRACTF128 $1, Y0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVHLPS X0, X0, X1")
+	g.a("VADDPS X1, X0, X0")
+	g.a("VMOVSHDUP X0, X1")
+	g.a("VADDSS X1, X0, X0")
+	g.a("VZEROUPPER")
+	g.a("MOVSS X0, ret+24(FP)")
 	g.a("RET")
 	g.s.WriteString("\n")
 }
@@ -414,30 +435,14 @@ func (g *gen) dot(is isa, dt dtype) {
 		g.a("JEQ %s", reduce)
 		g.a("MOVQ AX, CX")
 		g.a("NEGQ CX")
-		g.a("MOVL $1, R14")
-		g.a("SHLL CX, R14")
-		g.a("DECL R14")
-		g.a("KMOVW R14, K1")
+		g.maskK1("R14")
 		load(0, is.reg(1), is.reg(4), true)
 	}
 	g.label(reduce)
 	g.a("VADDPS %s, %s, %s", is.reg(1), is.reg(0), is.reg(0))
 	g.a("VADDPS %s, %s, %s", is.reg(3), is.reg(2), is.reg(2))
 	g.a("VADDPS %s, %s, %s", is.reg(2), is.reg(0), is.reg(0))
-	if is.masked {
-		g.a("VEXTRACTF64X4 $1, Z0, Y1")
-		g.a("VADDPS Y1, Y0, Y0")
-	}
-	g.a("VEXTRACTF128 $1, Y0, X1")
-	g.a("VADDPS X1, X0, X0")
-	g.a("VMOVHLPS X0, X0, X1")
-	g.a("VADDPS X1, X0, X0")
-	g.a("VMOVSHDUP X0, X1")
-	g.a("VADDSS X1, X0, X0")
-	g.a("VZEROUPPER")
-	g.a("MOVSS X0, ret+24(FP)")
-	g.a("RET")
-	g.s.WriteString("\n")
+	g.returnSum(is)
 }
 
 func (g *gen) streams(is isa) {
@@ -607,10 +612,7 @@ func (g *gen) axpyRows(is isa, mr int) string {
 	if is.masked {
 		g.a("TESTQ CX, CX")
 		g.a("JEQ %s", ret)
-		g.a("MOVL $1, R12")
-		g.a("SHLL CX, R12")
-		g.a("DECL R12")
-		g.a("KMOVW R12, K1")
+		g.maskK1("R12")
 		chunk(1, true)
 	}
 	g.label(ret)
@@ -692,28 +694,12 @@ func (g *gen) expSum(is isa) {
 	if is.masked {
 		g.a("TESTQ CX, CX")
 		g.a("JEQ %s", reduce)
-		g.a("MOVL $1, R12")
-		g.a("SHLL CX, R12")
-		g.a("DECL R12")
-		g.a("KMOVW R12, K1")
+		g.maskK1("R12")
 		g.a("VMOVUPS.Z (DI), K1, %s", x)
 		body(true)
 	}
 	g.label(reduce)
-	if is.masked {
-		g.a("VEXTRACTF64X4 $1, Z0, Y1")
-		g.a("VADDPS Y1, Y0, Y0")
-	}
-	g.a("VEXTRACTF128 $1, Y0, X1")
-	g.a("VADDPS X1, X0, X0")
-	g.a("VMOVHLPS X0, X0, X1")
-	g.a("VADDPS X1, X0, X0")
-	g.a("VMOVSHDUP X0, X1")
-	g.a("VADDSS X1, X0, X0")
-	g.a("VZEROUPPER")
-	g.a("MOVSS X0, ret+24(FP)")
-	g.a("RET")
-	g.s.WriteString("\n")
+	g.returnSum(is)
 }
 
 // exp replaces the vector x with e^x for x in [-87, 88] (0 below -87 and
@@ -811,10 +797,7 @@ func (g *gen) silu(is isa, glu bool) {
 	if is.masked {
 		g.a("TESTQ CX, CX")
 		g.a("JEQ %s", ret)
-		g.a("MOVL $1, R12")
-		g.a("SHLL CX, R12")
-		g.a("DECL R12")
-		g.a("KMOVW R12, K1")
+		g.maskK1("R12")
 		body(true)
 	}
 	g.label(ret)
