@@ -315,6 +315,9 @@ func Open(name string) (Backend, error) {
 	if name != "auto" {
 		open, ok := registry[name]
 		if !ok {
+			if why, known := unbuilt[name]; known {
+				return nil, fmt.Errorf("graph: backend %q is not in this build: %s (available: %v)", name, why, names())
+			}
 			return nil, fmt.Errorf("graph: unknown backend %q (available: %v)", name, names())
 		}
 		return open()
@@ -332,6 +335,12 @@ func Open(name string) (Backend, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", n, err))
 	}
 	return nil, fmt.Errorf("graph: no backend could be opened: %v", errs)
+}
+
+// unbuilt says why a backend the project knows may be missing from a binary.
+var unbuilt = map[string]string{
+	"metal": "Metal runs on macOS only",
+	"cuda":  "the CUDA backend is not written yet",
 }
 
 func names() []string {

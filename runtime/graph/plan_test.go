@@ -142,6 +142,9 @@ func TestOpenUnknownBackend(t *testing.T) {
 	if _, err := graph.Open("tpu"); err == nil || !strings.Contains(err.Error(), `unknown backend "tpu"`) {
 		t.Errorf("err = %v", err)
 	}
+	if _, err := graph.Open("cuda"); err == nil || !strings.Contains(err.Error(), "not in this build") {
+		t.Errorf("cuda: err = %v, want it to say the backend is not in this build", err)
+	}
 	be, err := graph.Open("auto")
 	if err != nil || be.Name() != "cpu" {
 		t.Errorf("auto on Linux: %v, %v", be, err)
