@@ -165,7 +165,7 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 
 // WeightOf maps a stored tensor to a Weight without copying, except GGUF
 // block-quantized tensors: Q4_0, Q8_0 and Q4_K become affine-quantized
-// weights with the same values, Q6_K becomes f32 (see ggmlWeight).
+// weights with the same values, Q6_K becomes f16 (see ggmlWeight).
 func WeightOf(t *formats.Tensor) (Weight, error) {
 	var dt graph.DType
 	switch t.DType {

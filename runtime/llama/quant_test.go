@@ -195,8 +195,9 @@ func equalF32(a, b []float32) bool {
 	return true
 }
 
-// GGUF Q8_0 and Q4_0 models load as affine weights with ggml's values, and
-// Q4_K and Q6_K tensors map to weights with ggml's values.
+// GGUF Q8_0 and Q4_0 models load as affine weights with ggml's values, Q4_K
+// tensors map to weights with ggml's values, and Q6_K to f16 within its
+// rounding.
 func TestGGUFQuantizedTypes(t *testing.T) {
 	g, err := formats.OpenGGUF(storiesGGUF)
 	if err != nil {
@@ -229,9 +230,16 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 		quant.DequantizeGGML(ggmlTypes[typ], want, tn.Data)
 		got := f32View(ToF32(w).Data)
 		for i := range want {
-			if got[i] != want[i] {
+			exact := got[i] == want[i]
+			if typ == formats.Q6_K { // stored as f16: round to nearest
+				exact = math.Abs(float64(got[i]-want[i])) <= math.Abs(float64(want[i]))/2048+1.0/(1<<25)
+			}
+			if !exact {
 				t.Fatalf("%v: element %d: %v, ggml %v", typ, i, got[i], want[i])
 			}
+		}
+		if typ == formats.Q6_K && w.DType != graph.F16 {
+			t.Errorf("Q6_K loads as %v, want f16", w.DType)
 		}
 		if (typ == formats.Q6_K) == w.Quantized() {
 			t.Errorf("%v: quantized = %v", typ, w.Quantized())
