@@ -51,17 +51,9 @@ func weights(r *rand.Rand, dt graph.DType, n int) any {
 	f := randF32(r, n, 1)
 	switch dt {
 	case graph.F16:
-		h := make([]uint16, n)
-		for i, v := range f {
-			h[i] = quant.F32ToF16(v)
-		}
-		return h
+		return quant.F32sToF16(f)
 	case graph.BF16:
-		h := make([]uint16, n)
-		for i, v := range f {
-			h[i] = quant.F32ToBF16(v)
-		}
-		return h
+		return quant.F32sToBF16(f)
 	}
 	return f
 }

@@ -75,3 +75,21 @@ func F32ToBF16(f float32) uint16 {
 	u += 0x7fff + (u>>16)&1
 	return uint16(u >> 16)
 }
+
+// F32sToF16 returns v rounded to IEEE halves, element by element (F32ToF16).
+func F32sToF16(v []float32) []uint16 {
+	h := make([]uint16, len(v))
+	for i, x := range v {
+		h[i] = F32ToF16(x)
+	}
+	return h
+}
+
+// F32sToBF16 returns v rounded to bfloat16s, element by element (F32ToBF16).
+func F32sToBF16(v []float32) []uint16 {
+	h := make([]uint16, len(v))
+	for i, x := range v {
+		h[i] = F32ToBF16(x)
+	}
+	return h
+}

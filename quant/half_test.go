@@ -54,3 +54,13 @@ func TestBF16(t *testing.T) {
 		t.Errorf("bf16 tie rounding")
 	}
 }
+
+func TestHalfSlices(t *testing.T) {
+	v := []float32{0, 1, -2.5, 65504, 1e-8, float32(math.Inf(-1)), 3.14159}
+	h, b := F32sToF16(v), F32sToBF16(v)
+	for i, x := range v {
+		if h[i] != F32ToF16(x) || b[i] != F32ToBF16(x) {
+			t.Errorf("%v: F32sToF16 %#x (want %#x), F32sToBF16 %#x (want %#x)", x, h[i], F32ToF16(x), b[i], F32ToBF16(x))
+		}
+	}
+}

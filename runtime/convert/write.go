@@ -49,16 +49,10 @@ func (e *encoder) progress(name, what string) {
 // encode stores values v in dt (F32, F16 or BF16).
 func encode(v []float32, dt formats.DType) []byte {
 	switch dt {
-	case formats.F16, formats.BF16:
-		h := make([]uint16, len(v))
-		for i, x := range v {
-			if dt == formats.F16 {
-				h[i] = quant.F32ToF16(x)
-			} else {
-				h[i] = quant.F32ToBF16(x)
-			}
-		}
-		return graph.AsBytes(h)
+	case formats.F16:
+		return graph.AsBytes(quant.F32sToF16(v))
+	case formats.BF16:
+		return graph.AsBytes(quant.F32sToBF16(v))
 	}
 	return append([]byte(nil), graph.AsBytes(v)...)
 }

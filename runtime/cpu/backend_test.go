@@ -299,13 +299,8 @@ func halfBytes(x []float32, dt graph.DType) []byte {
 	if dt == graph.F32 {
 		return graph.AsBytes(x)
 	}
-	h := make([]uint16, len(x))
-	for i, v := range x {
-		if dt == graph.F16 {
-			h[i] = quant.F32ToF16(v)
-		} else {
-			h[i] = quant.F32ToBF16(v)
-		}
+	if dt == graph.F16 {
+		return graph.AsBytes(quant.F32sToF16(x))
 	}
-	return graph.AsBytes(h)
+	return graph.AsBytes(quant.F32sToBF16(x))
 }

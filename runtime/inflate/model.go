@@ -331,11 +331,7 @@ func encode(name string, shape []int, v []float32, dt graph.DType, vector bool) 
 	if dt == graph.F32 || vector {
 		return formats.Tensor{Name: name, DType: formats.F32, Shape: shape, Data: graph.AsBytes(v)}
 	}
-	h := make([]uint16, len(v))
-	for i, x := range v {
-		h[i] = quant.F32ToF16(x)
-	}
-	return formats.Tensor{Name: name, DType: formats.F16, Shape: shape, Data: graph.AsBytes(h)}
+	return formats.Tensor{Name: name, DType: formats.F16, Shape: shape, Data: graph.AsBytes(quant.F32sToF16(v))}
 }
 
 // values returns a weight's elements as float32 (a copy).

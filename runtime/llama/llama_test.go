@@ -58,16 +58,10 @@ func unpermute(data []float32, rows, cols, heads int) []float32 {
 
 func encode(v []float32, dt formats.DType) []byte {
 	switch dt {
-	case formats.F16, formats.BF16:
-		h := make([]uint16, len(v))
-		for i, x := range v {
-			if dt == formats.F16 {
-				h[i] = quant.F32ToF16(x)
-			} else {
-				h[i] = quant.F32ToBF16(x)
-			}
-		}
-		return append([]byte(nil), graph.AsBytes(h)...)
+	case formats.F16:
+		return graph.AsBytes(quant.F32sToF16(v))
+	case formats.BF16:
+		return graph.AsBytes(quant.F32sToBF16(v))
 	}
 	return append([]byte(nil), graph.AsBytes(v)...)
 }
@@ -154,27 +148,7 @@ func writeST(t *testing.T, path string, ts []formats.Tensor) {
 // returns every row's logits.
 func logitsOf(t *testing.T, path string, be graph.Backend) []float32 {
 	t.Helper()
-	ck, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	r, err := Bind(ck.Model, be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	s, err := r.NewState(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tokens := []int32{1, 403, 407, 261, 378, 13, 300, 289}
-	logits := make([]float32, len(tokens)*ck.Model.Config.Vocab)
-	if err := s.Forward(Chain(tokens, true), logits, nil); err != nil {
-		t.Fatal(err)
-	}
-	return logits
+	return logitsOfTokens(t, path, be, []int32{1, 403, 407, 261, 378, 13, 300, 289})
 }
 
 func maxRel(a, b []float32) float64 {

@@ -127,11 +127,7 @@ func ggmlWeight(t *formats.Tensor, typ quant.GGML) (Weight, error) {
 		if err := quant.DequantizeGGML(typ, v, t.Data); err != nil {
 			return Weight{}, fmt.Errorf("tensor %q: %w", t.Name, err)
 		}
-		h := make([]uint16, n)
-		for i, x := range v {
-			h[i] = quant.F32ToF16(x)
-		}
-		return Weight{Name: t.Name, DType: graph.F16, Shape: shape, Data: graph.AsBytes(h)}, nil
+		return Weight{Name: t.Name, DType: graph.F16, Shape: shape, Data: graph.AsBytes(quant.F32sToF16(v))}, nil
 	}
 	if t.Shape[1]%typ.BlockElems() != 0 {
 		return Weight{}, fmt.Errorf("tensor %q: rows of %d are not whole %s blocks", t.Name, t.Shape[1], t.DType)
@@ -143,11 +139,7 @@ func ggmlWeight(t *formats.Tensor, typ quant.GGML) (Weight, error) {
 	sshape := graph.Shape{t.Shape[0], t.Shape[1] / 32}
 	enc := func(v []float32) Weight {
 		if a.F16 {
-			h := make([]uint16, len(v))
-			for i, x := range v {
-				h[i] = quant.F32ToF16(x)
-			}
-			return Weight{DType: graph.F16, Shape: sshape, Data: graph.AsBytes(h)}
+			return Weight{DType: graph.F16, Shape: sshape, Data: graph.AsBytes(quant.F32sToF16(v))}
 		}
 		return Weight{DType: graph.F32, Shape: sshape, Data: graph.AsBytes(v)}
 	}

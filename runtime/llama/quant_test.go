@@ -449,6 +449,8 @@ func TestTinyQuantizedLoads(t *testing.T) {
 	}
 }
 
+// logitsOfTokens runs tokens as one chain through the checkpoint at path
+// and returns every row's logits.
 func logitsOfTokens(t *testing.T, path string, be graph.Backend, tokens []int32) []float32 {
 	t.Helper()
 	ck, err := Open(path)
@@ -461,7 +463,7 @@ func logitsOfTokens(t *testing.T, path string, be graph.Backend, tokens []int32)
 		t.Fatal(err)
 	}
 	defer r.Close()
-	s, err := r.NewState(16)
+	s, err := r.NewState(max(16, len(tokens)))
 	if err != nil {
 		t.Fatal(err)
 	}
