@@ -241,6 +241,11 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 		if b := RecommendedBeam(c.info); b != c.beam {
 			t.Errorf("RecommendedBeam(%s) = %v, want %v", c.info.Name, b, c.beam)
 		}
+		// The biggest tree of the recommended beam verifies through matvec,
+		// as decode steps do, so greedy ReDrafter stays exact.
+		if b, p := RecommendedBeam(c.info), DefaultPolicy(c.info); 1+b.Width*(b.Length-1) > p.MatvecMaxRows {
+			t.Errorf("%s: a %v tree has %d tokens, more than MatvecMaxRows %d", c.info.Name, b, 1+b.Width*(b.Length-1), p.MatvecMaxRows)
+		}
 	}
 	t.Setenv("REDRAFTER_METAL_OPS_PER_BUFFER", "7")
 	if p, err := DefaultPolicy(DeviceInfo{}).WithEnv(); err != nil || p.OpsPerBuffer != 7 {

@@ -100,7 +100,7 @@ func opCases(r *rand.Rand) []opCase {
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
 		cs = append(cs, opCase{name, tol, build})
 	}
-	// MatMul: matvec (M <= 8 by default) and matmul shapes with tails in every dim.
+	// MatMul: matvec (M <= 16 by default) and matmul shapes with tails in every dim.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {3, 100, 37}, {4, 257, 65}, {5, 31, 9}, {8, 40, 17}, {9, 15, 33}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}} {
 			m, k, n := s[0], s[1], s[2]

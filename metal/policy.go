@@ -16,14 +16,17 @@ type Policy struct {
 	OpsPerBuffer int // dispatches per later command buffer
 	MBPerBuffer  int // megabytes of bound buffers per command buffer (0: no limit)
 	// MatvecMaxRows is the largest M that MatMul runs as matvec; larger M
-	// use the simdgroup-matrix kernel.
+	// use the simdgroup-matrix kernel. The two order their sums differently,
+	// so greedy ReDrafter reproduces greedy decoding bit for bit only while
+	// verification trees, like decode steps, go through matvec: the default
+	// covers the largest recommended beam's tree (W=3, L=5: 13 tokens).
 	MatvecMaxRows int
 }
 
 // DefaultPolicy returns the policy for a device: the architecture name's
 // last letter is the class (p: phone, g: base and Pro, s: Max, d: Ultra).
 func DefaultPolicy(info DeviceInfo) Policy {
-	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 8}
+	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 16}
 	switch deviceClass(info) {
 	case 'p':
 		p.OpsPerBuffer, p.MBPerBuffer = 20, 40

@@ -5,15 +5,49 @@
 // h reads KV head h / (H/KVH).
 //
 // One threadgroup per (head, query). Its ATTN_SIMDGROUPS simdgroups take the
-// visible keys round-robin; lanes split the head dim (d = lane + 32t), a key's
-// score is a simd_sum, and each simdgroup keeps an online softmax (running
-// max, sum and weighted values). The partial results are merged through
-// threadgroup memory at the end.
+// visible keys round-robin by their index among the visible keys (not by
+// cache row); lanes split the head dim (d = lane + 32t), a key's score is a
+// simd_sum, and each simdgroup keeps an online softmax (running max, sum and
+// weighted values). The partial results are merged through threadgroup
+// memory at the end. Dealing by visible index makes a tree token's result
+// the bits it gets decoded alone after its ancestors (the same keys, in the
+// same order, to the same simdgroups), which greedy ReDrafter needs to
+// reproduce greedy decoding exactly.
 // Grid: (H, N); threadgroup: 32·ATTN_SIMDGROUPS;
 // threadgroup(0): ATTN_SIMDGROUPS·(D+2) floats.
 #include "common.h"
 
 #define ATTN_PER_LANE (ATTN_MAX_HEAD_DIM / 32)
+
+// attend_row folds cache row r of KV head g into a simdgroup's online
+// softmax: running maximum mx, sum l and weighted values o (this lane's
+// dims d = lane + 32t). (MSL has no lambdas, hence the parameters.)
+template <typename T>
+inline void attend_row(
+		constant AttentionArgs &args, device const T *k, device const T *v, int r, int g, uint lane,
+		thread const float *qv, thread float *o, thread float &mx, thread float &l) {
+	const int D = args.D;
+	const ulong off = (ulong(r) * ulong(args.KVH) + ulong(g)) * ulong(D);
+	float s = 0.0f;
+	for (int t = 0; t < ATTN_PER_LANE; t++) {
+		const int d = int(lane) + 32 * t;
+		if (d < D) {
+			s += qv[t] * float(k[off + ulong(d)]);
+		}
+	}
+	s = simd_sum(s) * args.scale;
+	const float mnew = max(mx, s);
+	const float corr = exp(mx - mnew);
+	const float p = exp(s - mnew);
+	l = l * corr + p;
+	for (int t = 0; t < ATTN_PER_LANE; t++) {
+		const int d = int(lane) + 32 * t;
+		if (d < D) {
+			o[t] = o[t] * corr + p * float(v[off + ulong(d)]);
+		}
+	}
+	mx = mnew;
+}
 
 template <typename T>
 kernel void attention_tree(
@@ -45,31 +79,20 @@ kernel void attention_tree(
 	}
 	float mx = -FLT_MAX;
 	float l = 0.0f;
-	const int total = past + qi + 1;
-	for (int r = int(sgitg); r < total; r += ATTN_SIMDGROUPS) {
-		if (r >= past && end[r - past] < qi) {
+	// The cached rows are visible keys 0..past-1; the new tokens that are
+	// ancestors of qi (j <= qi <= end[j]) follow, in order.
+	for (int r = int(sgitg); r < past; r += ATTN_SIMDGROUPS) {
+		attend_row(args, k, v, r, g, lane, qv, o, mx, l);
+	}
+	int seen = past;
+	for (int j = 0; j <= qi; j++) {
+		if (end[j] < qi) {
 			continue; // a new token that is not an ancestor of qi
 		}
-		const ulong off = (ulong(r) * ulong(args.KVH) + ulong(g)) * ulong(D);
-		float s = 0.0f;
-		for (int t = 0; t < ATTN_PER_LANE; t++) {
-			const int d = int(lane) + 32 * t;
-			if (d < D) {
-				s += qv[t] * float(k[off + ulong(d)]);
-			}
+		if (seen % ATTN_SIMDGROUPS == int(sgitg)) {
+			attend_row(args, k, v, past + j, g, lane, qv, o, mx, l);
 		}
-		s = simd_sum(s) * args.scale;
-		const float mnew = max(mx, s);
-		const float corr = exp(mx - mnew);
-		const float p = exp(s - mnew);
-		l = l * corr + p;
-		for (int t = 0; t < ATTN_PER_LANE; t++) {
-			const int d = int(lane) + 32 * t;
-			if (d < D) {
-				o[t] = o[t] * corr + p * float(v[off + ulong(d)]);
-			}
-		}
-		mx = mnew;
+		seen++;
 	}
 
 	// Merge the simdgroups: shmem = [S] maxima, [S] sums, [S][D] values.

@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,6 +56,42 @@ instantiate_kernel("fam_var_f32", k, float, 1)
 	} {
 		if _, err := Parse("bad.metal", bad); err == nil {
 			t.Errorf("Parse(%q) succeeded", bad)
+		}
+	}
+}
+
+// MSL is C++14 without lambdas, goto, new/delete, virtual functions,
+// exceptions, RTTI, thread_local or register (MSL specification §1.5.4).
+// The emulator compiles our kernels as C++20 and would accept all of these,
+// so they are refused here.
+func TestNoCxxOnlyFeatures(t *testing.T) {
+	comments := regexp.MustCompile(`(?s)//[^\n]*|/\*.*?\*/`)
+	lambda := regexp.MustCompile(`\[[&=]?[\w\s,&]*\]\s*(\([^)]*\)\s*)?(mutable\s*)?\{|\[[&=][\w\s,&]*\]\s*\(`)
+	keyword := regexp.MustCompile(`\b(goto|new|delete|virtual|throw|try|catch|dynamic_cast|typeid|thread_local|register)\b`)
+	names, err := fs.Glob(files, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range names {
+		if !strings.HasSuffix(f, ".metal") && !strings.HasSuffix(f, ".h") {
+			continue
+		}
+		raw, err := Raw(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := comments.ReplaceAllString(raw, "")
+		if m := lambda.FindString(code); m != "" {
+			t.Errorf("%s: %q looks like a lambda, which MSL does not have", f, m)
+		}
+		if m := keyword.FindString(code); m != "" {
+			t.Errorf("%s: %q is not in MSL", f, m)
+		}
+	}
+	// The checks must see what they look for.
+	for _, bad := range []string{"auto f = [&](int r) { return r; };", "goto out;", "auto f = [=](int r) {"} {
+		if !lambda.MatchString(bad) && !keyword.MatchString(bad) {
+			t.Errorf("%q not caught", bad)
 		}
 	}
 }
