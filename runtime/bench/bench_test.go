@@ -357,7 +357,7 @@ func TestMeasurePasses(t *testing.T) {
 	}
 	r := Report{Passes: ps}
 	var b bytes.Buffer
-	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "×1 token") {
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "×1 token") || !strings.Contains(b.String(), "after cached") {
 		t.Errorf("table: %v\n%s", err, b.String())
 	}
 	if ps, err := MeasurePasses(e, []int{3}, 8, 2); err != nil || ps[0].Relative <= 0 {
@@ -366,6 +366,15 @@ func TestMeasurePasses(t *testing.T) {
 	for _, bad := range [][]int{nil, {0}, {600}} {
 		if _, err := MeasurePasses(e, bad, 16, 3); err == nil {
 			t.Errorf("MeasurePasses(%v) accepted", bad)
+		}
+	}
+	// The cached prefix: reported, and refused when empty or past the context.
+	if ps[0].Cached != 16 {
+		t.Errorf("Cached = %d, want 16", ps[0].Cached)
+	}
+	for _, prefix := range []int{0, e.Context()} {
+		if _, err := MeasurePasses(e, []int{1}, prefix, 2); err == nil {
+			t.Errorf("a prefix of %d tokens accepted (context %d)", prefix, e.Context())
 		}
 	}
 }
