@@ -96,3 +96,47 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 		t.Error("dealing keys by cache row went unnoticed")
 	}
 }
+
+// TestMatvecRowsIndependentOfBatch: through the emulated kernels, each row
+// of a verification-sized product (up to MatvecMaxRows rows, matvec) has
+// the bits of the same row alone (a decode step), for float and 4-bit
+// weights.
+func TestMatvecRowsIndependentOfBatch(t *testing.T) {
+	be, _ := newEmuBackend(t, nil)
+	r := rand.New(rand.NewPCG(seed(t), 13))
+	const k, n = 128, 37
+	q := randQuant(r, n, k, 4, 64, graph.F16)
+	w := weights(r, graph.F16, n*k)
+	for _, quantized := range []bool{false, true} {
+		for _, m := range []int{5, 13} {
+			x := randF32(r, m*k, 1)
+			product := func(x []float32, rows int) []float32 {
+				g := graph.New()
+				xa := g.Input("x", graph.F32, rows, k)
+				in := map[*graph.Array]any{xa: x}
+				var wa *graph.Array
+				if quantized {
+					wa = q.inputs(g, in, n, k, 4, 64, graph.F16)
+				} else {
+					wa = g.Input("w", graph.F16, n, k)
+					in[wa] = w
+				}
+				out := graph.Linear(xa, wa)
+				res := make([]float32, rows*n)
+				if err := graph.Eval(be, in, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			all := product(x, m)
+			for i := range m {
+				one := product(x[i*k:(i+1)*k], 1)
+				for j := range one {
+					if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
+						t.Fatalf("4-bit %v, m=%d: row %d col %d: batched %v, alone %v", quantized, m, i, j, all[i*n+j], one[j])
+					}
+				}
+			}
+		}
+	}
+}
