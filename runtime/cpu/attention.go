@@ -78,12 +78,13 @@ func refAttention(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int,
 	}
 }
 
-// attentionGroups is the fast path. A task is one query and one KV head. The query heads that share the KV head
-// (pre-scaled) score the prefix and each run of tree keys they see as one
-// strided matrix product (a tile reuses each key row across up to six
-// heads), packing the scores of the visible keys together; the softmax runs
-// vectorised over them; then the value rows are summed into the outputs
-// held in registers, each row loaded once for up to four heads (AxpyRows).
+// attentionGroups is the fast path. A task is one query and one KV head.
+// The query heads that share the KV head (pre-scaled) score the prefix and
+// each run of tree keys they see as one strided matrix product (a tile
+// reuses each key row across up to six heads), packing the scores of the
+// visible keys together; the softmax runs vectorised over them; then the
+// value rows are summed into the outputs held in registers, each row loaded
+// once for up to four heads (AxpyRows).
 //
 // A token's output must not depend on what else its pass holds: decoded
 // alone after its accepted ancestors, it sees the same keys in the same
@@ -103,7 +104,8 @@ func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, k
 			kernels.Scale(qs, scale)
 			kg, vg := k[g*d:], v[g*d:]
 			// runs calls f for the prefix and each run of visible tree keys:
-			// cache rows [from, to), whose scores go to columns at...
+			// cache rows [from, to), whose scores go to columns [at, at+to-from)
+			// of the packed rows. It returns how many keys the query sees.
 			runs := func(f func(from, to, at int)) int {
 				if past > 0 {
 					f(0, past, 0)
