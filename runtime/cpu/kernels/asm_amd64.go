@@ -158,6 +158,18 @@ func axpyRows3_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv in
 func axpyRows4_avx2(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 
 //go:noescape
+func axpyRowsF16_1_avx2(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_2_avx2(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_3_avx2(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_4_avx2(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
 func tileF32_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
@@ -418,6 +430,18 @@ func axpyRows3_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv 
 //go:noescape
 func axpyRows4_avx512(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
 
+//go:noescape
+func axpyRowsF16_1_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_2_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_3_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
+//go:noescape
+func axpyRowsF16_4_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
+
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
 var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF32_avx2_1x1, 2: tileF32_avx2_1x2, 3: tileF32_avx2_1x3, 4: tileF32_avx2_1x4},
@@ -445,6 +469,14 @@ var axpyRows_avx2 = [5]func(y *float32, ldy int, p *float32, ldp int, v *float32
 	2: axpyRows2_avx2,
 	3: axpyRows3_avx2,
 	4: axpyRows4_avx2,
+}
+
+// axpyRowsF16_avx2[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).
+var axpyRowsF16_avx2 = [5]func(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int){
+	1: axpyRowsF16_1_avx2,
+	2: axpyRowsF16_2_avx2,
+	3: axpyRowsF16_3_avx2,
+	4: axpyRowsF16_4_avx2,
 }
 
 // tilesF32_avx512[mr][nr] computes an mr×nr tile (mr ≤ 6, nr ≤ 4).
@@ -483,4 +515,12 @@ var axpyRows_avx512 = [5]func(y *float32, ldy int, p *float32, ldp int, v *float
 	2: axpyRows2_avx512,
 	3: axpyRows3_avx512,
 	4: axpyRows4_avx512,
+}
+
+// axpyRowsF16_avx512[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).
+var axpyRowsF16_avx512 = [5]func(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int){
+	1: axpyRowsF16_1_avx512,
+	2: axpyRowsF16_2_avx512,
+	3: axpyRowsF16_3_avx512,
+	4: axpyRowsF16_4_avx512,
 }

@@ -22,8 +22,10 @@ var Generic = Set{
 	MatMulF16:        matMulF16Generic,
 	MatMulBF16:       matMulBF16Generic,
 	MatMulStridedF32: matMulStridedF32Generic,
+	MatMulStridedF16: matMulStridedF16Generic,
 	Axpy:             axpyGeneric,
 	AxpyRows:         axpyRowsGeneric,
+	AxpyRowsF16:      axpyRowsF16Generic,
 	Scale:            scaleGeneric,
 	ExpSum:           expSumGeneric,
 	SiLU:             siluGeneric,
@@ -176,6 +178,17 @@ func matMulStridedF32Generic(y []float32, ldy int, x []float32, ldx, m int, w []
 	}
 }
 
+func matMulStridedF16Generic(y []float32, ldy int, x []float32, ldx, m int, w []uint16, ldw, n, k int) {
+	if !checkStrided(len(y), ldy, len(x), ldx, m, len(w), ldw, n, k) {
+		return
+	}
+	for i := range m {
+		for j := range n {
+			y[i*ldy+j] = dotF16(w[j*ldw:j*ldw+k], x[i*ldx:i*ldx+k])
+		}
+	}
+}
+
 func matMulF16Generic(y []float32, ldy int, x []float32, m int, w []uint16) {
 	k, n := checkMatMul("MatMulF16", len(y), ldy, len(x), m, len(w))
 	for i := 0; i < m && k > 0; i++ {
@@ -267,6 +280,25 @@ func Expf(x float32) float32 {
 	r := x - n*0.693145752 - n*1.42860677e-6
 	p := (((((r*(1.0/720)+1.0/120)*r+1.0/24)*r+1.0/6)*r+0.5)*r+1)*r + 1
 	return p * math.Float32frombits(uint32(int32(math.Float32bits(y))-0x4B400000+127)<<23)
+}
+
+func axpyRowsF16Generic(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []uint16, ldv int) {
+	if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(v), ldv) {
+		return
+	}
+	for i := range m {
+		for r, a := range p[i*ldp : i*ldp+rows] {
+			axpyF16(y[i*ldy:i*ldy+d], a, v[r*ldv:r*ldv+d])
+		}
+	}
+}
+
+// axpyF16 is axpy with IEEE half x.
+func axpyF16(y []float32, a float32, x []uint16) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * f16ToF32(x[i])
+	}
 }
 
 func scaleGeneric(x []float32, a float32) {

@@ -19,8 +19,10 @@ type Set struct {
 	MatMulBF16 func(y []float32, ldy int, x []float32, m int, w []uint16)
 	// MatMulStridedF32 is documented at the package-level function.
 	MatMulStridedF32 func(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int)
+	MatMulStridedF16 func(y []float32, ldy int, x []float32, ldx, m int, w []uint16, ldw, n, k int)
 	Axpy             func(y []float32, a float32, x []float32)
 	AxpyRows         func(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int)
+	AxpyRowsF16      func(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []uint16, ldv int)
 	Scale            func(x []float32, a float32)
 	ExpSum           func(x []float32, mx float32) float32
 	SiLU             func(y, x []float32)
@@ -92,6 +94,12 @@ func MatMulStridedF32(y []float32, ldy int, x []float32, ldx, m int, w []float32
 	active.MatMulStridedF32(y, ldy, x, ldx, m, w, ldw, n, k)
 }
 
+// MatMulStridedF16 is MatMulStridedF32 with IEEE half w: every output has
+// the bits MatMulF16 gives it alone.
+func MatMulStridedF16(y []float32, ldy int, x []float32, ldx, m int, w []uint16, ldw, n, k int) {
+	active.MatMulStridedF16(y, ldy, x, ldx, m, w, ldw, n, k)
+}
+
 // Axpy sets y[i] += a*x[i]. It panics unless len(y) == len(x).
 func Axpy(y []float32, a float32, x []float32) { active.Axpy(y, a, x) }
 
@@ -103,6 +111,12 @@ func Axpy(y []float32, a float32, x []float32) { active.Axpy(y, a, x) }
 // at least the widths and the slices hold their last rows.
 func AxpyRows(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []float32, ldv int) {
 	active.AxpyRows(y, ldy, m, d, p, ldp, rows, v, ldv)
+}
+
+// AxpyRowsF16 is AxpyRows with IEEE half v: every row of y ends as
+// AxpyRows over v converted to float32 leaves it.
+func AxpyRowsF16(y []float32, ldy, m, d int, p []float32, ldp, rows int, v []uint16, ldv int) {
+	active.AxpyRowsF16(y, ldy, m, d, p, ldp, rows, v, ldv)
 }
 
 // Scale sets x[i] *= a.

@@ -131,6 +131,7 @@ type vecKernels struct {
 	align     int
 	axpy      func(y *float32, x *float32, n int, a float32)
 	axpyRows  *[axpyRowsMax + 1]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int)
+	axpyRowsH *[axpyRowsMax + 1]func(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
 	scale     func(x *float32, n int, a float32)
 	expSum    func(x *float32, n int, mx float32) float32
 	silu      func(y, x *float32, n int)
@@ -175,6 +176,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 		MatMulStridedF32: func(y []float32, ldy int, x []float32, ldx, m int, w []float32, ldw, n, k int) {
 			if checkStrided(len(y), ldy, len(x), ldx, m, len(w), ldw, n, k) {
 				f32.matMul(y, ldy, x, ldx, m, w, ldw, k, n)
+			}
+		},
+		MatMulStridedF16: func(y []float32, ldy int, x []float32, ldx, m int, w []uint16, ldw, n, k int) {
+			if checkStrided(len(y), ldy, len(x), ldx, m, len(w), ldw, n, k) {
+				f16t.matMul(y, ldy, x, ldx, m, w, ldw, k, n)
 			}
 		},
 		MatMulF16: func(y []float32, ldy int, x []float32, m int, w []uint16) {
@@ -233,6 +239,23 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			}
 			swigluGeneric(y[b:], gate[b:], up[b:])
 		},
+		AxpyRowsF16: func(y []float32, ldy, m, d int, p []float32, ldp, rows int, vs []uint16, ldv int) {
+			if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
+				return
+			}
+			b := v.body(d)
+			for i0 := 0; i0 < m && b > 0; i0 += axpyRowsMax {
+				mr := min(axpyRowsMax, m-i0)
+				v.axpyRowsH[mr](&y[i0*ldy], ldy, &p[i0*ldp], ldp, &vs[0], ldv, rows, b)
+			}
+			if b < d {
+				for i := range m {
+					for r, a := range p[i*ldp : i*ldp+rows] {
+						axpyF16(y[i*ldy+b:i*ldy+d], a, vs[r*ldv+b:r*ldv+d])
+					}
+				}
+			}
+		},
 		Scale: func(x []float32, a float32) {
 			b := v.body(len(x))
 			if b > 0 {
@@ -272,11 +295,11 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 
 var (
 	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
-		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, expSum: expSum_avx512, silu: silu_avx512, swiglu: swiglu_avx512, scale: scale_avx512,
+		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, axpyRowsH: &axpyRowsF16_avx512, expSum: expSum_avx512, silu: silu_avx512, swiglu: swiglu_avx512, scale: scale_avx512,
 		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
 	})
 	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
-		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, expSum: expSum_avx2, silu: silu_avx2, swiglu: swiglu_avx2, scale: scale_avx2,
+		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, axpyRowsH: &axpyRowsF16_avx2, expSum: expSum_avx2, silu: silu_avx2, swiglu: swiglu_avx2, scale: scale_avx2,
 		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
 	})
 )

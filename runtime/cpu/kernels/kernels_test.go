@@ -660,3 +660,47 @@ func TestSigmoid(t *testing.T) {
 		}
 	}
 }
+
+// The IEEE-half forms: MatMulStridedF16 gives every output the bits of
+// MatMulF16 alone, and AxpyRowsF16 the bits of AxpyRows over the converted
+// values, in every Set.
+func TestStridedAndAxpyRowsF16(t *testing.T) {
+	r := newRand(t)
+	for _, s := range Sets() {
+		for _, sz := range [][3]int{{1, 1, 1}, {8, 37, 64}, {5, 9, 8}, {13, 6, 100}, {2, 70, 128}, {7, 4, 33}} {
+			m, n, k := sz[0], sz[1], sz[2]
+			ldx, ldw, ldy := k+r.IntN(5), k+r.IntN(200), n+r.IntN(3)
+			x, w := randF32(r, (m-1)*ldx+k, r.IntN(3)), randF16(r, (n-1)*ldw+k, r.IntN(3))
+			y := make([]float32, (m-1)*ldy+n)
+			s.MatMulStridedF16(y, ldy, x, ldx, m, w, ldw, n, k)
+			for i := range m {
+				for j := range n {
+					var one [1]float32
+					s.MatMulF16(one[:], 1, x[i*ldx:i*ldx+k], 1, w[j*ldw:j*ldw+k])
+					if math.Float32bits(y[i*ldy+j]) != math.Float32bits(one[0]) {
+						t.Fatalf("%s MatMulStridedF16 m=%d n=%d k=%d: y[%d,%d] = %v, alone %v", s.Name, m, n, k, i, j, y[i*ldy+j], one[0])
+					}
+				}
+			}
+		}
+		for _, d := range []int{1, 7, 8, 16, 17, 64, 80, 128, 129} {
+			for _, sz := range [][2]int{{1, 1}, {3, 5}, {4, 40}, {6, 7}} {
+				m, rows := sz[0], sz[1]
+				ldy, ldp, ldv := d+r.IntN(3), rows+r.IntN(4), d+r.IntN(70)
+				p := randF32(r, (m-1)*ldp+rows, 0)
+				v := randF16(r, (rows-1)*ldv+d, r.IntN(3))
+				vf := make([]float32, len(v))
+				s.ConvertF16ToF32(vf, v)
+				y := randF32(r, (m-1)*ldy+d, 0)
+				want := append([]float32(nil), y...)
+				s.AxpyRows(want, ldy, m, d, p, ldp, rows, vf, ldv)
+				s.AxpyRowsF16(y, ldy, m, d, p, ldp, rows, v, ldv)
+				for j := range want {
+					if math.Float32bits(y[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s AxpyRowsF16 m=%d d=%d rows=%d: y[%d] = %v, over converted values %v", s.Name, m, d, rows, j, y[j], want[j])
+					}
+				}
+			}
+		}
+	}
+}

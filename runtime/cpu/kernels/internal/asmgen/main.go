@@ -512,19 +512,23 @@ func (g *gen) streams(is isa) {
 		})
 }
 
-// axpyRows writes axpyRows<mr>_<isa>(y, ldy, p, ldp, v, ldv, rows, n):
+// axpyRows writes axpyRows<mr>_<isa>(y, ldy, p, ldp, v, ldv, rows, n), or
+// with half axpyRowsF16_<mr>_<isa> whose v holds IEEE halves:
 // for r = 0..rows-1 in order, y[i·ldy+j] += p[i·ldp+r]·v[r·ldv+j] for
 // i < mr, j < n, one FMA per term, as axpy rounds it. Each row of v is
 // loaded once for the mr rows of y. Columns go in chunks of cv vectors held
 // in registers across all rows of v, then single vectors, then (AVX-512) a
 // masked tail; AVX2 handles n rounded down to a multiple of 8.
-func (g *gen) axpyRows(is isa, mr int) string {
+func (g *gen) axpyRows(is isa, mr int, half bool) string {
 	cv := 4
 	if !is.masked {
 		cv = 2
 	}
-	name := fmt.Sprintf("axpyRows%d_%s", mr, is.name)
-	args := "y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int"
+	name, vt, vsize := fmt.Sprintf("axpyRows%d_%s", mr, is.name), "float32", 4
+	if half {
+		name, vt, vsize = fmt.Sprintf("axpyRowsF16_%d_%s", mr, is.name), "uint16", 2
+	}
+	args := "y *float32, ldy int, p *float32, ldp int, v *" + vt + ", ldv int, rows int, n int"
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
 	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
@@ -538,7 +542,7 @@ func (g *gen) axpyRows(is isa, mr int) string {
 	g.a("LEAQ (R13)(R13*2), R14")
 	g.a("MOVQ v+32(FP), DX")
 	g.a("MOVQ ldv+40(FP), R8")
-	g.a("SHLQ $2, R8")
+	g.a("SHLQ $%d, R8", log2(vsize))
 	g.a("MOVQ rows+48(FP), R9")
 	g.a("MOVQ n+56(FP), CX")
 	// row i of y and of p, by base register.
@@ -574,7 +578,11 @@ func (g *gen) axpyRows(is isa, mr int) string {
 		g.a("TESTQ R12, R12")
 		g.a("JEQ %s", done)
 		for c := 0; c < nv; c++ {
-			g.a("VMOVUPS%s %d(R10), %s%s", z, c*is.lanes*4, k, vr(c))
+			if half {
+				g.a("VCVTPH2PS%s %d(R10), %s%s", z, c*is.lanes*2, k, vr(c))
+			} else {
+				g.a("VMOVUPS%s %d(R10), %s%s", z, c*is.lanes*4, k, vr(c))
+			}
 		}
 		for i := 0; i < mr; i++ {
 			g.a("VBROADCASTSS %s, %s", rowAddr("R11", i), bcast)
@@ -593,7 +601,7 @@ func (g *gen) axpyRows(is isa, mr int) string {
 			}
 		}
 		g.a("ADDQ $%d, DI", nv*is.lanes*4)
-		g.a("ADDQ $%d, DX", nv*is.lanes*4)
+		g.a("ADDQ $%d, DX", nv*is.lanes*vsize)
 	}
 	loopN, loop1, tail, ret := g.newLabel("colsN_"), g.newLabel("cols1_"), g.newLabel("colstail_"), g.newLabel("ret_")
 	g.label(loopN)
@@ -847,12 +855,18 @@ func main() {
 		g.expSum(is)
 		g.silu(is, false)
 		g.silu(is, true)
-		fmt.Fprintf(&tables, "// axpyRows_%s[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ %d).\n", is.name, axpyRowsMax)
-		fmt.Fprintf(&tables, "var axpyRows_%s = [%d]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){\n", is.name, axpyRowsMax+1)
-		for mr := 1; mr <= axpyRowsMax; mr++ {
-			fmt.Fprintf(&tables, "%d: %s,\n", mr, g.axpyRows(is, mr))
+		for _, half := range []bool{false, true} {
+			tbl, vt := "axpyRows_"+is.name, "float32"
+			if half {
+				tbl, vt = "axpyRowsF16_"+is.name, "uint16"
+			}
+			fmt.Fprintf(&tables, "// %s[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ %d).\n", tbl, axpyRowsMax)
+			fmt.Fprintf(&tables, "var %s = [%d]func(y *float32, ldy int, p *float32, ldp int, v *%s, ldv int, rows int, n int){\n", tbl, axpyRowsMax+1, vt)
+			for mr := 1; mr <= axpyRowsMax; mr++ {
+				fmt.Fprintf(&tables, "%d: %s,\n", mr, g.axpyRows(is, mr, half))
+			}
+			tables.WriteString("}\n\n")
 		}
-		tables.WriteString("}\n\n")
 	}
 	g.g.WriteString(tables.String())
 	src, err := format.Source(g.g.Bytes())
