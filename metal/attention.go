@@ -18,6 +18,6 @@ func (e *encoder) attention(op graph.Attention) error {
 		return fmt.Errorf("%d query heads for %d KV heads", h, kvh)
 	}
 	args := AttentionArgs{N: i32(n), H: i32(h), KVH: i32(kvh), D: i32(d), C: i32(c), Scale: op.Scale}
-	return e.launch(kernelName("attention", "tree", q.DType), args, [3]int{h, n, 1}, threads1D(32*attnSimdgroups),
+	return e.launch(kernelName("attention", "tree", e.step.In[1].DType), args, [3]int{h, n, 1}, threads1D(32*attnSimdgroups),
 		[]int{sharedBytes(attnSimdgroups * (d + 2))}, rd(q), rd(k), rd(v), rd(kvLen), rd(end), wr(out))
 }

@@ -183,7 +183,7 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 	case graph.MatMul:
 		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
 	case graph.KVWrite:
-		return hasKernel("kv", "write", dt(0))
+		return dt(1) == graph.F32 && hasKernel("kv", "write", dt(0))
 	case graph.KVCompact:
 		return hasKernel("kv", "compact", dt(0))
 	case graph.GatherRows:
@@ -192,7 +192,9 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
 	case graph.Reshape:
 		return true
-	case graph.RMSNorm, graph.RoPE, graph.Attention, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,
+	case graph.Attention:
+		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
+	case graph.RMSNorm, graph.RoPE, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,
 		graph.Concat, graph.LogSoftmax, graph.Argmax, graph.TopK, graph.TakeAlong:
 		return dt(0) == graph.F32
 	}

@@ -283,7 +283,12 @@ func TestSupportsEveryOp(t *testing.T) {
 			t.Errorf("MatMul/Embed with %v weights not supported", dt)
 		}
 	}
-	if be.Supports(graph.KVWrite{}, []graph.DType{graph.F16, graph.F16, graph.I32}) {
-		t.Error("KVWrite on an f16 cache claimed without a kernel")
+	if !be.Supports(graph.KVWrite{}, []graph.DType{graph.F16, graph.F32, graph.I32}) ||
+		!be.Supports(graph.Attention{}, []graph.DType{graph.F32, graph.F16, graph.F16, graph.I32, graph.I32}) {
+		t.Error("an f16 KV cache is not supported")
+	}
+	if be.Supports(graph.KVWrite{}, []graph.DType{graph.BF16, graph.F32, graph.I32}) ||
+		be.Supports(graph.Attention{}, []graph.DType{graph.F32, graph.F16, graph.F32, graph.I32, graph.I32}) {
+		t.Error("a bf16 cache, or K and V of different types, claimed without a kernel")
 	}
 }

@@ -65,16 +65,21 @@ func tolFor(dt graph.DType) float64 {
 	return tolF16
 }
 
-// varOf makes a Var array (a KV cache) holding data on be.
-func varOf(be graph.Backend, g *graph.Graph, name string, data []float32, shape ...int) *graph.Array {
-	buf, err := be.Alloc(4 * len(data))
+// varOf makes a Var array (a KV cache) holding data on be, stored as dt
+// (f32, or f16 rounded to nearest).
+func varOf(be graph.Backend, g *graph.Graph, name string, data []float32, dt graph.DType, shape ...int) *graph.Array {
+	b := graph.AsBytes(data)
+	if dt == graph.F16 {
+		b = graph.AsBytes(quant.F32sToF16(data))
+	}
+	buf, err := be.Alloc(len(b))
 	if err != nil {
 		panic(err)
 	}
-	if err := be.Write(buf, 0, graph.AsBytes(data)); err != nil {
+	if err := be.Write(buf, 0, b); err != nil {
 		panic(err)
 	}
-	return g.Var(name, buf, 0, graph.F32, shape...)
+	return g.Var(name, buf, 0, dt, shape...)
 }
 
 // randomTree returns the interval ends of a random tree of n tokens in DFS
@@ -158,12 +163,19 @@ func opCases(r *rand.Rand) []opCase {
 	for _, s := range []struct {
 		n, h, kvh, d, past int
 		kind               string
+		cache              graph.DType
 	}{
-		{1, 2, 2, 8, 0, "decode"}, {1, 4, 2, 64, 40, "decode"}, {5, 3, 1, 33, 0, "chain"},
-		{6, 4, 2, 100, 9, "chain"}, {7, 2, 1, 16, 5, "tree"}, {9, 4, 4, 64, 30, "tree"}, {13, 6, 2, 32, 3, "tree"},
+		{1, 2, 2, 8, 0, "decode", graph.F32}, {1, 4, 2, 64, 40, "decode", graph.F32}, {5, 3, 1, 33, 0, "chain", graph.F32},
+		{6, 4, 2, 100, 9, "chain", graph.F32}, {7, 2, 1, 16, 5, "tree", graph.F32}, {9, 4, 4, 64, 30, "tree", graph.F32},
+		{13, 6, 2, 32, 3, "tree", graph.F32},
+		{1, 4, 2, 64, 40, "decode", graph.F16}, {9, 4, 2, 40, 30, "tree", graph.F16}, {5, 3, 1, 33, 0, "chain", graph.F16},
 	} {
 		c := s.past + s.n + 3
 		q, k, v := randF32(r, s.n*s.h*s.d, 1), randF32(r, c*s.kvh*s.d, 1), randF32(r, c*s.kvh*s.d, 1)
+		var kd, vd any = k, v
+		if s.cache == graph.F16 {
+			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+		}
 		end := make([]int32, s.n)
 		switch s.kind {
 		case "decode", "chain":
@@ -174,24 +186,26 @@ func opCases(r *rand.Rand) []opCase {
 			end = randomTree(r, s.n)
 		}
 		scale := float32(1 / math.Sqrt(float64(s.d)))
-		add(fmt.Sprintf("Attention/%s/N%d_H%d_KVH%d_D%d_past%d", s.kind, s.n, s.h, s.kvh, s.d, s.past), tolF32,
+		add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), tolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
-				ka, va := g.Input("k", graph.F32, c, s.kvh, s.d), g.Input("v", graph.F32, c, s.kvh, s.d)
+				ka, va := g.Input("k", s.cache, c, s.kvh, s.d), g.Input("v", s.cache, c, s.kvh, s.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, s.n)
 				return []*graph.Array{graph.Attend(qa, ka, va, la, ea, scale)},
-					map[*graph.Array]any{qa: q, ka: k, va: v, la: []int32{int32(s.past)}, ea: end}
+					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
 			})
 	}
-	for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {9, 3, 33, 20}} {
-		n, kvh, d, past := s[0], s[1], s[2], s[3]
-		c := past + n + 2
-		cache, rows := randF32(r, c*kvh*d, 1), randF32(r, n*kvh*d, 1)
-		add(fmt.Sprintf("KVWrite/N%d_KVH%d_D%d_at%d", n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-			ca := varOf(be, g, "cache", slices.Clone(cache), c, kvh, d)
-			ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
-			return []*graph.Array{graph.WriteKV(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
-		})
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {9, 3, 33, 20}} {
+			n, kvh, d, past := s[0], s[1], s[2], s[3]
+			c := past + n + 2
+			cache, rows := randF32(r, c*kvh*d, 1), randF32(r, n*kvh*d, 1)
+			add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
+				ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
+				return []*graph.Array{graph.WriteKV(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
+			})
+		}
 	}
 	for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {5, 3, 33, 20}} {
 		keep, kvh, d, past := s[0], s[1], s[2], s[3]
@@ -205,11 +219,13 @@ func opCases(r *rand.Rand) []opCase {
 			idx[i] = int32(next)
 			next++
 		}
-		add(fmt.Sprintf("KVCompact/keep%d_KVH%d_D%d_at%d_idx%v", keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-			ca := varOf(be, g, "cache", slices.Clone(cache), c, kvh, d)
-			la, ia := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, keep)
-			return []*graph.Array{graph.CompactKV(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
-		})
+		for _, dt := range []graph.DType{graph.F32, graph.F16} {
+			add(fmt.Sprintf("KVCompact/%v/keep%d_KVH%d_D%d_at%d_idx%v", dt, keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
+				la, ia := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, keep)
+				return []*graph.Array{graph.CompactKV(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
+			})
+		}
 	}
 	for _, n := range []int{1, 255, 257, 1000} {
 		x, y := randF32(r, n, 8), randF32(r, n, 8)
@@ -299,21 +315,44 @@ func evalCase(be graph.Backend, c opCase) ([]any, error) {
 	outs, inputs := c.build(be, g)
 	var res []any
 	err := graph.Eval(be, inputs, func(p *graph.Plan) error {
-		for _, o := range outs {
-			var dst any
-			if o.DType() == graph.I32 {
-				dst = make([]int32, o.Shape().Numel())
-			} else {
-				dst = make([]float32, o.Shape().Numel())
-			}
+		var err error
+		res, err = readOutputs(p, outs)
+		return err
+	}, outs...)
+	return res, err
+}
+
+// readOutputs reads each output as []float32 (an f16 KV cache as its exact
+// float values) or []int32.
+func readOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {
+	var res []any
+	for _, o := range outs {
+		switch o.DType() {
+		case graph.I32:
+			dst := make([]int32, o.Shape().Numel())
 			if err := p.Read(o, dst); err != nil {
-				return err
+				return nil, err
+			}
+			res = append(res, dst)
+		case graph.F16:
+			h := make([]uint16, o.Shape().Numel())
+			if err := p.Read(o, h); err != nil {
+				return nil, err
+			}
+			f := make([]float32, len(h))
+			for i, x := range h {
+				f[i] = quant.F16ToF32(x)
+			}
+			res = append(res, f)
+		default:
+			dst := make([]float32, o.Shape().Numel())
+			if err := p.Read(o, dst); err != nil {
+				return nil, err
 			}
 			res = append(res, dst)
 		}
-		return nil
-	}, outs...)
-	return res, err
+	}
+	return res, nil
 }
 
 // compare returns a description of the first disagreement, or "".

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/quant"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 	msl "github.com/seed9b8f47b1/redrafter/shaders/metal"
 )
@@ -15,7 +16,7 @@ import (
 // each token alone after a cache holding the prefix and its ancestors (as
 // after acceptance and compaction), and returns the first token whose two
 // results differ in any bit, or -1.
-func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand) (int, string) {
+func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType) (int, string) {
 	t.Helper()
 	const n, heads, kvh, d, past = 11, 4, 2, 40, 13
 	row := kvh * d
@@ -26,11 +27,15 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand) (int, string) {
 		c := len(k) / row
 		g := graph.New()
 		qa := g.Input("q", graph.F32, n, heads, d)
-		ka, va := g.Input("k", graph.F32, c, kvh, d), g.Input("v", graph.F32, c, kvh, d)
+		ka, va := g.Input("k", cache, c, kvh, d), g.Input("v", cache, c, kvh, d)
 		la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 		out := graph.Attend(qa, ka, va, la, ea, 0.2)
 		res := make([]float32, n*heads*d)
-		err := graph.Eval(be, map[*graph.Array]any{qa: q, ka: k, va: v, la: []int32{int32(past)}, ea: end},
+		var kd, vd any = k, v
+		if cache == graph.F16 {
+			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+		}
+		err := graph.Eval(be, map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(past)}, ea: end},
 			func(p *graph.Plan) error { return p.Read(out, res) }, out)
 		if err != nil {
 			t.Fatal(err)
@@ -70,9 +75,9 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand) (int, string) {
 func TestAttentionTreeEqualsDecode(t *testing.T) {
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 11))
-	for trial := range 3 {
-		if qi, why := treeVsDecode(t, be, r); qi >= 0 {
-			t.Fatalf("trial %d: token %d differs: %s", trial, qi, why)
+	for trial, cache := range []graph.DType{graph.F32, graph.F32, graph.F16} {
+		if qi, why := treeVsDecode(t, be, r, cache); qi >= 0 {
+			t.Fatalf("trial %d (%v cache): token %d differs: %s", trial, cache, qi, why)
 		}
 	}
 	raw, err := msl.Raw("attention.metal")
@@ -87,7 +92,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 	caught := false
 	r = rand.New(rand.NewPCG(seed(t), 12))
 	for range 3 {
-		if qi, _ := treeVsDecode(t, byRow, r); qi >= 0 {
+		if qi, _ := treeVsDecode(t, byRow, r, graph.F32); qi >= 0 {
 			caught = true
 			break
 		}

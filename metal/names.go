@@ -22,9 +22,10 @@ var kernelFamilies = []struct {
 	{"norm", "rms", []graph.DType{graph.F32}},
 	{"rope", "neox", []graph.DType{graph.F32}},
 	{"rope", "adjacent", []graph.DType{graph.F32}},
-	{"attention", "tree", []graph.DType{graph.F32}},
-	{"kv", "write", []graph.DType{graph.F32}},
-	{"kv", "compact", []graph.DType{graph.F32}},
+	// attention and kv: by the dtype of the cache.
+	{"attention", "tree", []graph.DType{graph.F32, graph.F16}},
+	{"kv", "write", []graph.DType{graph.F32, graph.F16}},
+	{"kv", "compact", []graph.DType{graph.F32, graph.F16}},
 	{"elementwise", "silu", []graph.DType{graph.F32}},
 	{"elementwise", "swiglu", []graph.DType{graph.F32}},
 	{"elementwise", "add", []graph.DType{graph.F32}},

@@ -116,17 +116,8 @@ func timedCase(be *Backend, c opCase) (res []any, kernels []string, elapsed time
 	}
 	// Var inputs (KV caches) were updated in place by the first run, which
 	// is the one compared; the second run is for timing only.
-	for _, o := range outs {
-		var dst any
-		if o.DType() == graph.I32 {
-			dst = make([]int32, o.Shape().Numel())
-		} else {
-			dst = make([]float32, o.Shape().Numel())
-		}
-		if err := p.Read(o, dst); err != nil {
-			return nil, nil, 0, 0, err
-		}
-		res = append(res, dst)
+	if res, err = readOutputs(p, outs); err != nil {
+		return nil, nil, 0, 0, err
 	}
 	start := time.Now()
 	if err := p.Run(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/seed9b8f47b1/redrafter/quant"
 	"github.com/seed9b8f47b1/redrafter/runtime/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 )
@@ -12,7 +13,7 @@ import (
 // visited in cache order, so a token's output does not depend on how many
 // other tokens share its forward pass.
 func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32) error {
-	q, k, v := f32(in[0]), f32(in[1]), f32(in[2])
+	q, k, v := f32(in[0]), cacheOf(in[1]), cacheOf(in[2])
 	n, heads, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
 	c, kvh := in[1].Shape[0], in[1].Shape[1]
 	past := int(i32(in[3])[0])
@@ -33,10 +34,50 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 	return nil
 }
 
+// kvCache is a K or V cache [C, KVH, D] stored as f32 or as f16.
+type kvCache struct {
+	f []float32
+	h []uint16
+}
+
+func cacheOf(o graph.Operand) kvCache {
+	if o.DType == graph.F16 {
+		return kvCache{h: u16(o)}
+	}
+	return kvCache{f: f32(o)}
+}
+
+// at returns element i.
+func (c kvCache) at(i int) float32 {
+	if c.h != nil {
+		return quant.F16ToF32(c.h[i])
+	}
+	return c.f[i]
+}
+
+// scores sets y[i*ldy+j] = x[i]·row(from+j) for the m rows of x (stride d)
+// and the cache rows from..to-1 starting at element off (row stride ld).
+func (c kvCache) scores(y []float32, ldy int, x []float32, m, d, off, ld, from, to int) {
+	if c.h != nil {
+		kernels.MatMulStridedF16(y, ldy, x, d, m, c.h[off+from*ld:], ld, to-from, d)
+		return
+	}
+	kernels.MatMulStridedF32(y, ldy, x, d, m, c.f[off+from*ld:], ld, to-from, d)
+}
+
+// weigh adds p-weighted cache rows from..to-1 to the m rows of y (width d).
+func (c kvCache) weigh(y []float32, m, d int, p []float32, ldp, off, ld, from, to int) {
+	if c.h != nil {
+		kernels.AxpyRowsF16(y, d, m, d, p, ldp, to-from, c.h[off+from*ld:], ld)
+		return
+	}
+	kernels.AxpyRows(y, d, m, d, p, ldp, to-from, c.f[off+from*ld:], ld)
+}
+
 // refAttention is the reference: for each query and head, the scores of
 // every key it sees, a softmax in float64 exponentials, and the weighted
 // sum of the value rows, all in plain loops in cache order.
-func refAttention(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int, scale float32) {
+func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, stride := heads/kvh, kvh*d
 	w := make([]float32, past+n)
 	for t := range n * heads {
@@ -53,7 +94,7 @@ func refAttention(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int,
 			}
 			var s float32
 			for j, x := range qv {
-				s += x * k[r*stride+g*d+j]
+				s += x * k.at(r*stride+g*d+j)
 			}
 			row[r] = s * scale
 			mx = max(mx, row[r])
@@ -72,7 +113,7 @@ func refAttention(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int,
 			}
 			a := p * inv
 			for j := range yv {
-				yv[j] += a * v[r*stride+g*d+j]
+				yv[j] += a * v.at(r*stride+g*d+j)
 			}
 		}
 	}
@@ -92,7 +133,7 @@ func refAttention(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int,
 // (MatMulStridedF32), the packed scores of a tree token equal those of the
 // decoded token (ExpSum's order depends on the length alone), and AxpyRows
 // gives the same sums however its rows are split between calls.
-func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, kvh, d, past int, scale float32) {
+func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, rowLen, stride := heads/kvh, past+n, kvh*d
 	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(w, lo, hi int) {
 		sc := b.scratch(w, group*rowLen+group*d) // scores [group, rowLen], then the scaled queries
@@ -102,7 +143,6 @@ func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, k
 			h0 := qi*heads + g*group // the group's first query row
 			copy(qs, q[h0*d:(h0+group)*d])
 			kernels.Scale(qs, scale)
-			kg, vg := k[g*d:], v[g*d:]
 			// runs calls f for the prefix and each run of visible tree keys:
 			// cache rows [from, to), whose scores go to columns [at, at+to-from)
 			// of the packed rows. It returns how many keys the query sees.
@@ -126,7 +166,7 @@ func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, k
 				return at
 			}
 			seen := runs(func(from, to, at int) {
-				kernels.MatMulStridedF32(sc[at:], rowLen, qs, d, group, kg[from*stride:], stride, to-from, d)
+				k.scores(sc[at:], rowLen, qs, group, d, g*d, stride, from, to)
 			})
 			for i := range group {
 				row := sc[i*rowLen : i*rowLen+seen]
@@ -141,7 +181,7 @@ func (b *Backend) attentionGroups(y, q, k, v []float32, end []int32, n, heads, k
 			yg := y[h0*d : (h0+group)*d]
 			clear(yg)
 			runs(func(from, to, at int) {
-				kernels.AxpyRows(yg, d, group, d, sc[at:], rowLen, to-from, vg[from*stride:], stride)
+				v.weigh(yg, group, d, sc[at:], rowLen, g*d, stride, from, to)
 			})
 		}
 	})

@@ -61,13 +61,18 @@ func TestMatMulRowsIndependentOfBatch(t *testing.T) {
 // decoded alone after its accepted ancestors, bit for bit: the cache then
 // holds the prefix and the ancestors contiguously, and the query sees all of
 // it. Both attention paths (small heads, and the grouped path from 16
-// dimensions) are checked, with grouped-query heads.
+// dimensions) are checked, with grouped-query heads, over f32 and f16 caches.
 func TestAttentionTreeEqualsDecode(t *testing.T) {
 	seed := rand.Uint64()
 	r := rand.New(rand.NewPCG(seed, 5))
 	be := New(2)
-	for _, tc := range []struct{ n, heads, kvh, d, past int }{
-		{7, 8, 4, 8, 30}, {9, 8, 2, 64, 100}, {12, 4, 4, 16, 0}, {6, 12, 4, 80, 257}, {5, 6, 1, 128, 33},
+	for _, tc := range []struct {
+		n, heads, kvh, d, past int
+		cache                  graph.DType
+	}{
+		{7, 8, 4, 8, 30, graph.F32}, {9, 8, 2, 64, 100, graph.F32}, {12, 4, 4, 16, 0, graph.F32},
+		{6, 12, 4, 80, 257, graph.F32}, {5, 6, 1, 128, 33, graph.F32},
+		{9, 8, 2, 64, 100, graph.F16}, {7, 4, 4, 17, 5, graph.F16},
 	} {
 		parent, end := randomTree(r, tc.n)
 		row := tc.kvh * tc.d
@@ -75,11 +80,15 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 		kc, vc := randF32(r, (tc.past+tc.n)*row), randF32(r, (tc.past+tc.n)*row)
 		attend := func(q, k, v []float32, n, past int, end []int32) []float32 {
 			c := len(k) / row
+			var kd, vd any = k, v
+			if tc.cache == graph.F16 {
+				kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+			}
 			return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				qa := g.Input("q", graph.F32, n, tc.heads, tc.d)
-				ka, va := g.Input("k", graph.F32, c, tc.kvh, tc.d), g.Input("v", graph.F32, c, tc.kvh, tc.d)
+				ka, va := g.Input("k", tc.cache, c, tc.kvh, tc.d), g.Input("v", tc.cache, c, tc.kvh, tc.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
-				return map[*graph.Array]any{qa: q, ka: k, va: v, la: []int32{int32(past)}, ea: end},
+				return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(past)}, ea: end},
 					graph.Attend(qa, ka, va, la, ea, 0.3)
 			})
 		}
@@ -101,6 +110,68 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 				if math.Float32bits(alone[j]) != math.Float32bits(tree[qi*per+j]) {
 					t.Fatalf("%+v (seed %d): query %d at depth %d, [%d]: in the tree %v, decoded alone %v",
 						tc, seed, qi, len(path)-1, j, tree[qi*per+j], alone[j])
+				}
+			}
+		}
+	}
+}
+
+// An f16 cache: KVWrite rounds rows to halves, KVCompact moves whole rows,
+// and attention over it agrees with the reference backend's (which reads
+// the same halves) and stays close to attention over the f32 values.
+func TestF16Cache(t *testing.T) {
+	seed := rand.Uint64()
+	r := rand.New(rand.NewPCG(seed, 6))
+	const n, heads, kvh, d, past = 5, 8, 2, 64, 40
+	c := past + n
+	q, k, v := randF32(r, n*heads*d), randF32(r, c*kvh*d), randF32(r, c*kvh*d)
+	_, end := randomTree(r, n)
+	run := func(be *Backend, dt graph.DType) []float32 {
+		var kd, vd any = k, v
+		if dt == graph.F16 {
+			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+		}
+		return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+			qa := g.Input("q", graph.F32, n, heads, d)
+			ka, va := g.Input("k", dt, c, kvh, d), g.Input("v", dt, c, kvh, d)
+			la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
+			return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{past}, ea: end}, graph.Attend(qa, ka, va, la, ea, 0.125)
+		})
+	}
+	fast, ref, full := run(New(2), graph.F16), run(NewReference(), graph.F16), run(NewReference(), graph.F32)
+	if e := maxRelErr(fast, ref); e > 1e-5 {
+		t.Errorf("f16 cache, fast against reference (seed %d): max rel err %g > 1e-5", seed, e)
+	}
+	if e := maxRelErr(fast, full); e > 2e-3 {
+		t.Errorf("f16 cache against f32 values (seed %d): max rel err %g > 2e-3", seed, e)
+	}
+	// Write then compact an f16 cache through the graph.
+	for _, be := range []*Backend{New(2), NewReference()} {
+		buf, _ := be.Alloc(2 * c * kvh * d)
+		g := graph.New()
+		cache := g.Var("cache", buf, 0, graph.F16, c, kvh, d)
+		rows, kl := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
+		written := graph.WriteKV(cache, rows, kl)
+		noRead := func(*graph.Plan) error { return nil }
+		if err := graph.Eval(be, map[*graph.Array]any{rows: q[:n*kvh*d], kl: []int32{past}}, noRead, written); err != nil {
+			t.Fatal(err)
+		}
+		g = graph.New()
+		cache = g.Var("cache", buf, 0, graph.F16, c, kvh, d)
+		kl, idx := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, 2)
+		compacted := graph.CompactKV(cache, kl, idx)
+		got := make([]uint16, c*kvh*d)
+		err := graph.Eval(be, map[*graph.Array]any{kl: []int32{past}, idx: []int32{1, 3}},
+			func(p *graph.Plan) error { return p.Read(compacted, got) }, compacted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := quant.F32sToF16(q[:n*kvh*d])
+		row := kvh * d
+		for i, j := range []int{1, 3, 2, 3, 4} { // rows 1 and 3 moved to 0 and 1; the rest untouched
+			for e := range row {
+				if got[(past+i)*row+e] != want[j*row+e] {
+					t.Fatalf("%s: cache row %d element %d = %#x, want %#x (written row %d)", be.Name(), past+i, e, got[(past+i)*row+e], want[j*row+e], j)
 				}
 			}
 		}

@@ -204,7 +204,8 @@ func takeAlong(y, x []float32, idx []int32, v, k int) error {
 	return nil
 }
 
-// kvWrite copies rows into the cache at kvLen.
+// kvWrite copies rows into the cache at kvLen (an f16 cache gets them
+// rounded to the nearest half).
 func kvWrite(cache, rows, kvLen graph.Operand) error {
 	c, row := cache.Shape[0], cache.Shape[1]*cache.Shape[2]
 	n := rows.Shape[0]
@@ -212,15 +213,20 @@ func kvWrite(cache, rows, kvLen graph.Operand) error {
 	if at < 0 || at+n > c {
 		return fmt.Errorf("cache of %d positions cannot take %d more after %d", c, n, at)
 	}
+	if cache.DType == graph.F16 {
+		kernels.ConvertF32ToF16(u16(cache)[at*row:(at+n)*row], f32(rows))
+		return nil
+	}
 	copy(f32(cache)[at*row:(at+n)*row], f32(rows))
 	return nil
 }
 
-// kvCompact moves rows kvLen+idx[i] to kvLen+i, in increasing i.
+// kvCompact moves rows kvLen+idx[i] to kvLen+i, in increasing i (rows of
+// bytes: any cache dtype).
 func kvCompact(cache, kvLen, idx graph.Operand) error {
-	c, row := cache.Shape[0], cache.Shape[1]*cache.Shape[2]
+	c, row := cache.Shape[0], cache.Shape[1]*cache.Shape[2]*cache.DType.Size()
 	at := int(i32(kvLen)[0])
-	data := f32(cache)
+	data := bytesOf(cache)
 	prev := int32(-1)
 	for i, j := range i32(idx) {
 		if j <= prev || int(j) < i || at+int(j) >= c || at < 0 {

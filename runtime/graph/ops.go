@@ -38,14 +38,15 @@ type RoPE struct {
 // k <= q <= end[k] (the new tokens are a tree in DFS pre-order; see the
 // package comment). Grouped-query attention: query head h reads KV head
 // h/(H/KVH).
-// Sources: q [N,H,D] f32, k [C,KVH,D] f32, v [C,KVH,D] f32, kvLen [1] i32,
-// end [N] i32. Result [N,H,D] f32.
+// Sources: q [N,H,D] f32, k [C,KVH,D] and v [C,KVH,D] (both f32 or both
+// f16), kvLen [1] i32, end [N] i32. Result [N,H,D] f32.
 // PyTorch: F.scaled_dot_product_attention(q, k, v, mask, scale=Scale).
 type Attention struct{ Scale float32 }
 
 // KVWrite copies new rows into a cache at rows kvLen..kvLen+N-1 and returns
 // the cache (same storage), so that readers of the result run after the write.
-// Sources: cache [C,KVH,D] (a Var), rows [N,KVH,D], kvLen [1] i32.
+// Sources: cache [C,KVH,D] (a Var, f32 or f16: rows are rounded to the
+// nearest half), rows [N,KVH,D] f32, kvLen [1] i32.
 type KVWrite struct{}
 
 // KVCompact keeps the accepted path of a verified tree: for i in order it
@@ -197,7 +198,7 @@ func Rotary(x, pos *Array, invFreq []float32, neox bool) *Array {
 // Attend is tree attention of q over a cache; see Attention.
 func Attend(q, k, v, kvLen, end *Array, scale float32) *Array {
 	mustf(len(q.shape) == 3 && q.dtype == F32, "Attention: q %v", q)
-	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && k.dtype == F32 && v.dtype == F32, "Attention: k %v v %v", k, v)
+	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && (k.dtype == F32 || k.dtype == F16) && v.dtype == k.dtype, "Attention: k %v v %v", k, v)
 	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[1] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)
 	mustf(kvLen.dtype == I32 && kvLen.shape.Numel() == 1, "Attention: kvLen %v", kvLen)
 	mustf(end.dtype == I32 && len(end.shape) == 1 && end.shape[0] == q.shape[0], "Attention: end %v for q %v", end, q)
@@ -208,7 +209,7 @@ func Attend(q, k, v, kvLen, end *Array, scale float32) *Array {
 func WriteKV(cache, rows, kvLen *Array) *Array {
 	mustf(cache.kind == kindVar, "KVWrite: cache %v is not a Var", cache)
 	mustf(len(rows.shape) == 3 && rows.shape[1] == cache.shape[1] && rows.shape[2] == cache.shape[2] &&
-		rows.dtype == cache.dtype, "KVWrite: rows %v for cache %v", rows, cache)
+		rows.dtype == F32 && (cache.dtype == F32 || cache.dtype == F16), "KVWrite: rows %v for cache %v", rows, cache)
 	mustf(kvLen.dtype == I32 && kvLen.shape.Numel() == 1, "KVWrite: kvLen %v", kvLen)
 	return node(KVWrite{}, cache.dtype, cache.shape, cache, rows, kvLen)
 }

@@ -2,7 +2,8 @@
 // cache, one kernel for decode (N=1), prefill (a chain) and tree
 // verification. Query q sees every cache row before kvLen and new row k iff
 // k <= q <= end[k] (the new tokens are a tree in DFS pre-order). Query head
-// h reads KV head h / (H/KVH).
+// h reads KV head h / (H/KVH). The cache is float or half (the kernel's
+// name says which); queries and outputs are float.
 //
 // One threadgroup per (head, query). Its ATTN_SIMDGROUPS simdgroups take the
 // visible keys round-robin by their index among the visible keys (not by
@@ -22,9 +23,9 @@
 // attend_row folds cache row r of KV head g into a simdgroup's online
 // softmax: running maximum mx, sum l and weighted values o (this lane's
 // dims d = lane + 32t). (MSL has no lambdas, hence the parameters.)
-template <typename T>
+template <typename KV>
 inline void attend_row(
-		constant AttentionArgs &args, device const T *k, device const T *v, int r, int g, uint lane,
+		constant AttentionArgs &args, device const KV *k, device const KV *v, int r, int g, uint lane,
 		thread const float *qv, thread float *o, thread float &mx, thread float &l) {
 	const int D = args.D;
 	const ulong off = (ulong(r) * ulong(args.KVH) + ulong(g)) * ulong(D);
@@ -49,15 +50,15 @@ inline void attend_row(
 	mx = mnew;
 }
 
-template <typename T>
+template <typename KV>
 kernel void attention_tree(
 		constant AttentionArgs &args [[buffer(0)]],
-		device const T *q [[buffer(1)]],
-		device const T *k [[buffer(2)]],
-		device const T *v [[buffer(3)]],
+		device const float *q [[buffer(1)]],
+		device const KV *k [[buffer(2)]],
+		device const KV *v [[buffer(3)]],
 		device const int *kv_len [[buffer(4)]],
 		device const int *end [[buffer(5)]],
-		device T *out [[buffer(6)]],
+		device float *out [[buffer(6)]],
 		threadgroup float *shmem [[threadgroup(0)]],
 		uint3 tgpig [[threadgroup_position_in_grid]],
 		uint tiitg [[thread_index_in_threadgroup]],
@@ -71,7 +72,7 @@ kernel void attention_tree(
 
 	float qv[ATTN_PER_LANE];
 	float o[ATTN_PER_LANE];
-	device const T *qr = q + (ulong(qi) * ulong(args.H) + ulong(h)) * ulong(D);
+	device const float *qr = q + (ulong(qi) * ulong(args.H) + ulong(h)) * ulong(D);
 	for (int t = 0; t < ATTN_PER_LANE; t++) {
 		const int d = int(lane) + 32 * t;
 		qv[t] = d < D ? float(qr[d]) : 0.0f;
@@ -120,7 +121,7 @@ kernel void attention_tree(
 		wgt[s] = ls[s] > 0.0f ? exp(ms[s] - m) : 0.0f;
 		sum += ls[s] * wgt[s];
 	}
-	device T *orow = out + (ulong(qi) * ulong(args.H) + ulong(h)) * ulong(D);
+	device float *orow = out + (ulong(qi) * ulong(args.H) + ulong(h)) * ulong(D);
 	for (int d = int(tiitg); d < D; d += 32 * ATTN_SIMDGROUPS) {
 		float acc = 0.0f;
 		for (int s = 0; s < ATTN_SIMDGROUPS; s++) {
@@ -128,8 +129,9 @@ kernel void attention_tree(
 				acc += os[s * D + d] * wgt[s];
 			}
 		}
-		orow[d] = T(sum > 0.0f ? acc / sum : 0.0f);
+		orow[d] = sum > 0.0f ? acc / sum : 0.0f;
 	}
 }
 
 instantiate_kernel("attention_tree_f32", attention_tree, float)
+instantiate_kernel("attention_tree_f16", attention_tree, half)

@@ -1,5 +1,6 @@
-// kv.metal: writes new rows into a KV cache at kvLen, and compacts the
-// accepted path of a verified tree (row kvLen+idx[i] moves to kvLen+i).
+// kv.metal: writes new rows (float) into a KV cache (float or half, rounded
+// to nearest) at kvLen, and compacts the accepted path of a verified tree
+// (row kvLen+idx[i] moves to kvLen+i).
 // Grid: (ceil(N·row/256)) for kv_write and (ceil(row/256)) for kv_compact;
 // threadgroup: 256.
 #include "common.h"
@@ -8,7 +9,7 @@ template <typename T>
 kernel void kv_write(
 		constant KVArgs &args [[buffer(0)]],
 		device T *cache [[buffer(1)]],
-		device const T *rows [[buffer(2)]],
+		device const float *rows [[buffer(2)]],
 		device const int *kv_len [[buffer(3)]],
 		uint3 tpig [[thread_position_in_grid]]) {
 	const int at = kv_len[0];
@@ -16,7 +17,7 @@ kernel void kv_write(
 	if (i >= uint(args.N) * uint(args.row) || at < 0 || at + args.N > args.C) {
 		return;
 	}
-	cache[ulong(at) * ulong(args.row) + i] = rows[i];
+	cache[ulong(at) * ulong(args.row) + i] = T(rows[i]);
 }
 
 // Each thread owns one column of the row and walks the indices in order, so
@@ -43,4 +44,6 @@ kernel void kv_compact(
 }
 
 instantiate_kernel("kv_write_f32", kv_write, float)
+instantiate_kernel("kv_write_f16", kv_write, half)
 instantiate_kernel("kv_compact_f32", kv_compact, float)
+instantiate_kernel("kv_compact_f16", kv_compact, half)
