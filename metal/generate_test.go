@@ -18,7 +18,13 @@ const stories = "../models/stories260K/stories260K.gguf"
 // ReDrafter when draft names a draft head directory.
 func generate(t *testing.T, backend, prompt string, n int, draft ...string) []int32 {
 	t.Helper()
-	e, err := runtime.Load(stories, runtime.Options{Backend: backend})
+	return generateKV(t, backend, "f32", prompt, n, draft...)
+}
+
+// generateKV is generate with a KV cache of type kv.
+func generateKV(t *testing.T, backend, kv, prompt string, n int, draft ...string) []int32 {
+	t.Helper()
+	e, err := runtime.Load(stories, runtime.Options{Backend: backend, KVCache: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +85,12 @@ func TestGenerationMatchesCPU(t *testing.T) {
 		return be, nil
 	})
 	const n = 48
-	want := generate(t, "cpu", "Once upon a time", n)
-	got := generate(t, "metal-fake", "Once upon a time", n)
-	if !slices.Equal(got, want) {
-		t.Errorf("metal (fake device) generated %v\ncpu generated %v", got, want)
+	for _, kv := range []string{"f32", "f16"} {
+		want := generateKV(t, "cpu", kv, "Once upon a time", n)
+		got := generateKV(t, "metal-fake", kv, "Once upon a time", n)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s KV cache: metal (fake device) generated %v\ncpu generated %v", kv, got, want)
+		}
 	}
 	st := be.Stats()
 	t.Logf("fake device: %+v", st)

@@ -19,6 +19,9 @@ type Options struct {
 	Backend string
 	// Context caps the tokens a session can hold (0: the model's context).
 	Context int
+	// KVCache is the KV cache's element type: "f32" (the default, "" too)
+	// or "f16" (half the memory; keys and values rounded to halves).
+	KVCache string
 	// Logger receives progress and timings (nil: slog.Default()).
 	Logger *slog.Logger
 }
@@ -89,6 +92,13 @@ func Load(path string, opts Options) (*Engine, error) {
 	e.ChatTemplate = vocab.ChatTemplate
 	if e.runner, err = llama.Bind(ck.Model, be); err != nil {
 		return fail(err)
+	}
+	switch opts.KVCache {
+	case "", "f32":
+	case "f16":
+		e.runner.KVCache = graph.F16
+	default:
+		return fail(fmt.Errorf("KV cache type %q: want f32 or f16", opts.KVCache))
 	}
 	e.context = e.Config.Context
 	if opts.Context > 0 && opts.Context < e.context {

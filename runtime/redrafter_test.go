@@ -125,21 +125,24 @@ var specPrompts = []string{"", "Once upon a time", "Lily and Tom went to the par
 // random draft heads (RNN and not, with and without an input projection).
 func TestReDrafterGreedyEqualsAutoregressive(t *testing.T) {
 	type model struct {
-		name string
-		path string
-		head func(e *Engine)
+		name    string
+		path    string
+		kvCache string
+		head    func(e *Engine)
 	}
 	models := []model{
-		{"stories260K", stories, func(e *Engine) { randomHead(t, e, true, 2, 0, 1) }},
-		{"random-d32", randomModel(t, 32, 2, 4, 2, 48, 11), func(e *Engine) { randomHead(t, e, true, 1, 48, 2) }},
-		{"random-d48", randomModel(t, 48, 3, 6, 6, 64, 12), func(e *Engine) { randomHead(t, e, false, 0, 0, 3) }},
+		{"stories260K", stories, "", func(e *Engine) { randomHead(t, e, true, 2, 0, 1) }},
+		{"random-d32", randomModel(t, 32, 2, 4, 2, 48, 11), "", func(e *Engine) { randomHead(t, e, true, 1, 48, 2) }},
+		{"random-d48", randomModel(t, 48, 3, 6, 6, 64, 12), "", func(e *Engine) { randomHead(t, e, false, 0, 0, 3) }},
+		// An f16 KV cache, with 32-dimensional heads.
+		{"random-d128-f16kv", randomModel(t, 128, 2, 4, 2, 96, 13), "f16", func(e *Engine) { randomHead(t, e, true, 1, 0, 4) }},
 	}
 	widths, lengths := []int{1, 2, 4, 8, 16, 50}, []int{2, 3, 4, 5, 6}
 	if testing.Short() {
 		widths, lengths = []int{1, 4, 50}, []int{2, 5}
 	}
 	for _, m := range models {
-		e, err := Load(m.path, Options{Backend: "cpu"})
+		e, err := Load(m.path, Options{Backend: "cpu", KVCache: m.kvCache})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +215,14 @@ func (o *oracleSource) BeamSearch(h []float32, init int32, w, l int, keep bool) 
 }
 
 func TestReDrafterDeepAcceptanceEqualsAutoregressive(t *testing.T) {
-	e := load(t, Options{})
+	for _, kv := range []string{"f32", "f16"} {
+		t.Run("kv="+kv, func(t *testing.T) { deepAcceptance(t, load(t, Options{KVCache: kv})) })
+	}
+}
+
+// deepAcceptance checks greedy ReDrafter with an oracle drafter against
+// autoregressive decoding on e.
+func deepAcceptance(t *testing.T, e *Engine) {
 	for _, p := range specPrompts {
 		ref, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: 120}, nil)
 		if err != nil {

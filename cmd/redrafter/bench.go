@@ -19,9 +19,9 @@ import (
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
-		model, head, prompts, jsonOut, svgOut, template, profile string
-		maxTokens, limit, ctxLen, passesAfter                    int
-		widths, lengths, passes                                  []int
+		model, head, prompts, jsonOut, svgOut, template, profile, kvCache string
+		maxTokens, limit, ctxLen, passesAfter                             int
+		widths, lengths, passes                                           []int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH --drafter DIR --prompts FILE",
@@ -52,7 +52,7 @@ line.`,
 			if limit > 0 && limit < len(ps) {
 				ps = ps[:limit]
 			}
-			e, err := runtime.Load(model, runtime.Options{Backend: g.backend, Context: ctxLen})
+			e, err := runtime.Load(model, runtime.Options{Backend: g.backend, Context: ctxLen, KVCache: kvCache})
 			if err != nil {
 				return err
 			}
@@ -129,6 +129,7 @@ line.`,
 	f.IntVar(&passesAfter, "passes-after", 64, "tokens in the cache before each timed --passes pass (attention cost grows with it)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the runs (warm-up included) to this file")
 	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
+	f.StringVar(&kvCache, "kv-cache", "f32", "KV cache element type: f32 or f16")
 	for _, name := range []string{"model", "drafter", "prompts"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

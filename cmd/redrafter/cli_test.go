@@ -111,6 +111,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"generate", "--model", stories, "--drafter", wrongHead}, "vocabulary has 32000 tokens"},
 		{[]string{"generate", "--model", stories, "--drafter", dir}, "not a draft head"},
 		{[]string{"generate", "--model", stories, "--backend", "tpu"}, `unknown backend "tpu"`},
+		{[]string{"generate", "--model", stories, "--kv-cache", "f8"}, `KV cache type "f8"`},
 		{[]string{"chat", "--model", stories, "--template", "alpaca"}, "--template"},
 		{[]string{"inspect"}, "accepts 1 arg"},
 		{[]string{"selftest"}, "use --backend metal"},

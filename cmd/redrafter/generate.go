@@ -16,6 +16,7 @@ import (
 type modelFlags struct {
 	model       string
 	context     int
+	kvCache     string
 	maxTokens   int
 	temperature float32
 	topK        int
@@ -32,6 +33,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&m.model, "model", "", "model: a .gguf file or an HF checkpoint directory (required)")
 	f.IntVar(&m.context, "context", 0, "maximum tokens in the context (0: the model's)")
+	f.StringVar(&m.kvCache, "kv-cache", "f32", "KV cache element type: f32, or f16 for half the memory (keys and values rounded to halves)")
 	f.IntVar(&m.maxTokens, "max-tokens", 256, "stop after this many new tokens (0: until the context is full)")
 	f.Float32Var(&m.temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	f.IntVar(&m.topK, "top-k", 0, "sample from the k most likely tokens only (0: all)")
@@ -70,7 +72,7 @@ func (m *modelFlags) options() (runtime.GenerateOptions, error) {
 }
 
 func (m *modelFlags) load(g *globalFlags) (*runtime.Engine, error) {
-	e, err := runtime.Load(m.model, runtime.Options{Backend: g.backend, Context: m.context})
+	e, err := runtime.Load(m.model, runtime.Options{Backend: g.backend, Context: m.context, KVCache: m.kvCache})
 	if err != nil {
 		return nil, err
 	}

@@ -59,8 +59,20 @@ func (b *Binding) Close() {
 // Runner is a model bound to a backend.
 type Runner struct {
 	*Binding
-	Model   *Model
+	Model *Model
+	// KVCache is the element type of the KV caches of new States: F32 (the
+	// default when unset) or F16, which halves their memory and the bytes
+	// attention reads, at a rounding of keys and values to halves.
+	KVCache graph.DType
 	invFreq []float32
+}
+
+// kvType is the KV caches' element type.
+func (r *Runner) kvType() graph.DType {
+	if r.KVCache == graph.F16 {
+		return graph.F16
+	}
+	return graph.F32
 }
 
 // Bind wraps the model's weights for be.
@@ -154,7 +166,7 @@ func (r *Runner) NewState(capacity int) (*State, error) {
 	}
 	s := &State{r: r, cap: capacity, plans: map[[2]int]*forwardGraph{}, kvArrs: map[*graph.Graph][]*graph.Array{},
 		compact: map[int]*compactGraph{}}
-	size := capacity * c.KVHeads * c.HeadDim * 4
+	size := capacity * c.KVHeads * c.HeadDim * r.kvType().Size()
 	for range 2 * c.Layers {
 		b, err := r.Backend.Alloc(size)
 		if err != nil {
@@ -176,7 +188,7 @@ func (s *State) kv(g *graph.Graph, l, which int) *graph.Array {
 	i := 2*l + which
 	if arrs[i] == nil {
 		c := &s.r.Model.Config
-		arrs[i] = g.Var(fmt.Sprintf("cache.%d.%c", l, "kv"[which]), s.cache[i], 0, graph.F32, s.cap, c.KVHeads, c.HeadDim)
+		arrs[i] = g.Var(fmt.Sprintf("cache.%d.%c", l, "kv"[which]), s.cache[i], 0, s.r.kvType(), s.cap, c.KVHeads, c.HeadDim)
 	}
 	return arrs[i]
 }
