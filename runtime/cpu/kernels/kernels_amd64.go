@@ -143,6 +143,24 @@ type vecKernels struct {
 
 func (v *vecKernels) body(n int) int { return n &^ (v.align - 1) }
 
+// axpyRowsWith runs the generated AxpyRows kernels fn, up to axpyRowsMax
+// rows of y at a time, over the first body columns, and tail (as Axpy does
+// its tail) over the rest; the arguments have been checked.
+func axpyRowsWith[T elem](fn *[axpyRowsMax + 1]func(y *float32, ldy int, p *float32, ldp int, v *T, ldv int, rows int, n int),
+	tail func(y []float32, a float32, x []T), body int, y []float32, ldy, m, d int, p []float32, ldp, rows int, vs []T, ldv int) {
+	for i0 := 0; i0 < m && body > 0; i0 += axpyRowsMax {
+		mr := min(axpyRowsMax, m-i0)
+		fn[mr](&y[i0*ldy], ldy, &p[i0*ldp], ldp, &vs[0], ldv, rows, body)
+	}
+	if body < d {
+		for i := range m {
+			for r, a := range p[i*ldp : i*ldp+rows] {
+				tail(y[i*ldy+body:i*ldy+d], a, vs[r*ldv+body:r*ldv+d])
+			}
+		}
+	}
+}
+
 func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *vecKernels) Set {
 	return Set{
 		Name: name,
@@ -198,20 +216,8 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			axpy(y[b:], a, x[b:])
 		},
 		AxpyRows: func(y []float32, ldy, m, d int, p []float32, ldp, rows int, vs []float32, ldv int) {
-			if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
-				return
-			}
-			b := v.body(d)
-			for i0 := 0; i0 < m && b > 0; i0 += axpyRowsMax {
-				mr := min(axpyRowsMax, m-i0)
-				v.axpyRows[mr](&y[i0*ldy], ldy, &p[i0*ldp], ldp, &vs[0], ldv, rows, b)
-			}
-			if b < d { // the columns the kernels leave, as Axpy does its tail
-				for i := range m {
-					for r, a := range p[i*ldp : i*ldp+rows] {
-						axpy(y[i*ldy+b:i*ldy+d], a, vs[r*ldv+b:r*ldv+d])
-					}
-				}
+			if checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
+				axpyRowsWith(v.axpyRows, axpy, v.body(d), y, ldy, m, d, p, ldp, rows, vs, ldv)
 			}
 		},
 		ExpSum: func(x []float32, mx float32) float32 {
@@ -240,20 +246,8 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			swigluGeneric(y[b:], gate[b:], up[b:])
 		},
 		AxpyRowsF16: func(y []float32, ldy, m, d int, p []float32, ldp, rows int, vs []uint16, ldv int) {
-			if !checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
-				return
-			}
-			b := v.body(d)
-			for i0 := 0; i0 < m && b > 0; i0 += axpyRowsMax {
-				mr := min(axpyRowsMax, m-i0)
-				v.axpyRowsH[mr](&y[i0*ldy], ldy, &p[i0*ldp], ldp, &vs[0], ldv, rows, b)
-			}
-			if b < d {
-				for i := range m {
-					for r, a := range p[i*ldp : i*ldp+rows] {
-						axpyF16(y[i*ldy+b:i*ldy+d], a, vs[r*ldv+b:r*ldv+d])
-					}
-				}
+			if checkAxpyRows(len(y), ldy, m, d, len(p), ldp, rows, len(vs), ldv) {
+				axpyRowsWith(v.axpyRowsH, axpyF16, v.body(d), y, ldy, m, d, p, ldp, rows, vs, ldv)
 			}
 		},
 		Scale: func(x []float32, a float32) {
