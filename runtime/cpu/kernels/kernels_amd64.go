@@ -38,6 +38,9 @@ type tiler[T elem] struct {
 
 const nrMax = 4
 
+// xBlockBytes is how much of x a product keeps in L2 at a time.
+const xBlockBytes = 256 << 10
+
 // axpyRowsMax is the most rows of y one generated axpyRows kernel updates
 // (internal/asmgen's constant of the same name).
 const axpyRowsMax = 4
@@ -49,17 +52,23 @@ const axpyRowsMax = 4
 // accumulator of its tile, so its bits do not depend on the tile's shape.
 func (t *tiler[T]) matMul(y []float32, ldy int, x []float32, ldx, m int, w []T, ldw, k, n int) {
 	ka := k &^ (t.align - 1)
-	nt := (m + t.mrMax - 1) / t.mrMax // tiles along m, as even as possible
-	for j0 := 0; ka > 0 && j0 < n; j0 += nrMax {
-		nb := min(nrMax, n-j0)
-		i0 := 0
-		for it := 0; it < nt; it++ {
-			mb := m / nt
-			if it < m%nt {
-				mb++
+	// Rows of x go in blocks that stay in L2 while every block of w runs
+	// past them; a tile streams its rows of x once per block of w.
+	rb := max(24, xBlockBytes/(4*max(k, 1))/t.mrMax*t.mrMax)
+	for r0 := 0; r0 < m; r0 += rb {
+		mm := min(rb, m-r0)
+		nt := (mm + t.mrMax - 1) / t.mrMax // tiles along the block, as even as possible
+		for j0 := 0; ka > 0 && j0 < n; j0 += nrMax {
+			nb := min(nrMax, n-j0)
+			i0 := r0
+			for it := 0; it < nt; it++ {
+				mb := mm / nt
+				if it < mm%nt {
+					mb++
+				}
+				t.fn[mb][nb](&x[i0*ldx], ldx, &w[j0*ldw], ldw, ka, &y[i0*ldy+j0], ldy)
+				i0 += mb
 			}
-			t.fn[mb][nb](&x[i0*ldx], ldx, &w[j0*ldw], ldw, ka, &y[i0*ldy+j0], ldy)
-			i0 += mb
 		}
 	}
 	if ka == 0 {
