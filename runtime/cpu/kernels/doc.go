@@ -1,7 +1,9 @@
 // Package kernels holds the CPU backend's inner loops over plain slices:
 // dot products, matrix-vector and small matrix-matrix products with float32,
-// IEEE half (F16) and bfloat16 (BF16) weights, axpy/scale, sum of squares
-// and half/bfloat16 conversions. Every kernel is single-threaded; the caller
+// IEEE half (F16) and bfloat16 (BF16) weights (also over row-strided
+// operands, for attention), weighted sums of rows (AxpyRows), axpy/scale,
+// exponentials with their sum (ExpSum), SiLU/SwiGLU, sum of squares and
+// half/bfloat16 conversions. Every kernel is single-threaded; the caller
 // (runtime/cpu) splits rows across goroutines.
 //
 // # Layout
@@ -35,7 +37,8 @@
 //     the next nr rows of w, which is where the Go driver goes next.
 //   - Kernels touch only the vector registers, the general registers
 //     other than SP and BP (R15 only in the 6×4 AVX-512 tiles, which access
-//     no globals) and opmasks K1-K2, and end with VZEROUPPER.
+//     no globals) and opmasks K1-K2, and end with VZEROUPPER. ExpSum, SiLU
+//     and SwiGLU read their constants from one RODATA table (expconst).
 //   - Float sums are reassociated (several accumulators, a tree reduction),
 //     so results differ from the reference by rounding only: relative error
 //     ≲ 1e-6·Σ|aᵢbᵢ|. Conversions are bit-exact with package quant, except
@@ -50,7 +53,10 @@
 // verification (m candidate tokens at once) therefore reproduces
 // single-token decoding exactly. The Dot kernels are not part of this
 // promise (they use more accumulators for short-vector speed) but are
-// deterministic on their own.
+// deterministic on their own. The attention kernels extend the promise:
+// MatMulStrided outputs equal MatMul's alone, AxpyRows equals one Axpy per
+// row however its rows are split between calls, and ExpSum adds in an
+// order fixed by the length alone.
 //
 // Tests cross-check every Set against Generic at tail and unroll lengths
 // and check batch invariance; run them also with -tags noasm.
