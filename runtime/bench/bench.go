@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/drafter"
 	"github.com/seed9b8f47b1/redrafter/runtime"
+	"github.com/seed9b8f47b1/redrafter/runtime/graph"
 	"github.com/seed9b8f47b1/redrafter/runtime/tokenizer"
 )
 
@@ -80,6 +81,7 @@ type Model struct {
 	HeadDim int    `json:"head_dim"`
 	FFN     int    `json:"ffn"`
 	Vocab   int    `json:"vocab"`
+	KVCache string `json:"kv_cache"` // the KV cache's element type: f32 or f16
 	// InflatedFrom is the original shape of a model padded by redrafter dev
 	// inflate (runtime/inflate): same function, larger cost, same vocabulary.
 	InflatedFrom string `json:"inflated_from,omitempty"`
@@ -217,7 +219,7 @@ func Run(ctx context.Context, e *runtime.Engine, prompts []Prompt, cfg Config) (
 		Date:    time.Now().UTC(),
 		Machine: machine(e.Backend.Name()),
 		Model: Model{Arch: c.Arch, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
-			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab},
+			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: kvCacheName(e)},
 		Drafter: Drafter{HiddenSize: hc.HiddenSize, ExitDim: hc.ExitDim, Layers: hc.NumDraftLayers, RNN: hc.RNN},
 	}
 	s, err := e.NewSession()
@@ -377,6 +379,14 @@ func rate(n int, s float64) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// kvCacheName is the engine's KV cache element type.
+func kvCacheName(e *runtime.Engine) string {
+	if e.Runner().KVCache == graph.F16 {
+		return "f16"
+	}
+	return "f32"
+}
 
 func machine(backend string) Machine {
 	return Machine{CPU: cpuModel(), Cores: goruntime.NumCPU(), Threads: goruntime.GOMAXPROCS(0),

@@ -122,7 +122,7 @@ func TestRunStories(t *testing.T) {
 			t.Errorf("cell W=%d L=%d: %+v", c.W, c.L, c)
 		}
 	}
-	if r.Model.Dim != 64 || r.Drafter.HiddenSize != 64 || r.Machine.Threads < 1 || r.Template != "none" || len(r.Prompts) != 2 {
+	if r.Model.Dim != 64 || r.Model.KVCache != "f32" || r.Drafter.HiddenSize != 64 || r.Machine.Threads < 1 || r.Template != "none" || len(r.Prompts) != 2 {
 		t.Errorf("report header %+v %+v %+v", r.Model, r.Drafter, r.Machine)
 	}
 
@@ -130,7 +130,7 @@ func TestRunStories(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"autoregressive  48 tokens", "speedup", "tok/step", "verify%"} {
+	for _, want := range []string{"autoregressive  48 tokens", "speedup", "tok/step", "verify%", "f32 KV cache"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -11,8 +11,8 @@ import (
 func (r *Report) WriteTable(w io.Writer) error {
 	m, d, mc := r.Model, r.Drafter, r.Machine
 	ew := &errWriter{w: w}
-	ew.printf("model     %s: %s, dim %d, %d layers, %d heads (%d KV) of %d, FFN %d, vocab %d\n",
-		r.Model.Path, m.Arch, m.Dim, m.Layers, m.Heads, m.KVHeads, m.HeadDim, m.FFN, m.Vocab)
+	ew.printf("model     %s: %s, dim %d, %d layers, %d heads (%d KV) of %d, FFN %d, vocab %d, %s KV cache\n",
+		r.Model.Path, m.Arch, m.Dim, m.Layers, m.Heads, m.KVHeads, m.HeadDim, m.FFN, m.Vocab, orUnknown(m.KVCache))
 	if m.InflatedFrom != "" {
 		ew.printf("          inflated from %s: same logits; the vocabulary cannot be padded, so it stays %d\n", m.InflatedFrom, m.Vocab)
 	}
