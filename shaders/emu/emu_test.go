@@ -230,3 +230,66 @@ func TestReportsBugs(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesAddressSpaceMistakes checks that kernels Apple's compiler
+// refuses for their address spaces fail to compile here too, and that the
+// same kernels with the spaces right compile.
+func TestRefusesAddressSpaceMistakes(t *testing.T) {
+	const head = "#include <metal_stdlib>\nusing namespace metal;\nstruct N { int n; };\n"
+	for _, tc := range []struct {
+		name, bad, good, want string
+	}{
+		{
+			name: "device pointer to a thread parameter",
+			bad: `inline float first(const float *x) { return x[0]; }
+kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2)]]) { out[0] = first(in); }`,
+			good: `inline float first(device const float *x) { return x[0]; }
+kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2)]]) { out[0] = first(in); }`,
+			want: "no matching function",
+		},
+		{
+			name: "threadgroup pointer stored as a device pointer",
+			bad: `kernel void k(device float *out [[buffer(1)]], threadgroup float *sh [[threadgroup(0)]]) {
+	device float *p = sh; p[0] = out[0]; }`,
+			good: `kernel void k(device float *out [[buffer(1)]], threadgroup float *sh [[threadgroup(0)]]) {
+	threadgroup float *p = sh; p[0] = out[0]; }`,
+			want: "cannot initialize",
+		},
+		{
+			name: "buffer parameter without an address space",
+			bad:  `kernel void k(float *out [[buffer(1)]]) { out[0] = 1.0f; }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = 1.0f; }`,
+			want: "points to device or constant memory",
+		},
+		{
+			name: "threadgroup parameter in device memory",
+			bad:  `kernel void k(device float *out [[buffer(1)]], device float *sh [[threadgroup(0)]]) { sh[0] = out[0]; }`,
+			good: `kernel void k(device float *out [[buffer(1)]], threadgroup float *sh [[threadgroup(0)]]) { sh[0] = out[0]; }`,
+			want: "threadgroup parameters point to threadgroup memory",
+		},
+		{
+			name: "simdgroup matrix loaded from thread memory",
+			bad: `kernel void k(device float *out [[buffer(1)]]) {
+	float local[64] = {}; simdgroup_float8x8 m; simdgroup_load(m, local, 8); simdgroup_store(m, out, 8); }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) {
+	simdgroup_float8x8 m; simdgroup_load(m, out, 8); simdgroup_store(m, out, 8); }`,
+			want: "no matching function",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ForTest(t)
+			// instantiate_kernel instantiates a template.
+			wrap := func(src string) string {
+				src = strings.Replace(src, "kernel void k(", "template <typename T>\nkernel void k(", 1)
+				return head + src + "\ninstantiate_kernel(\"k_f32\", k, float)\n"
+			}
+			if _, err := b.Build("good.metal", wrap(tc.good)); err != nil {
+				t.Fatalf("the correct kernel does not compile: %v", err)
+			}
+			_, err := b.Build("bad.metal", wrap(tc.bad))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

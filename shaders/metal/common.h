@@ -23,7 +23,11 @@ struct bf16 {
 
 inline float to_float(float v) { return v; }
 inline float to_float(half v) { return float(v); }
-inline float to_float(bf16 v) { return as_type<float>(uint(v.bits) << 16); }
+// bf16 goes by reference in the address space it lies in: MSL would also
+// copy the struct out of device memory, but the emulator's address spaces
+// (shaders/emu) let only scalars cross, so it is read where it is.
+inline float to_float(thread const bf16 &v) { return as_type<float>(uint(v.bits) << 16); }
+inline float to_float(device const bf16 &v) { return as_type<float>(uint(v.bits) << 16); }
 
 // tg_sum returns the sum of v over the threadgroup. scratch holds at least
 // 33 floats; every thread of the threadgroup must call it.

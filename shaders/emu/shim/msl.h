@@ -178,10 +178,14 @@ void threadgroup_barrier();
 
 } // namespace emu
 
-// Address spaces and function qualifiers are meaningless on the CPU.
-#define device
-#define constant
-#define threadgroup
+// Address spaces are clang's, so that what MSL refuses is refused here too:
+// a device pointer passed where a thread or threadgroup one is expected, a
+// threadgroup pointer stored in a device one. Thread is the default space.
+// On x86-64 the casts between them are no-ops. Stricter than MSL in one way:
+// a struct is not copied out of another space (read its members instead).
+#define device __attribute__((address_space(1)))
+#define constant __attribute__((address_space(2)))
+#define threadgroup __attribute__((address_space(3)))
 #define thread
 #define kernel
 
@@ -391,19 +395,46 @@ template <class T, int Cols, int Rows> char comb_store(const Simdgroup *g, int l
 
 namespace metal {
 
+// Loads and stores take device or threadgroup memory, as in MSL.
 template <class T, int Cols, int Rows>
-inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows> &d, const T *src, ulong elements_per_row = Cols,
-                           ulong2 matrix_origin = ulong2{0, 0}, bool transpose_matrix = false) {
+inline void simdgroup_load_at(simdgroup_matrix<T, Cols, Rows> &d, const void *src, ulong elements_per_row,
+                              ulong2 matrix_origin, bool transpose_matrix) {
 	emu::MatrixAccess a{src, elements_per_row, matrix_origin.x, matrix_origin.y, transpose_matrix};
 	d = emu::collective<emu::MatrixAccess, simdgroup_matrix<T, Cols, Rows>, emu::comb_load<T, Cols, Rows>>(
 	    a, "simdgroup_load");
 }
 
 template <class T, int Cols, int Rows>
-inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows> &m, T *dst, ulong elements_per_row = Cols,
-                            ulong2 matrix_origin = ulong2{0, 0}, bool transpose_matrix = false) {
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows> &d, const device T *src, ulong elements_per_row = Cols,
+                           ulong2 matrix_origin = ulong2{0, 0}, bool transpose_matrix = false) {
+	simdgroup_load_at(d, (const void *)src, elements_per_row, matrix_origin, transpose_matrix);
+}
+
+template <class T, int Cols, int Rows>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows> &d, const threadgroup T *src,
+                           ulong elements_per_row = Cols, ulong2 matrix_origin = ulong2{0, 0},
+                           bool transpose_matrix = false) {
+	simdgroup_load_at(d, (const void *)src, elements_per_row, matrix_origin, transpose_matrix);
+}
+
+template <class T, int Cols, int Rows>
+inline void simdgroup_store_at(const simdgroup_matrix<T, Cols, Rows> &m, void *dst, ulong elements_per_row,
+                               ulong2 matrix_origin, bool transpose_matrix) {
 	emu::MatrixStore<T, Cols, Rows> s{m, {dst, elements_per_row, matrix_origin.x, matrix_origin.y, transpose_matrix}};
 	emu::collective<emu::MatrixStore<T, Cols, Rows>, char, emu::comb_store<T, Cols, Rows>>(s, "simdgroup_store");
+}
+
+template <class T, int Cols, int Rows>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows> &m, device T *dst, ulong elements_per_row = Cols,
+                            ulong2 matrix_origin = ulong2{0, 0}, bool transpose_matrix = false) {
+	simdgroup_store_at(m, (void *)dst, elements_per_row, matrix_origin, transpose_matrix);
+}
+
+template <class T, int Cols, int Rows>
+inline void simdgroup_store(const simdgroup_matrix<T, Cols, Rows> &m, threadgroup T *dst,
+                            ulong elements_per_row = Cols, ulong2 matrix_origin = ulong2{0, 0},
+                            bool transpose_matrix = false) {
+	simdgroup_store_at(m, (void *)dst, elements_per_row, matrix_origin, transpose_matrix);
 }
 
 // d = a*b + c, accumulated in float.
@@ -484,26 +515,36 @@ template <class P> P bind(Attr a) {
 	}
 }
 
+// in_space reports whether pointer type P points into address space AS
+// (pointers convert implicitly only within one space, and to const).
+template <class P, class AS> constexpr bool in_space = std::is_convertible_v<P, AS>;
+
+// The casts below are C-style because only those may change address space.
 template <class P> P bind(Buf b) {
 	unsigned char *p = launch->buffers[b.index];
 	if (p == nullptr) fail("buffer(%d) is not bound", b.index);
 	if constexpr (std::is_pointer_v<P>) {
-		return reinterpret_cast<P>(p);
+		static_assert(in_space<P, const volatile device void *> || in_space<P, const volatile constant void *>,
+		              "a buffer parameter points to device or constant memory");
+		return (P)p;
 	} else {
 		static_assert(std::is_reference_v<P>, "buffer parameters are pointers or references");
 		using V = std::remove_reference_t<P>;
+		static_assert(in_space<V *, const volatile device void *> || in_space<V *, const volatile constant void *>,
+		              "a buffer parameter refers to device or constant memory");
 		if (launch->sizes[b.index] < sizeof(V))
 			fail("buffer(%d) holds %zu bytes, the kernel reads a %zu-byte struct", b.index, launch->sizes[b.index],
 			     sizeof(V));
-		return *reinterpret_cast<V *>(p);
+		return *(V *)p;
 	}
 }
 
 template <class P> P bind(Shared s) {
-	static_assert(std::is_pointer_v<P>, "threadgroup parameters are pointers");
+	static_assert(std::is_pointer_v<P> && in_space<P, const volatile threadgroup void *>,
+	              "threadgroup parameters point to threadgroup memory");
 	unsigned char *p = launch->tgmem[s.index];
 	if (p == nullptr) fail("threadgroup(%d) memory is not set", s.index);
-	return reinterpret_cast<P>(p);
+	return (P)p;
 }
 
 template <class... P, class... B> void call(void (*f)(P...), B... b) {
