@@ -234,6 +234,12 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 		{DeviceInfo{Name: "Apple M1 Pro"}, 40, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15s"}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M2 Ultra", Architecture: "applegpu_g14d"}, 50, BeamShape{3, 5}},
+		// The core count, when known, decides the beam.
+		{DeviceInfo{Name: "Apple M4", Architecture: "applegpu_g16g", Cores: 10}, 40, BeamShape{1, 4}},
+		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15s", Cores: 14}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M4 Max", Cores: 40}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple GPU", Cores: 64}, 40, BeamShape{3, 5}},
+		{DeviceInfo{Name: "Apple M9 Pro", Cores: 8}, 40, BeamShape{1, 4}},
 	} {
 		if p := DefaultPolicy(c.info); p.OpsPerBuffer != c.ops {
 			t.Errorf("DefaultPolicy(%s).OpsPerBuffer = %d, want %d", c.info.Name, p.OpsPerBuffer, c.ops)

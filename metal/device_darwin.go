@@ -54,6 +54,7 @@ func describe(dev mtl.Device) DeviceInfo {
 		UnifiedMemory: dev.HasUnifiedMemory(),
 		WorkingSet:    dev.RecommendedMaxWorkingSetSize(),
 		MaxBuffer:     dev.MaxBufferLength(),
+		Cores:         mtl.GPUCoreCount(),
 	}
 	for f := mtl.GPUFamilyApple9 + 1; f >= mtl.GPUFamilyApple1; f-- {
 		if dev.SupportsFamily(f) {

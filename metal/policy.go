@@ -90,12 +90,21 @@ type BeamShape struct{ Width, Length int }
 
 // RecommendedBeam is the default beam for a device class: base M-series
 // chips (and phones) W=1, Pro and Max W=2, Ultra W=3; L=4, or 5 on Ultra.
-// More compute per step pays only where the GPU has cores to spare.
+// More compute per step pays only where the GPU has cores to spare. The
+// class comes from the GPU's core count when the system reports it (base
+// chips have 7-10 cores, Pro 14-20, Max 24-40, Ultra 48-80), else from the
+// architecture and marketing names.
 func RecommendedBeam(info DeviceInfo) BeamShape {
+	class := deviceClass(info)
+	ultra := class == 'd'
+	pro := class == 's' || strings.Contains(info.Name, "Pro")
+	if info.Cores > 0 {
+		ultra, pro = info.Cores >= 48, info.Cores >= 14
+	}
 	switch {
-	case deviceClass(info) == 'd':
+	case ultra:
 		return BeamShape{3, 5}
-	case deviceClass(info) == 's' || strings.Contains(info.Name, "Pro") || info.Cores >= 14:
+	case pro:
 		return BeamShape{2, 4}
 	default:
 		return BeamShape{1, 4}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -179,10 +180,14 @@ func Devices() ([]DeviceReport, error) {
 // WriteDevices prints device reports as a table.
 func WriteDevices(w io.Writer, rs []DeviceReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tarchitecture\tfamily\tunified\tworking set\tmax buffer\tbeam (W×L)\tops/buffer")
+	fmt.Fprintln(tw, "name\tarchitecture\tfamily\tcores\tunified\tworking set\tmax buffer\tbeam (W×L)\tops/buffer")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%s\t%d×%d\t%d\n", r.Name, orUnknown(r.Architecture), orUnknown(r.Family),
-			r.UnifiedMemory, gib(r.WorkingSet), gib(r.MaxBuffer), r.Beam.Width, r.Beam.Length, r.Policy.OpsPerBuffer)
+		cores := "unknown"
+		if r.Cores > 0 {
+			cores = strconv.Itoa(r.Cores)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d×%d\t%d\n", r.Name, orUnknown(r.Architecture), orUnknown(r.Family),
+			cores, r.UnifiedMemory, gib(r.WorkingSet), gib(r.MaxBuffer), r.Beam.Width, r.Beam.Length, r.Policy.OpsPerBuffer)
 	}
 	tw.Flush()
 }

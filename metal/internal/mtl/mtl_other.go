@@ -10,3 +10,6 @@ func CreateSystemDefaultDevice() (Device, error) { return Device{}, ErrUnavailab
 
 // CopyAllDevices reports that Metal is unavailable.
 func CopyAllDevices() ([]Device, error) { return nil, ErrUnavailable }
+
+// GPUCoreCount is 0: there is no Apple GPU on this system.
+func GPUCoreCount() int { return 0 }
