@@ -231,10 +231,10 @@ func TestReportsBugs(t *testing.T) {
 	}
 }
 
-// TestRefusesAddressSpaceMistakes checks that kernels Apple's compiler
-// refuses for their address spaces fail to compile here too, and that the
-// same kernels with the spaces right compile.
-func TestRefusesAddressSpaceMistakes(t *testing.T) {
+// TestRefusesWhatMSLRefuses checks that kernels Apple's compiler refuses
+// (for their address spaces, or for C++ that MSL does not have) fail to
+// compile here too, and that the same kernels written right compile.
+func TestRefusesWhatMSLRefuses(t *testing.T) {
 	const head = "#include <metal_stdlib>\nusing namespace metal;\nstruct N { int n; };\n"
 	for _, tc := range []struct {
 		name, bad, good, want string
@@ -275,8 +275,35 @@ kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2
 	simdgroup_float8x8 m; simdgroup_load(m, out, 8); simdgroup_store(m, out, 8); }`,
 			want: "no matching function",
 		},
+		{
+			name: "double",
+			bad:  `kernel void k(device float *out [[buffer(1)]]) { double x = out[0]; out[0] = float(x * 2.0); }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { float x = out[0]; out[0] = x * 2.0f; }`,
+			want: "poisoned",
+		},
+		{
+			name: "C library function",
+			bad:  `kernel void k(device float *out [[buffer(1)]]) { out[0] = expf(out[0]); }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = exp(out[0]); }`,
+			want: "poisoned",
+		},
+		{
+			name: "std namespace",
+			bad:  `kernel void k(device float *out [[buffer(1)]]) { out[0] = std::fmax(out[0], 1.0f); }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = max(out[0], 1.0f); }`,
+			want: "poisoned",
+		},
+		{
+			name: "variable-length array",
+			bad: `kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	float v[a.n]; v[0] = 1.0f; out[0] = v[0]; }`,
+			good: `kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	float v[4]; v[0] = 1.0f; out[0] = v[0]; }`,
+			want: "variable length array",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			b := ForTest(t)
 			// instantiate_kernel instantiates a template.
 			wrap := func(src string) string {
