@@ -18,9 +18,10 @@ type Backend struct {
 	policy Policy
 	pool   *pool
 
-	mu    sync.Mutex
-	pipes map[string]pipeline
-	stats Stats
+	mu       sync.Mutex
+	pipes    map[string]pipeline
+	pipeErrs map[string]error // kernels that failed to build: not retried
+	stats    Stats
 }
 
 // Stats counts what the backend has encoded, for tests and `bench`.
@@ -29,7 +30,7 @@ type Stats struct {
 }
 
 func newBackend(dev device, p Policy) *Backend {
-	return &Backend{dev: dev, policy: p, pool: newPool(dev), pipes: map[string]pipeline{}}
+	return &Backend{dev: dev, policy: p, pool: newPool(dev), pipes: map[string]pipeline{}, pipeErrs: map[string]error{}}
 }
 
 // Name implements graph.Backend.
@@ -315,8 +316,12 @@ func (b *Backend) pipeline(name string) (pipeline, error) {
 	if p, ok := b.pipes[name]; ok {
 		return p, nil
 	}
+	if err, ok := b.pipeErrs[name]; ok {
+		return nil, err
+	}
 	p, err := b.dev.pipeline(name)
 	if err != nil {
+		b.pipeErrs[name] = err
 		return nil, err
 	}
 	b.pipes[name] = p

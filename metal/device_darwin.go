@@ -22,12 +22,13 @@ type mtlDevice struct {
 	queue mtl.CommandQueue
 	inf   DeviceInfo
 
-	mu   sync.Mutex
-	libs map[string]mtl.Library
+	mu      sync.Mutex
+	libs    map[string]mtl.Library
+	libErrs map[string]error // files the compiler refused, with its log
 }
 
 func openDevice() (device, error) {
-	d := &mtlDevice{libs: map[string]mtl.Library{}}
+	d := &mtlDevice{libs: map[string]mtl.Library{}, libErrs: map[string]error{}}
 	err := mtl.Do(func() error {
 		dev, err := mtl.CreateSystemDefaultDevice()
 		if err != nil {
@@ -154,14 +155,22 @@ func (d *mtlDevice) pipeline(name string) (pipeline, error) {
 	err := mtl.Do(func() error {
 		d.mu.Lock()
 		lib, ok := d.libs[file]
+		libErr := d.libErrs[file]
 		d.mu.Unlock()
+		if libErr != nil {
+			return libErr
+		}
 		if !ok {
 			src, err := msl.Source(file)
 			if err != nil {
 				return err
 			}
 			if lib, err = d.dev.NewLibraryWithSource(src, false); err != nil {
-				return fmt.Errorf("metal: compiling shaders/metal/%s: %w", file, err)
+				err = fmt.Errorf("metal: compiling shaders/metal/%s: %w", file, err)
+				d.mu.Lock()
+				d.libErrs[file] = err
+				d.mu.Unlock()
+				return err
 			}
 			d.mu.Lock()
 			d.libs[file] = lib

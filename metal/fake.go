@@ -40,6 +40,10 @@ type fakeDevice struct {
 	kernels map[string]bool
 	// exec runs one dispatch; nil means the CPU reference.
 	exec func(d *dispatch) error
+	// refuse maps a .metal file to the error its compilation gives, so
+	// that tests can see what a Mac user sees when Apple's compiler
+	// refuses a file.
+	refuse map[string]error
 
 	mu     sync.Mutex
 	events []string
@@ -101,6 +105,9 @@ func (p fakePipeline) name() string    { return string(p) }
 func (p fakePipeline) maxThreads() int { return 1024 }
 
 func (f *fakeDevice) pipeline(name string) (pipeline, error) {
+	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
+		return nil, err
+	}
 	if !f.kernels[name] {
 		return nil, fmt.Errorf("metal: no function %q in the library", name)
 	}

@@ -45,6 +45,13 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 	for _, k := range lib {
 		verdicts[k.Name] = &KernelVerdict{Kernel: k.Name}
 	}
+	// Compile every kernel first: a file Apple's compiler refuses fails its
+	// own kernels, with the compiler's log, and the others still run.
+	for _, k := range lib {
+		if _, err := be.pipeline(k.Name); err != nil {
+			verdicts[k.Name].Fail = "does not compile: " + err.Error()
+		}
+	}
 	cases := opCases(rand.New(rand.NewPCG(seed, 5)))
 	for i, c := range cases {
 		want, err := evalCase(ref, c)
@@ -57,6 +64,10 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 			msg, rel = compare(got, want, c.tol)
 		} else {
 			msg = runErr.Error()
+			if len(kernels) == 0 {
+				// The plan never ran: blame the kernels it would have run.
+				kernels = caseKernels(c)
+			}
 		}
 		for _, k := range kernels {
 			v := verdicts[k]
@@ -89,6 +100,29 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 		out = append(out, *v)
 	}
 	return out, nil
+}
+
+// caseKernels is the kernels a case dispatches, found by encoding it for
+// the fake device (which compiles nothing and cannot fail to).
+func caseKernels(c opCase) []string {
+	fake := NewFake(DefaultPolicy(DeviceInfo{}))
+	defer fake.Close()
+	g := graph.New()
+	outs, _ := c.build(fake, g)
+	p, err := graph.Compile(fake, outs...)
+	if err != nil {
+		return nil
+	}
+	defer p.Free()
+	st, err := fake.encodePlan(p)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, d := range st.ds {
+		names = append(names, d.pipe.name())
+	}
+	return names
 }
 
 // timedCase runs a case on be twice (the first run compiles pipelines and
@@ -134,16 +168,33 @@ func WriteSelfTest(w io.Writer, dev DeviceInfo, vs []KernelVerdict) bool {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "kernel\tcases\tmax err\ttol\ttime\tverdict")
 	pass := 0
+	var details []string // distinct multi-line failures, in order
+	detailKernels := map[string][]string{}
 	for _, v := range vs {
 		verdict := "ok"
 		if !v.OK() {
-			verdict = "FAIL " + v.Fail
+			first, rest, multi := strings.Cut(v.Fail, "\n")
+			verdict = "FAIL " + first
+			if multi && strings.TrimSpace(rest) != "" {
+				if _, seen := detailKernels[v.Fail]; !seen {
+					details = append(details, v.Fail)
+				}
+				detailKernels[v.Fail] = append(detailKernels[v.Fail], v.Kernel)
+				verdict += " (more below)"
+			}
 		} else {
 			pass++
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.2g\t%.0e\t%v\t%s\n", v.Kernel, v.Cases, v.MaxErr, v.Tol, v.Time.Round(time.Microsecond), verdict)
 	}
 	tw.Flush()
+	// A compiler log is shared by every kernel of its file: print it once.
+	for _, d := range details {
+		fmt.Fprintf(w, "\n== %s:\n%s\n", strings.Join(detailKernels[d], ", "), strings.TrimRight(d, "\n"))
+	}
+	if len(details) > 0 {
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "%d passed, %d failed\n", pass, len(vs)-pass)
 	return pass == len(vs)
 }

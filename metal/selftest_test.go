@@ -2,6 +2,7 @@ package metal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -77,4 +78,46 @@ func slicesContainAll(have, want []string) bool {
 		}
 	}
 	return true
+}
+
+// TestSelfTestReportsCompileErrors: when Apple's compiler refuses one file,
+// the self-test still runs every other kernel, fails that file's kernels
+// with "does not compile", and prints the compiler's log once.
+func TestSelfTestReportsCompileErrors(t *testing.T) {
+	dev := newFakeDevice()
+	log := "metal: compiling shaders/metal/norm.metal: program_source:12:3: error: use of undeclared identifier 'x'\n  x = 1;\n  ^"
+	dev.refuse = map[string]error{"norm.metal": errors.New(log)}
+	be := newBackend(dev, DefaultPolicy(DeviceInfo{}))
+	vs, err := SelfTest(be, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, v := range vs {
+		inNorm := kernelFamily(v.Kernel) == "norm"
+		if inNorm != !v.OK() {
+			t.Errorf("%s: ok=%v (%s)", v.Kernel, v.OK(), v.Fail)
+		}
+		if inNorm {
+			failed++
+			if !strings.HasPrefix(v.Fail, "does not compile: ") || !strings.Contains(v.Fail, "undeclared identifier") {
+				t.Errorf("%s: %q", v.Kernel, v.Fail)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no norm kernel in the library")
+	}
+	var buf bytes.Buffer
+	if WriteSelfTest(&buf, be.Device(), vs) {
+		t.Error("WriteSelfTest reported success")
+	}
+	out := buf.String()
+	if n := strings.Count(out, "  x = 1;"); n != 1 {
+		t.Errorf("the compiler log is printed %d times:\n%s", n, out)
+	}
+	if want := fmt.Sprintf("%d passed, %d failed\n", len(vs)-failed, failed); !strings.HasSuffix(out, want) {
+		t.Errorf("report does not end with %q:\n%s", want, out)
+	}
+	t.Logf("\n%s", out)
 }
