@@ -310,16 +310,20 @@ func (b *Backend) submit(st *planState) error {
 	return first
 }
 
+// pipeline returns a kernel's pipeline, building it on first use. The lock
+// is not held while the device compiles, so that BuildKernels can compile
+// files in parallel.
 func (b *Backend) pipeline(name string) (pipeline, error) {
 	b.mu.Lock()
+	p, ok := b.pipes[name]
+	err := b.pipeErrs[name]
+	b.mu.Unlock()
+	if ok || err != nil {
+		return p, err
+	}
+	p, err = b.dev.pipeline(name)
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	if p, ok := b.pipes[name]; ok {
-		return p, nil
-	}
-	if err, ok := b.pipeErrs[name]; ok {
-		return nil, err
-	}
-	p, err := b.dev.pipeline(name)
 	if err != nil {
 		b.pipeErrs[name] = err
 		return nil, err

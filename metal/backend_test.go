@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"errors"
 	"runtime"
 	"slices"
 	"strings"
@@ -296,5 +297,36 @@ func TestSupportsEveryOp(t *testing.T) {
 	if be.Supports(graph.KVWrite{}, []graph.DType{graph.BF16, graph.F32, graph.I32}) ||
 		be.Supports(graph.Attention{}, []graph.DType{graph.F32, graph.F16, graph.F32, graph.I32, graph.I32}) {
 		t.Error("a bf16 cache, or K and V of different types, claimed without a kernel")
+	}
+}
+
+// TestBuildKernels: the "metal" backend builds every kernel when it opens,
+// so a file the compiler refuses is an error at open (naming the file,
+// with the log) and "auto" can fall back to the CPU.
+func TestBuildKernels(t *testing.T) {
+	if err := NewFake(DefaultPolicy(DeviceInfo{})).BuildKernels(); err != nil {
+		t.Fatalf("fake device: %v", err)
+	}
+	dev := newFakeDevice()
+	dev.refuse = map[string]error{
+		"rope.metal":  errors.New("compiling shaders/metal/rope.metal: error: bad rope"),
+		"quant.metal": errors.New("compiling shaders/metal/quant.metal: error: bad quant"),
+	}
+	be := newBackend(dev, DefaultPolicy(DeviceInfo{}))
+	err := be.BuildKernels()
+	if err == nil || !strings.Contains(err.Error(), "bad rope") || !strings.Contains(err.Error(), "bad quant") {
+		t.Fatalf("err = %v, want both refused files", err)
+	}
+	if _, err := be.pipeline("norm_rms_f32"); err != nil {
+		t.Errorf("a file that compiled: %v", err)
+	}
+}
+
+func TestAppleFamily(t *testing.T) {
+	for f, want := range map[string]int{"Apple7": 7, "Apple10": 10, "Mac2": -1, "": -1, "Applex": -1} {
+		n, ok := appleFamily(f)
+		if (want < 0) == ok || (ok && n != want) {
+			t.Errorf("appleFamily(%q) = %d, %v", f, n, ok)
+		}
 	}
 }

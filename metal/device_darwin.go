@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	graph.Register("metal", func() (graph.Backend, error) { return Open() })
+	graph.Register("metal", func() (graph.Backend, error) { return openBuilt() })
 }
 
 // mtlDevice is the real device: one MTLDevice, one command queue, a library

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"unsafe"
@@ -307,8 +308,9 @@ func Register(name string, open func() (Backend, error)) {
 	registry[name] = open
 }
 
-// Open opens the named backend. "auto" tries metal, then cuda, then cpu, and
-// reports why each one it skipped could not be opened.
+// Open opens the named backend. "auto" tries metal, then cuda, then cpu: it
+// logs a warning for each one it skips (a GPU whose kernels do not build is
+// worth knowing about), and if none opens, reports why each could not.
 func Open(name string) (Backend, error) {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -330,6 +332,9 @@ func Open(name string) (Backend, error) {
 		}
 		be, err := open()
 		if err == nil {
+			for _, skipped := range errs {
+				slog.Warn("backend auto: skipped one", "err", skipped, "using", n)
+			}
 			return be, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", n, err))

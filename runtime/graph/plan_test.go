@@ -1,6 +1,9 @@
 package graph_test
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -148,5 +151,29 @@ func TestOpenUnknownBackend(t *testing.T) {
 	be, err := graph.Open("auto")
 	if err != nil || be.Name() != "cpu" {
 		t.Errorf("auto on Linux: %v, %v", be, err)
+	}
+}
+
+// TestOpenAutoSkipsBrokenBackend: a GPU backend that fails to open (as
+// Metal does when its kernels do not build) leaves auto on the CPU, with
+// a warning that says why.
+func TestOpenAutoSkipsBrokenBackend(t *testing.T) {
+	graph.Register("metal", func() (graph.Backend, error) {
+		return nil, errors.New("compiling shaders/metal/norm.metal: error: use of undeclared identifier")
+	})
+	defer graph.Unregister("metal")
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+
+	be, err := graph.Open("auto")
+	if err != nil || be.Name() != "cpu" {
+		t.Fatalf("auto: %v, %v", be, err)
+	}
+	if l := logs.String(); !strings.Contains(l, "WARN") || !strings.Contains(l, "norm.metal") || !strings.Contains(l, "using=cpu") {
+		t.Errorf("log: %q", l)
+	}
+	if _, err := graph.Open("metal"); err == nil || !strings.Contains(err.Error(), "norm.metal") {
+		t.Errorf("metal: %v", err)
 	}
 }
