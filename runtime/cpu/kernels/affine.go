@@ -191,3 +191,86 @@ func AffineImpl() string {
 	}
 	return affineCur.name
 }
+
+// AffineTiles is a 4-bit affine matrix repacked for the tile kernel of
+// AVX-512 VNNI machines (internal/affinegen): rows in tiles of 16, and in
+// a tile each code word (8 elements) of the 16 rows side by side, so that
+// one vector register holds the same 8 elements of 16 rows and x can be
+// broadcast to them. Scales and biases are f16, 16 per group per tile. A
+// last tile of fewer than 16 rows is padded with zeros.
+type AffineTiles struct {
+	N, K, GroupSize int
+	codes           []uint32 // [tiles][K/8][16]
+	scales, biases  []uint16 // [tiles][K/GroupSize][16]
+}
+
+// tileRows is the rows of a tile: the int32 lanes of a vector register.
+const tileRows = 16
+
+// tileK is the elements per step of the tile kernel (one x chunk).
+const tileK = 128
+
+// PackAffineTiles repacks w for MatMulAffineTilesX if this machine's affine
+// kernels include the tile kernel and w suits it (4 bits, f16 scales and
+// biases, K a multiple of 128); otherwise it returns nil, and MatMulAffineX
+// is the way to multiply by w. Use one or the other for every product with
+// w: they round differently, and greedy speculative decoding needs every
+// batch size to give the same bits.
+func PackAffineTiles(w AffineRows) *AffineTiles {
+	if !affineTiles || w.Bits != 4 || w.ScaleType != ScalesF16 || w.K%tileK != 0 {
+		return nil
+	}
+	n := w.check("PackAffineTiles")
+	tiles := (n + tileRows - 1) / tileRows
+	words, groups := w.K/8, w.K/w.GroupSize
+	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize,
+		codes:  make([]uint32, tiles*words*tileRows),
+		scales: make([]uint16, tiles*groups*tileRows),
+		biases: make([]uint16, tiles*groups*tileRows)}
+	for j := range n {
+		tile, lane := j/tileRows, j%tileRows
+		row := w.Codes[j*words : (j+1)*words]
+		dst := t.codes[tile*words*tileRows:]
+		for i, c := range row {
+			dst[i*tileRows+lane] = c
+		}
+		sd, bd := t.scales[tile*groups*tileRows:], t.biases[tile*groups*tileRows:]
+		for g := range groups {
+			sd[g*tileRows+lane] = binary.LittleEndian.Uint16(w.Scales[2*(j*groups+g):])
+			bd[g*tileRows+lane] = binary.LittleEndian.Uint16(w.Biases[2*(j*groups+g):])
+		}
+	}
+	return t
+}
+
+// Rows returns rows [lo, hi) of t; lo must be a multiple of 16 and hi a
+// multiple of 16 or t.N.
+func (t *AffineTiles) Rows(lo, hi int) AffineTiles {
+	if lo%tileRows != 0 || (hi%tileRows != 0 && hi != t.N) || lo > hi || hi > t.N {
+		panic(fmt.Sprintf("kernels: AffineTiles.Rows(%d, %d) of %d rows", lo, hi, t.N))
+	}
+	words, groups := t.K/8, t.K/t.GroupSize
+	t0, t1 := lo/tileRows, (hi+tileRows-1)/tileRows
+	r := *t
+	r.N = hi - lo
+	r.codes = t.codes[t0*words*tileRows : t1*words*tileRows]
+	r.scales = t.scales[t0*groups*tileRows : t1*groups*tileRows]
+	r.biases = t.biases[t0*groups*tileRows : t1*groups*tileRows]
+	return r
+}
+
+// MatMulAffineTilesX sets y[i*ldy+j] = Σ_k x[i,k]·w[j,k] for i < m and
+// every row j of t, with x prepared by PrepareAffine for t's K, 4 bits and
+// group size. Like MatMulAffineX, each output depends on its row of x and
+// its row of w alone, by the same operations whatever m is.
+func MatMulAffineTilesX(y []float32, ldy int, p *AffineX, t AffineTiles) {
+	m, n := p.m, t.N
+	if p.k != t.K || p.bits != 4 || p.gs != t.GroupSize || (m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n)) {
+		panic(fmt.Sprintf("kernels: MatMulAffineTilesX: x prepared for K=%d, %d bits, groups of %d; tiles of K=%d, groups of %d; len(y)=%d, ldy=%d, m=%d, n=%d",
+			p.k, p.bits, p.gs, t.K, t.GroupSize, len(y), ldy, m, n))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	runTiles(y, ldy, p, &t)
+}

@@ -320,3 +320,70 @@ func (ks affineKernels) call(y []float32, ldy int, x []float32, m int, w AffineR
 		ks.release(p.prep)
 	}
 }
+
+// affineTileFunc is a generated tile kernel (internal/affinegen): ntiles
+// tiles of 16 weight rows, each over chunks chunks of 128 elements, for up
+// to 8 rows of x prepared in the VNNI chunk layout; sums holds each x row's
+// group sums, 8 floats (one per row) per group.
+type affineTileFunc = func(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32,
+	ntiles int, chunks int, y *float32, ldy int)
+
+// tileMaxRows is the most rows of x one tile kernel call takes.
+const tileMaxRows = 8
+
+// affineTiles reports whether PackAffineTiles packs: on AVX-512 VNNI
+// machines, whose affine kernels are then the VNNI ones.
+var affineTiles = affineVNNI
+
+// runTiles computes MatMulAffineTilesX. Tiles go in blocks whose codes
+// stay in L2 while every block of up to 8 rows of x is run past them (one
+// block, one pass over the weights, for the verification batches).
+func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
+	if p.prep.xb == nil || p.prep.l.stride != 192 {
+		panic("kernels: MatMulAffineTilesX: x is not prepared for the 4-bit VNNI kernels")
+	}
+	l, xb := p.prep.l, *p.prep.xb
+	m, n, gs := p.m, t.N, t.GroupSize
+	words, groups, chunks := t.K/8, t.K/gs, t.K/tileK
+	full, partial := n/tileRows, n%tileRows
+	ntiles := (n + tileRows - 1) / tileRows
+	tileBytes := words * tileRows * 4
+	tb := ntiles
+	if m > tileMaxRows {
+		tb = max(1, affineRowBlock/tileBytes)
+	}
+	sp := floats(groups*tileMaxRows + tileMaxRows*tileRows)
+	sums, scratch := (*sp)[:groups*tileMaxRows], (*sp)[groups*tileMaxRows:]
+	codes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.codes))), len(t.codes)*4)
+	scales := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.scales))), len(t.scales)*2)
+	biases := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.biases))), len(t.biases)*2)
+	sb := groups * tileRows * 2 // scale bytes per tile
+	for t0 := 0; t0 < ntiles; t0 += tb {
+		t1 := min(ntiles, t0+tb)
+		for i0 := 0; i0 < m; {
+			mr := min(tileMaxRows, m-i0)
+			for r := range mr {
+				row := xb[(i0+r)*l.ldx:]
+				xs := unsafe.Slice((*float32)(unsafe.Pointer(&row[l.xsOff])), groups)
+				for g, v := range xs {
+					sums[g*tileMaxRows+r] = v
+				}
+			}
+			fn := affineFuncs_vnnit[[2]int{gs, mr}]
+			x := &xb[i0*l.ldx]
+			if nf := min(t1, full) - t0; nf > 0 {
+				fn(x, l.ldx, &codes[t0*tileBytes], &scales[t0*sb], &biases[t0*sb], &sums[0], nf, chunks, &y[i0*ldy+tileRows*t0], ldy)
+			}
+			if partial > 0 && t1 > full {
+				// The last tile's padding rows have no place in y.
+				fn(x, l.ldx, &codes[full*tileBytes], &scales[full*sb], &biases[full*sb], &sums[0], 1, chunks, &scratch[0], tileRows)
+				for r := range mr {
+					o := (i0+r)*ldy + tileRows*full
+					copy(y[o:o+partial], scratch[r*tileRows:r*tileRows+partial])
+				}
+			}
+			i0 += mr
+		}
+	}
+	floatPool.Put(sp)
+}

@@ -256,6 +256,78 @@ func affine4g128_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *by
 //go:noescape
 func affine8g128_4_vnnih(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
+//go:noescape
+func affine4g32_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
 var affineFuncs_avx2 = map[[3]int]affineFunc{
 	{4, 32, 1}:  affine4g32_1_avx2,
 	{4, 32, 2}:  affine4g32_2_avx2,
@@ -350,4 +422,31 @@ var affineFuncs_vnnih = map[[3]int]affineVNNIFunc{
 	{8, 128, 2}: affine8g128_2_vnnih,
 	{8, 128, 3}: affine8g128_3_vnnih,
 	{8, 128, 4}: affine8g128_4_vnnih,
+}
+
+var affineFuncs_vnnit = map[[2]int]affineTileFunc{
+	{32, 1}:  affine4g32_1_vnnit,
+	{32, 2}:  affine4g32_2_vnnit,
+	{32, 3}:  affine4g32_3_vnnit,
+	{32, 4}:  affine4g32_4_vnnit,
+	{32, 5}:  affine4g32_5_vnnit,
+	{32, 6}:  affine4g32_6_vnnit,
+	{32, 7}:  affine4g32_7_vnnit,
+	{32, 8}:  affine4g32_8_vnnit,
+	{64, 1}:  affine4g64_1_vnnit,
+	{64, 2}:  affine4g64_2_vnnit,
+	{64, 3}:  affine4g64_3_vnnit,
+	{64, 4}:  affine4g64_4_vnnit,
+	{64, 5}:  affine4g64_5_vnnit,
+	{64, 6}:  affine4g64_6_vnnit,
+	{64, 7}:  affine4g64_7_vnnit,
+	{64, 8}:  affine4g64_8_vnnit,
+	{128, 1}: affine4g128_1_vnnit,
+	{128, 2}: affine4g128_2_vnnit,
+	{128, 3}: affine4g128_3_vnnit,
+	{128, 4}: affine4g128_4_vnnit,
+	{128, 5}: affine4g128_5_vnnit,
+	{128, 6}: affine4g128_6_vnnit,
+	{128, 7}: affine4g128_7_vnnit,
+	{128, 8}: affine4g128_8_vnnit,
 }

@@ -16,3 +16,10 @@ func (*affineKernels) release(affinePrep)                                 {}
 func (*affineKernels) run(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {
 	matMulAffineGeneric(y, ldy, p.x, p.m, w, n)
 }
+
+// affineTiles reports whether PackAffineTiles packs: never without assembly.
+const affineTiles = false
+
+func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
+	panic("kernels: no tile kernel in this build")
+}

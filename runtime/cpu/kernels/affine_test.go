@@ -184,3 +184,90 @@ func blockMax(x []float32, e int) float64 {
 	}
 	return m
 }
+
+// The tile kernel agrees with the dot products of x and the reference
+// dequantization within the int8 rounding of x, gives a row of x the same
+// bits whatever rows share the call and however the tiles are split, and
+// writes nothing of y outside its [m, n] block.
+func TestMatMulAffineTiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	if !affineTiles {
+		if PackAffineTiles(newAffineCase(r, 16, 128, 4, 64, ScalesF16).w) != nil {
+			t.Fatal("packed for a tile kernel this build does not have")
+		}
+		t.Logf("no tile kernel here (affine kernels: %s)", AffineImpl())
+		return
+	}
+	for _, w := range []AffineRows{
+		newAffineCase(r, 16, 128, 8, 64, ScalesF16).w,
+		newAffineCase(r, 16, 128, 4, 64, ScalesBF16).w,
+		newAffineCase(r, 16, 96, 4, 32, ScalesF16).w,
+	} {
+		if PackAffineTiles(w) != nil {
+			t.Errorf("packed %d bits, scales %d, K=%d", w.Bits, w.ScaleType, w.K)
+		}
+	}
+	for _, gs := range []int{32, 64, 128} {
+		for _, k := range []int{128, 256, 384, 1024} {
+			for _, mn := range [][2]int{{1, 1}, {1, 16}, {2, 17}, {5, 33}, {8, 40}, {9, 16}, {17, 50}} {
+				m, n := mn[0], mn[1]
+				c := newAffineCase(r, n, k, 4, gs, ScalesF16)
+				tiles := PackAffineTiles(c.w)
+				x := make([]float32, m*k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				ldy := n + 3
+				run := func(x []float32, m int, tw AffineTiles) []float32 {
+					y := make([]float32, m*ldy)
+					for i := range y {
+						y[i] = float32(math.NaN())
+					}
+					p := PrepareAffine(x, m, k, 4, gs)
+					MatMulAffineTilesX(y, ldy, p, tw)
+					p.Release()
+					for i := range m {
+						for j := tw.N; j < ldy; j++ {
+							if !math.IsNaN(float64(y[i*ldy+j])) {
+								t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] written, outside the product", gs, k, m, n, i, j)
+							}
+						}
+					}
+					return y
+				}
+				y := run(x, m, *tiles)
+				for i := range m {
+					for j := range n {
+						var want, mag, qerr float64
+						for kk := range k {
+							p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
+							want += p
+							mag += math.Abs(p)
+							sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
+							qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
+						}
+						if e := math.Abs(float64(y[i*ldy+j]) - want); e > 1e-6*mag+1.0001*qerr+1e-7 {
+							t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] = %v, want %v", gs, k, m, n, i, j, y[i*ldy+j], want)
+						}
+					}
+					one := run(x[i*k:(i+1)*k], 1, *tiles)
+					for j := range n {
+						if one[j] != y[i*ldy+j] {
+							t.Fatalf("g%d k=%d m=%d n=%d: row %d col %d: batched %v, alone %v", gs, k, m, n, i, j, y[i*ldy+j], one[j])
+						}
+					}
+				}
+				if n > tileRows {
+					sub := run(x, m, tiles.Rows(tileRows, n))
+					for i := range m {
+						for j := tileRows; j < n; j++ {
+							if sub[i*ldy+j-tileRows] != y[i*ldy+j] {
+								t.Fatalf("g%d k=%d m=%d n=%d: rows from 16 alone give a different [%d,%d]", gs, k, m, n, i, j)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -677,6 +677,161 @@ func (g *gen) hsumStore(a, t, r int) {
 	g.a("VMOVSS X%d, %s", a, yrow(r))
 }
 
+// ---- AVX-512 VNNI over tiles: 4-bit weights repacked (PackAffineTiles)
+// so that each zmm holds one code word (8 elements) of 16 consecutive
+// weight rows, a row per int32 lane. The same word of every row lines up
+// with one 8-element run of x, so x is broadcast (4 int8 evens for the low
+// nibbles, 4 odds for the high ones, from the chunk layout of the VNNI
+// kernels above) and each lane sums 32 elements of its row, a whole x
+// block, before the one conversion to float: about half the instructions
+// per multiply-add of the chunk kernels at 5 rows of x, the verification
+// shape. Every row of x gets the same instruction sequence whatever mr is,
+// and a tile's rows never mix, so results do not depend on the batch or on
+// how the tiles are split.
+//
+// Per tile, the kernel keeps per row of x r: an int32 block sum I(r), a
+// float accumulator F(r) += float(I(r))·(s·dx) per x block, and a bias
+// accumulator B(r) += b·Σx per group; it stores F(r)+B(r), the 16 rows'
+// outputs, at y[r·ldy + 16t ...].
+//
+// Registers: DI x row 0 (chunk layout), BX walking x for rows 0-3, R12 for
+// rows 4-7, R10 ldx, R14 3·ldx; SI the tile codes, R8 scales, R9 biases
+// (f16, 16 per group per tile, walking on through every tile); R13 the x
+// group sums, 8 floats (one per row) per group; DX y; R11 tiles left; CX
+// chunks left.
+
+const tileArgs = "$0-80"
+
+// tileMaxRows is the most rows of x a tile kernel takes (3 registers each).
+const tileMaxRows = 8
+
+const tileSig = "(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)"
+
+const (
+	tF    = 0  // F(r) = Z(r)
+	tB    = 8  // B(r) = Z(8+r)
+	tI    = 16 // I(r) = Z(16+r)
+	tW    = 24 // the code word
+	tLo   = 25
+	tHi   = 26
+	tNib  = 27
+	tScl  = 28
+	tBias = 29
+	tTmp  = 30
+)
+
+// txrow is the address of x row r at byte offset off.
+func txrow(r, off int) string {
+	base := "BX"
+	if r >= 4 {
+		base, r = "R12", r-4
+	}
+	switch r {
+	case 0:
+		return fmt.Sprintf("%d(%s)", off, base)
+	case 1:
+		return fmt.Sprintf("%d(%s)(R10*1)", off, base)
+	case 2:
+		return fmt.Sprintf("%d(%s)(R10*2)", off, base)
+	}
+	return fmt.Sprintf("%d(%s)(R14*1)", off, base)
+}
+
+// affineTiles emits the tile kernel for groups of gs and mr rows of x.
+func (g *gen) affineTiles(gs, mr int) {
+	name := fmt.Sprintf("affine4g%d_%d_vnnit", gs, mr)
+	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, tileSig)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, tileArgs)
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, tileSig)
+	g.a("MOVQ x+0(FP), DI")
+	g.a("MOVQ ldx+8(FP), R10")
+	g.a("LEAQ (R10)(R10*2), R14")
+	g.a("MOVQ codes+16(FP), SI")
+	g.a("MOVQ scales+24(FP), R8")
+	g.a("MOVQ biases+32(FP), R9")
+	g.a("MOVQ ntiles+48(FP), R11")
+	g.a("MOVQ y+64(FP), DX")
+	g.a("VPBROADCASTB affinenibble<>(SB), Z%d", tNib)
+	done, tile, chunk := g.newLabel("done"), g.newLabel("tile"), g.newLabel("chunk")
+	g.a("TESTQ R11, R11")
+	g.a("JEQ %s", done)
+	g.label(tile)
+	g.a("MOVQ DI, BX")
+	g.a("LEAQ (DI)(R10*4), R12")
+	g.a("MOVQ sums+40(FP), R13")
+	g.a("MOVQ chunks+56(FP), CX")
+	for r := range mr {
+		g.a("VXORPS Z%d, Z%d, Z%d", tF+r, tF+r, tF+r)
+		g.a("VXORPS Z%d, Z%d, Z%d", tB+r, tB+r, tB+r)
+	}
+	g.label(chunk)
+	if prefetch > 0 {
+		g.a("PREFETCHT0 %d(R8)", prefetch/(gs/2))
+		g.a("PREFETCHT0 %d(R9)", prefetch/(gs/2))
+	}
+	// A chunk: 128 elements, 16 code words, 4 x blocks.
+	for blk := range 4 {
+		if blk*32%gs == 0 {
+			// A new group: its scales and biases, and b·Σx.
+			g.a("VCVTPH2PS (R8), Z%d", tScl)
+			g.a("VCVTPH2PS (R9), Z%d", tBias)
+			for r := range mr {
+				g.a("VFMADD231PS.BCST %d(R13), Z%d, Z%d", 4*r, tBias, tB+r)
+			}
+			g.a("ADDQ $32, R8")
+			g.a("ADDQ $32, R9")
+			g.a("ADDQ $32, R13")
+		}
+		for r := range mr {
+			g.a("VPXORD Z%d, Z%d, Z%d", tI+r, tI+r, tI+r)
+		}
+		for t := range 4 {
+			w := 4*blk + t
+			g.a("VMOVDQU32 %d(SI), Z%d", 64*w, tW)
+			if prefetch > 0 {
+				g.a("PREFETCHT0 %d(SI)", prefetch+64*w)
+			}
+			g.a("VPSRLW $4, Z%d, Z%d", tW, tHi)
+			g.a("VPANDD Z%d, Z%d, Z%d", tNib, tW, tLo)
+			g.a("VPANDD Z%d, Z%d, Z%d", tNib, tHi, tHi)
+			for r := range mr {
+				g.a("VPDPBUSD.BCST %s, Z%d, Z%d", txrow(r, 4*w), tLo, tI+r)
+				g.a("VPDPBUSD.BCST %s, Z%d, Z%d", txrow(r, 64+4*w), tHi, tI+r)
+			}
+		}
+		for r := range mr {
+			g.a("VCVTDQ2PS Z%d, Z%d", tI+r, tI+r)
+			g.a("VMULPS.BCST %s, Z%d, Z%d", txrow(r, 128+16*blk), tScl, tTmp)
+			g.a("VFMADD231PS Z%d, Z%d, Z%d", tTmp, tI+r, tF+r)
+		}
+	}
+	g.a("ADDQ $1024, SI")
+	g.a("ADDQ $192, BX")
+	g.a("ADDQ $192, R12")
+	g.a("DECQ CX")
+	g.a("JNE %s", chunk)
+	// Store F+B for each row of x: y + r·ldy, rows 4-7 from R12 = y + 4·ldy.
+	g.a("MOVQ ldy+72(FP), CX")
+	g.a("SHLQ $2, CX")
+	g.a("LEAQ (CX)(CX*2), R13")
+	g.a("LEAQ (DX)(CX*4), R12")
+	for r := range mr {
+		g.a("VADDPS Z%d, Z%d, Z%d", tB+r, tF+r, tF+r)
+		base, rr := "DX", r
+		if r >= 4 {
+			base, rr = "R12", r-4
+		}
+		addr := map[int]string{0: "(%s)", 1: "(%s)(CX*1)", 2: "(%s)(CX*2)", 3: "(%s)(R13*1)"}[rr]
+		g.a("VMOVUPS Z%d, "+addr, tF+r, base)
+	}
+	g.a("ADDQ $64, DX")
+	g.a("DECQ R11")
+	g.a("JNE %s", tile)
+	g.label(done)
+	g.a("VZEROUPPER")
+	g.a("RET")
+}
+
 var vnniDataDone = map[string]bool{}
 
 // vnniData emits the lane-to-group index tables of chunks A and B.
@@ -726,6 +881,11 @@ func main() {
 			}
 		}
 	}
+	for _, gs := range []int{32, 64, 128} {
+		for mr := 1; mr <= tileMaxRows; mr++ {
+			g.affineTiles(gs, mr)
+		}
+	}
 	// Tables of the functions by bits, group size and rows.
 	var tbl strings.Builder
 	for _, is := range isas {
@@ -750,6 +910,13 @@ func main() {
 		}
 		tbl.WriteString("}\n\n")
 	}
+	tbl.WriteString("var affineFuncs_vnnit = map[[2]int]affineTileFunc{\n")
+	for _, gs := range []int{32, 64, 128} {
+		for mr := 1; mr <= tileMaxRows; mr++ {
+			fmt.Fprintf(&tbl, "\t{%d, %d}: affine4g%d_%d_vnnit,\n", gs, mr, gs, mr)
+		}
+	}
+	tbl.WriteString("}\n\n")
 	g.g.WriteString(tbl.String())
 	src, err := format.Source(g.g.Bytes())
 	if err != nil {
