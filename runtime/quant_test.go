@@ -65,6 +65,8 @@ func TestReDrafterGreedyEqualsAutoregressiveQuantized(t *testing.T) {
 		{"stories260K-4bit-g32", quantizedModel(t, stories, 4, 32), 4, 32, true, 2, 0, 4, 32},
 		{"random-d64-4bit-g64", quantizedModel(t, randomModel(t, 64, 2, 4, 2, 128, 21), 4, 64), 4, 64, true, 1, 96, 4, 32},
 		{"random-d128-8bit-g128", quantizedModel(t, randomModel(t, 128, 2, 4, 4, 256, 22), 8, 128), 8, 128, false, 0, 0, 8, 128},
+		// K a multiple of 128 at 4 bits: the CPU's tile kernel, on machines with one.
+		{"random-d128-4bit-g64", quantizedModel(t, randomModel(t, 128, 2, 4, 2, 256, 23), 4, 64), 4, 64, true, 1, 0, 4, 64},
 	}
 	widths, lengths := []int{1, 4, 16}, []int{2, 5}
 	if testing.Short() {

@@ -7,6 +7,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
@@ -59,7 +60,15 @@ func (b *Backend) Name() string {
 }
 
 // buffer is host memory, 4-byte aligned so it can be viewed as float32/int32.
-type buffer struct{ b []byte }
+type buffer struct {
+	b []byte
+	// weights marks a buffer made by WrapHost: model weights, which no
+	// kernel writes, so a repacked copy stays valid (see tilesOf).
+	weights bool
+
+	mu    sync.Mutex
+	tiles *packedTiles
+}
 
 func (x *buffer) Size() int { return len(x.b) }
 
@@ -76,10 +85,11 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 // place; anything else is copied once.
 func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
 	if len(data) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0 {
-		return &buffer{b: data}, nil
+		return &buffer{b: data, weights: true}, nil
 	}
 	nb, _ := b.Alloc(len(data))
 	copy(nb.(*buffer).b, data)
+	nb.(*buffer).weights = true
 	return nb, nil
 }
 
@@ -88,7 +98,9 @@ func (b *Backend) Free(graph.Buffer) {}
 
 // Write implements graph.Backend.
 func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
-	d := dst.(*buffer).b
+	x := dst.(*buffer)
+	x.dropTiles()
+	d := x.b
 	if off < 0 || off+len(src) > len(d) {
 		return fmt.Errorf("cpu: write of %d bytes at %d into a %d-byte buffer", len(src), off, len(d))
 	}

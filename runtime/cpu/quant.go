@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
@@ -127,12 +128,68 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 		}
 		return nil
 	}
-	const rowAlign = 8
 	minRows := max(1, 1<<16/(k*max(m, 1)))
+	if t := b.tilesOf(in[1], in[2], in[3], w); t != nil {
+		px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize)
+		b.pool.parallel(n, tileRows, minRows, func(_, lo, hi int) {
+			kernels.MatMulAffineTilesX(y[lo:], n, px, t.Rows(lo, hi))
+		})
+		px.Release()
+		return nil
+	}
+	const rowAlign = 8
 	px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize) // once, shared by the workers
 	b.pool.parallel(n, rowAlign, minRows, func(_, lo, hi int) {
 		kernels.MatMulAffineX(y[lo:], n, px, w.Rows(lo, hi))
 	})
 	px.Release()
 	return nil
+}
+
+// Repacked 4-bit weights. On machines whose affine kernels include the tile
+// kernel (kernels.PackAffineTiles), a weight's codes, scales and biases are
+// repacked once, at its first product, and kept with its codes buffer;
+// every product with that weight then uses the tile kernel, whatever the
+// batch, so decoding and verification round alike. It costs a copy of the
+// weight's codes: for weights mapped from a file the original pages are
+// read once and can be dropped by the OS; weights converted at load (GGUF
+// blocks) are held twice. REDRAFTER_CPU_TILES=off turns repacking off.
+
+// tileRows is the rows of a tile: the worker split of a tiled product.
+const tileRows = 16
+
+// tilesOff is REDRAFTER_CPU_TILES=off, read once.
+var tilesOff = os.Getenv("REDRAFTER_CPU_TILES") == "off"
+
+// packedTiles is a repacked weight and what it was packed from.
+type packedTiles struct {
+	scales, biases *buffer
+	sOff, bOff     int
+	groupSize      int
+	t              *kernels.AffineTiles // nil: the weight does not suit the tile kernel
+}
+
+// tilesOf returns the tiles of the weight whose codes, scales and biases
+// are w, s and bi, packing them on first use, or nil when the weight is not
+// a model weight (WrapHost) or does not suit the tile kernel.
+func (b *Backend) tilesOf(w, s, bi graph.Operand, rows kernels.AffineRows) *kernels.AffineTiles {
+	cb, sb, bb := w.Buf.(*buffer), s.Buf.(*buffer), bi.Buf.(*buffer)
+	if tilesOff || !cb.weights || !sb.weights || !bb.weights || w.Off != 0 {
+		return nil
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if p := cb.tiles; p != nil && p.scales == sb && p.biases == bb && p.sOff == s.Off && p.bOff == bi.Off && p.groupSize == rows.GroupSize {
+		return p.t
+	}
+	cb.tiles = &packedTiles{scales: sb, biases: bb, sOff: s.Off, bOff: bi.Off, groupSize: rows.GroupSize,
+		t: kernels.PackAffineTiles(rows)}
+	return cb.tiles.t
+}
+
+// dropTiles forgets a repacked copy of x (its bytes are being written).
+func (x *buffer) dropTiles() {
+	x.mu.Lock()
+	x.tiles = nil
+	x.mu.Unlock()
 }

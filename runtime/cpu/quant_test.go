@@ -218,3 +218,56 @@ func TestQMatMulRowsIndependentOfBatch(t *testing.T) {
 		}
 	}
 }
+
+// A 4-bit weight with f16 scales and K a multiple of 128 is repacked once
+// for the tile kernel (on machines that have it), reused by later products,
+// and forgotten when its bytes are written.
+func TestQMatMulTiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	be := New(2)
+	q := newQWeight(t, r, 40, 256, 4, 64, graph.F16)
+	g := graph.New()
+	xa := g.Input("x", graph.F32, 3, 256)
+	wa := q.array(t, be, g)
+	y := graph.Linear(xa, wa)
+	p, err := graph.Compile(be, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if err := p.Write(xa, randF32(r, 3*256)); err != nil {
+		t.Fatal(err)
+	}
+	var codes *buffer
+	for _, s := range p.Steps {
+		if _, ok := s.Op.(graph.QMatMul); ok {
+			codes = s.In[1].Buf.(*buffer)
+		}
+	}
+	if codes == nil || !codes.weights {
+		t.Fatalf("no QMatMul over a weight buffer in the plan")
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	first := codes.tiles
+	if first == nil {
+		t.Fatal("the weight was not looked at for repacking")
+	}
+	if want := kernels.PackAffineTiles(kernels.AffineRows{Bits: 4, GroupSize: 64, K: 256, Codes: q.codes,
+		Scales: q.scales, Biases: q.biases, ScaleType: kernels.ScalesF16}) != nil; (first.t != nil) != want {
+		t.Fatalf("repacked: %v, want %v (affine kernels: %s)", first.t != nil, want, kernels.AffineImpl())
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if codes.tiles != first {
+		t.Error("the weight was repacked again")
+	}
+	if err := be.Write(codes, 0, graph.AsBytes(q.codes[:1])); err != nil {
+		t.Fatal(err)
+	}
+	if codes.tiles != nil {
+		t.Error("a write kept the repacked copy")
+	}
+}
