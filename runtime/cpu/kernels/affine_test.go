@@ -85,21 +85,9 @@ func TestMatMulAffine(t *testing.T) {
 							f(y, ldy, x, m, c.w)
 							for i := range m {
 								for j := range n {
-									var want, mag, qerr float64
-									for kk := range k {
-										p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
-										want += p
-										mag += math.Abs(p)
-										if name == "avx512vnni" {
-											// x is rounded to int8 steps of max|x|/127 per block of 32
-											// in the s·q part; the biases multiply the exact x sums.
-											sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
-											qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
-										}
-									}
-									if e := math.Abs(float64(y[i*ldy+j]) - want); e > 1e-6*mag+1.0001*qerr+1e-7 {
-										t.Fatalf("%s %d-bit g%d scales %d k=%d m=%d n=%d: y[%d,%d] = %v, want %v (Σ|xw| %g)",
-											name, bits, gs, st, k, m, n, i, j, y[i*ldy+j], want, mag)
+									if want, tol := c.want(x, i, j, name == "avx512vnni"); math.Abs(float64(y[i*ldy+j])-want) > tol {
+										t.Fatalf("%s %d-bit g%d scales %d k=%d m=%d n=%d: y[%d,%d] = %v, want %v ± %g",
+											name, bits, gs, st, k, m, n, i, j, y[i*ldy+j], want, tol)
 									}
 								}
 							}
@@ -176,6 +164,25 @@ func TestMatMulAffinePanics(t *testing.T) {
 	}
 }
 
+// want is output [i,j] of x·cᵀ in float64, and how far a kernel may be
+// from it: float rounding, relative to Σ|x·w|, plus with int8 x (the VNNI
+// kernels) x's rounding to steps of max|x|/127 per block of 32 in the s·q
+// part (the biases multiply the exact x sums).
+func (c affineCase) want(x []float32, i, j int, int8x bool) (want, tol float64) {
+	k, gs := c.w.K, c.w.GroupSize
+	var mag, qerr float64
+	for kk := range k {
+		p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
+		want += p
+		mag += math.Abs(p)
+		if int8x {
+			sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
+			qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
+		}
+	}
+	return want, 1e-6*mag + 1.0001*qerr + 1e-7
+}
+
 // blockMax is max|x| over the block of 32 holding element e.
 func blockMax(x []float32, e int) float64 {
 	var m float64
@@ -238,16 +245,8 @@ func TestMatMulAffineTiles(t *testing.T) {
 				y := run(x, m, *tiles)
 				for i := range m {
 					for j := range n {
-						var want, mag, qerr float64
-						for kk := range k {
-							p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
-							want += p
-							mag += math.Abs(p)
-							sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
-							qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
-						}
-						if e := math.Abs(float64(y[i*ldy+j]) - want); e > 1e-6*mag+1.0001*qerr+1e-7 {
-							t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] = %v, want %v", gs, k, m, n, i, j, y[i*ldy+j], want)
+						if want, tol := c.want(x, i, j, true); math.Abs(float64(y[i*ldy+j])-want) > tol {
+							t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] = %v, want %v ± %g", gs, k, m, n, i, j, y[i*ldy+j], want, tol)
 						}
 					}
 					one := run(x[i*k:(i+1)*k], 1, *tiles)
