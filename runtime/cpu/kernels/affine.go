@@ -196,12 +196,14 @@ func AffineImpl() string {
 // AVX-512 VNNI machines (internal/affinegen): rows in tiles of 16, and in
 // a tile each code word (8 elements) of the 16 rows side by side, so that
 // one vector register holds the same 8 elements of 16 rows and x can be
-// broadcast to them. Scales and biases are f16, 16 per group per tile. A
-// last tile of fewer than 16 rows is padded with zeros.
+// broadcast to them. Scales and biases keep their type (f16 or float32),
+// 16 per group per tile. A last tile of fewer than 16 rows is padded with
+// zeros.
 type AffineTiles struct {
 	N, K, GroupSize int
+	ScaleType       ScaleType
 	codes           []uint32 // [tiles][K/8][16]
-	scales, biases  []uint16 // [tiles][K/GroupSize][16]
+	scales, biases  []byte   // [tiles][K/GroupSize][16] of ScaleType
 }
 
 // tileRows is the rows of a tile: the int32 lanes of a vector register.
@@ -210,37 +212,87 @@ const tileRows = 16
 // tileK is the elements per step of the tile kernel (one x chunk).
 const tileK = 128
 
-// PackAffineTiles repacks w for MatMulAffineTilesX if this machine's affine
-// kernels include the tile kernel and w suits it (4 bits, f16 scales and
-// biases, K a multiple of 128); otherwise it returns nil, and MatMulAffineX
-// is the way to multiply by w. Use one or the other for every product with
-// w: they round differently, and greedy speculative decoding needs every
-// batch size to give the same bits.
+// TilesFit reports whether PackAffineTiles packs w: this machine's affine
+// kernels include the tile kernel, and w has 4 bits, f16 or float32 scales
+// and biases, and K a multiple of 128.
+func TilesFit(w AffineRows) bool {
+	return affineTiles && w.Bits == 4 && (w.ScaleType == ScalesF16 || w.ScaleType == ScalesF32) && w.K%tileK == 0
+}
+
+// PackAffineTiles repacks w for MatMulAffineTilesX if TilesFit(w);
+// otherwise it returns nil, and MatMulAffineX is the way to multiply by w.
+// Use one or the other for every product with w: they round differently,
+// and greedy speculative decoding needs every batch size to give the same
+// bits.
 func PackAffineTiles(w AffineRows) *AffineTiles {
-	if !affineTiles || w.Bits != 4 || w.ScaleType != ScalesF16 || w.K%tileK != 0 {
+	if !TilesFit(w) {
 		return nil
 	}
 	n := w.check("PackAffineTiles")
 	tiles := (n + tileRows - 1) / tileRows
-	words, groups := w.K/8, w.K/w.GroupSize
-	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize,
-		codes:  make([]uint32, tiles*words*tileRows),
-		scales: make([]uint16, tiles*groups*tileRows),
-		biases: make([]uint16, tiles*groups*tileRows)}
-	for j := range n {
+	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
+		codes:  make([]uint32, tiles*(w.K/8)*tileRows),
+		scales: make([]byte, tiles*(w.K/w.GroupSize)*tileRows*w.ScaleType.Size()),
+		biases: make([]byte, tiles*(w.K/w.GroupSize)*tileRows*w.ScaleType.Size())}
+	t.pack(w)
+	return t
+}
+
+// PackAffineTilesInPlace is PackAffineTiles for a w whose memory the
+// caller gives up: the tiles take the place of w's codes, scales and
+// biases, which then no longer hold w in MLX's layout. It returns nil,
+// leaving w as it was, unless TilesFit(w) and w's rows are a whole number
+// of tiles.
+func PackAffineTilesInPlace(w AffineRows) *AffineTiles {
+	if !TilesFit(w) {
+		return nil
+	}
+	n := w.check("PackAffineTilesInPlace")
+	if n%tileRows != 0 {
+		return nil
+	}
+	tmp := PackAffineTiles(w)
+	copy(w.Codes, tmp.codes)
+	copy(w.Scales, tmp.scales)
+	copy(w.Biases, tmp.biases)
+	tmp.codes, tmp.scales, tmp.biases = w.Codes, w.Scales, w.Biases
+	return tmp
+}
+
+// pack fills t's arrays from w.
+func (t *AffineTiles) pack(w AffineRows) {
+	words, groups, ss := w.K/8, w.K/w.GroupSize, w.ScaleType.Size()
+	for j := range t.N {
 		tile, lane := j/tileRows, j%tileRows
 		row := w.Codes[j*words : (j+1)*words]
 		dst := t.codes[tile*words*tileRows:]
 		for i, c := range row {
 			dst[i*tileRows+lane] = c
 		}
-		sd, bd := t.scales[tile*groups*tileRows:], t.biases[tile*groups*tileRows:]
+		base := tile * groups * tileRows
 		for g := range groups {
-			sd[g*tileRows+lane] = binary.LittleEndian.Uint16(w.Scales[2*(j*groups+g):])
-			bd[g*tileRows+lane] = binary.LittleEndian.Uint16(w.Biases[2*(j*groups+g):])
+			src, at := (j*groups+g)*ss, (base+g*tileRows+lane)*ss
+			copy(t.scales[at:at+ss], w.Scales[src:src+ss])
+			copy(t.biases[at:at+ss], w.Biases[src:src+ss])
 		}
 	}
-	return t
+}
+
+// Row sets codes to row j's packed code words and scales and biases to its
+// groups' values, in MLX's layout: the reverse of the packing, for the
+// rare readers of single rows (an embedding lookup).
+func (t *AffineTiles) Row(j int, codes []uint32, scales, biases []float32) {
+	words, groups := t.K/8, t.K/t.GroupSize
+	tile, lane := j/tileRows, j%tileRows
+	src := t.codes[tile*words*tileRows:]
+	for i := range words {
+		codes[i] = src[i*tileRows+lane]
+	}
+	base := tile * groups * tileRows
+	for g := range groups {
+		scales[g] = t.ScaleType.at(t.scales, base+g*tileRows+lane)
+		biases[g] = t.ScaleType.at(t.biases, base+g*tileRows+lane)
+	}
 }
 
 // Rows returns rows [lo, hi) of t; lo must be a multiple of 16 and hi a
@@ -254,8 +306,9 @@ func (t *AffineTiles) Rows(lo, hi int) AffineTiles {
 	r := *t
 	r.N = hi - lo
 	r.codes = t.codes[t0*words*tileRows : t1*words*tileRows]
-	r.scales = t.scales[t0*groups*tileRows : t1*groups*tileRows]
-	r.biases = t.biases[t0*groups*tileRows : t1*groups*tileRows]
+	ss := t.ScaleType.Size()
+	r.scales = t.scales[t0*groups*tileRows*ss : t1*groups*tileRows*ss]
+	r.biases = t.biases[t0*groups*tileRows*ss : t1*groups*tileRows*ss]
 	return r
 }
 

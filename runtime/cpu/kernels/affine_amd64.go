@@ -355,9 +355,12 @@ func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 	sp := floats(groups*tileMaxRows + tileMaxRows*tileRows)
 	sums, scratch := (*sp)[:groups*tileMaxRows], (*sp)[groups*tileMaxRows:]
 	codes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.codes))), len(t.codes)*4)
-	scales := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.scales))), len(t.scales)*2)
-	biases := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t.biases))), len(t.biases)*2)
-	sb := groups * tileRows * 2 // scale bytes per tile
+	scales, biases := t.scales, t.biases
+	sb := groups * tileRows * t.ScaleType.Size() // scale bytes per tile
+	funcs := affineFuncs_vnnit
+	if t.ScaleType == ScalesF32 {
+		funcs = affineFuncs_vnnitf
+	}
 	for t0 := 0; t0 < ntiles; t0 += tb {
 		t1 := min(ntiles, t0+tb)
 		for i0 := 0; i0 < m; {
@@ -369,7 +372,7 @@ func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 					sums[g*tileMaxRows+r] = v
 				}
 			}
-			fn := affineFuncs_vnnit[[2]int{gs, mr}]
+			fn := funcs[[2]int{gs, mr}]
 			x := &xb[i0*l.ldx]
 			if nf := min(t1, full) - t0; nf > 0 {
 				fn(x, l.ldx, &codes[t0*tileBytes], &scales[t0*sb], &biases[t0*sb], &sums[0], nf, chunks, &y[i0*ldy+tileRows*t0], ldy)

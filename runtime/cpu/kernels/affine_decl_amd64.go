@@ -328,6 +328,78 @@ func affine4g128_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *by
 //go:noescape
 func affine4g128_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
 
+//go:noescape
+func affine4g32_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g64_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g128_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
 var affineFuncs_avx2 = map[[3]int]affineFunc{
 	{4, 32, 1}:  affine4g32_1_avx2,
 	{4, 32, 2}:  affine4g32_2_avx2,
@@ -449,4 +521,31 @@ var affineFuncs_vnnit = map[[2]int]affineTileFunc{
 	{128, 6}: affine4g128_6_vnnit,
 	{128, 7}: affine4g128_7_vnnit,
 	{128, 8}: affine4g128_8_vnnit,
+}
+
+var affineFuncs_vnnitf = map[[2]int]affineTileFunc{
+	{32, 1}:  affine4g32_1_vnnitf,
+	{32, 2}:  affine4g32_2_vnnitf,
+	{32, 3}:  affine4g32_3_vnnitf,
+	{32, 4}:  affine4g32_4_vnnitf,
+	{32, 5}:  affine4g32_5_vnnitf,
+	{32, 6}:  affine4g32_6_vnnitf,
+	{32, 7}:  affine4g32_7_vnnitf,
+	{32, 8}:  affine4g32_8_vnnitf,
+	{64, 1}:  affine4g64_1_vnnitf,
+	{64, 2}:  affine4g64_2_vnnitf,
+	{64, 3}:  affine4g64_3_vnnitf,
+	{64, 4}:  affine4g64_4_vnnitf,
+	{64, 5}:  affine4g64_5_vnnitf,
+	{64, 6}:  affine4g64_6_vnnitf,
+	{64, 7}:  affine4g64_7_vnnitf,
+	{64, 8}:  affine4g64_8_vnnitf,
+	{128, 1}: affine4g128_1_vnnitf,
+	{128, 2}: affine4g128_2_vnnitf,
+	{128, 3}: affine4g128_3_vnnitf,
+	{128, 4}: affine4g128_4_vnnitf,
+	{128, 5}: affine4g128_5_vnnitf,
+	{128, 6}: affine4g128_6_vnnitf,
+	{128, 7}: affine4g128_7_vnnitf,
+	{128, 8}: affine4g128_8_vnnitf,
 }

@@ -737,9 +737,15 @@ func txrow(r, off int) string {
 	return fmt.Sprintf("%d(%s)(R14*1)", off, base)
 }
 
-// affineTiles emits the tile kernel for groups of gs and mr rows of x.
-func (g *gen) affineTiles(gs, mr int) {
-	name := fmt.Sprintf("affine4g%d_%d_vnnit", gs, mr)
+// affineTiles emits the tile kernel for groups of gs and mr rows of x,
+// with f16 scales and biases ("vnnit") or float32 ones ("vnnitf": GGUF
+// Q4_K's products d·sc).
+func (g *gen) affineTiles(gs, mr int, f32 bool) {
+	suffix, ssize := "vnnit", 2
+	if f32 {
+		suffix, ssize = "vnnitf", 4
+	}
+	name := fmt.Sprintf("affine4g%d_%d_%s", gs, mr, suffix)
 	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, tileSig)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, tileArgs)
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, tileSig)
@@ -766,20 +772,24 @@ func (g *gen) affineTiles(gs, mr int) {
 	}
 	g.label(chunk)
 	if prefetch > 0 {
-		g.a("PREFETCHT0 %d(R8)", prefetch/(gs/2))
-		g.a("PREFETCHT0 %d(R9)", prefetch/(gs/2))
+		g.a("PREFETCHT0 %d(R8)", prefetch/(gs/2)*ssize/2)
+		g.a("PREFETCHT0 %d(R9)", prefetch/(gs/2)*ssize/2)
 	}
 	// A chunk: 128 elements, 16 code words, 4 x blocks.
 	for blk := range 4 {
 		if blk*32%gs == 0 {
 			// A new group: its scales and biases, and b·Σx.
-			g.a("VCVTPH2PS (R8), Z%d", tScl)
-			g.a("VCVTPH2PS (R9), Z%d", tBias)
+			load := "VCVTPH2PS"
+			if f32 {
+				load = "VMOVUPS"
+			}
+			g.a("%s (R8), Z%d", load, tScl)
+			g.a("%s (R9), Z%d", load, tBias)
 			for r := range mr {
 				g.a("VFMADD231PS.BCST %d(R13), Z%d, Z%d", 4*r, tBias, tB+r)
 			}
-			g.a("ADDQ $32, R8")
-			g.a("ADDQ $32, R9")
+			g.a("ADDQ $%d, R8", 16*ssize)
+			g.a("ADDQ $%d, R9", 16*ssize)
 			g.a("ADDQ $32, R13")
 		}
 		for r := range mr {
@@ -881,9 +891,11 @@ func main() {
 			}
 		}
 	}
-	for _, gs := range []int{32, 64, 128} {
-		for mr := 1; mr <= tileMaxRows; mr++ {
-			g.affineTiles(gs, mr)
+	for _, f32 := range []bool{false, true} {
+		for _, gs := range []int{32, 64, 128} {
+			for mr := 1; mr <= tileMaxRows; mr++ {
+				g.affineTiles(gs, mr, f32)
+			}
 		}
 	}
 	// Tables of the functions by bits, group size and rows.
@@ -910,13 +922,15 @@ func main() {
 		}
 		tbl.WriteString("}\n\n")
 	}
-	tbl.WriteString("var affineFuncs_vnnit = map[[2]int]affineTileFunc{\n")
-	for _, gs := range []int{32, 64, 128} {
-		for mr := 1; mr <= tileMaxRows; mr++ {
-			fmt.Fprintf(&tbl, "\t{%d, %d}: affine4g%d_%d_vnnit,\n", gs, mr, gs, mr)
+	for _, suffix := range []string{"vnnit", "vnnitf"} {
+		fmt.Fprintf(&tbl, "var affineFuncs_%s = map[[2]int]affineTileFunc{\n", suffix)
+		for _, gs := range []int{32, 64, 128} {
+			for mr := 1; mr <= tileMaxRows; mr++ {
+				fmt.Fprintf(&tbl, "\t{%d, %d}: affine4g%d_%d_%s,\n", gs, mr, gs, mr, suffix)
+			}
 		}
+		tbl.WriteString("}\n\n")
 	}
-	tbl.WriteString("}\n\n")
 	g.g.WriteString(tbl.String())
 	src, err := format.Source(g.g.Bytes())
 	if err != nil {
