@@ -1,16 +1,24 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/drafter"
+	"github.com/seed9b8f47b1/redrafter/quant"
 	"github.com/seed9b8f47b1/redrafter/runtime/convert"
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu"
+	"github.com/seed9b8f47b1/redrafter/runtime/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/runtime/formats"
 	"github.com/seed9b8f47b1/redrafter/runtime/llama"
 )
 
@@ -163,4 +171,84 @@ func BenchmarkForwardPass(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A GGUF model with Q4_0 layers on the CPU: its converted weights are
+// handed to the backend and repacked in place for the tile kernel (on
+// machines that have it), and greedy ReDrafter still equals greedy
+// decoding token for token.
+func TestReDrafterGreedyEqualsAutoregressiveGGUFQ4(t *testing.T) {
+	path := ggufQ4_0(t, randomModel(t, 128, 2, 4, 2, 256, 24))
+	e, err := Load(path, Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !e.runner.Model.Layers[0].Q.Quantized() || !e.runner.Model.Layers[0].Q.Owned || e.runner.Model.Embed.Owned {
+		t.Fatal("Q4_0 layers should load as owned affine weights, the embedding as the host's")
+	}
+	randomHead(t, e, true, 1, 0, 6)
+	widths, lengths := []int{1, 4}, []int{3, 5}
+	if testing.Short() {
+		widths, lengths = []int{4}, []int{3}
+	}
+	_, steps, tokens := checkGreedyEqual(t, e, "gguf-q4_0", 32, widths, lengths)
+	t.Logf("random head: %d steps, %.2f tokens per step", steps, float64(tokens)/float64(max(steps, 1)))
+	deepAcceptance(t, e) // drafts that follow the truth: trees of up to 31 tokens verified
+	inPlace, copies := e.Backend.(*cpu.Backend).Repacked()
+	t.Logf("4-bit weights repacked: %d in place, %d copies (affine kernels: %s)", inPlace, copies, kernels.AffineImpl())
+	if kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: 32, K: 128, ScaleType: kernels.ScalesF16}) && (inPlace != 2*7 || copies != 0) {
+		t.Errorf("want the 14 layer matrices repacked in place and none copied")
+	}
+}
+
+// ggufQ4_0 rewrites the GGUF model at path with its layers' matrices in
+// Q4_0 blocks (nearest of 16 steps of max|v|/7 per block of 32).
+func ggufQ4_0(t testing.TB, path string) string {
+	t.Helper()
+	g, err := formats.OpenGGUF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var ts []formats.Tensor
+	for _, tn := range g.Tensors {
+		tn.Data = slices.Clone(tn.Data)
+		if len(tn.Shape) == 2 && strings.HasPrefix(tn.Name, "blk.") {
+			v := make([]float32, len(tn.Data)/4)
+			for i := range v {
+				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(tn.Data[4*i:]))
+			}
+			tn.DType, tn.Data = formats.Q4_0, q4_0Blocks(v)
+		}
+		ts = append(ts, tn)
+	}
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, g.KVs(), ts, 32); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "q4_0.gguf")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func q4_0Blocks(v []float32) []byte {
+	var out []byte
+	for b := 0; b < len(v); b += 32 {
+		blk := v[b : b+32]
+		var amax float32
+		for _, x := range blk {
+			amax = max(amax, float32(math.Abs(float64(x))))
+		}
+		h := quant.F32ToF16(max(amax/7, 1e-6))
+		d := quant.F16ToF32(h)
+		code := func(x float32) byte { return byte(min(15, max(0, int(math.Round(float64(x/d)))+8))) }
+		out = append(out, byte(h), byte(h>>8))
+		for j := range 16 {
+			out = append(out, code(blk[j])|code(blk[j+16])<<4)
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/runtime/graph"
@@ -23,6 +24,8 @@ type Backend struct {
 	reference bool
 	pool      *pool
 	scratches [][]float32 // per worker
+
+	repackedInPlace, repackedCopies atomic.Int64 // see Repacked
 }
 
 // scratch returns worker w's scratch space of at least n floats.
@@ -62,9 +65,11 @@ func (b *Backend) Name() string {
 // buffer is host memory, 4-byte aligned so it can be viewed as float32/int32.
 type buffer struct {
 	b []byte
-	// weights marks a buffer made by WrapHost: model weights, which no
-	// kernel writes, so a repacked copy stays valid (see tilesOf).
-	weights bool
+	// weights marks a buffer made by WrapHost or AdoptHost: model weights,
+	// which no kernel writes, so a repacked copy stays valid (see tilesOf).
+	// owned marks one made by AdoptHost, whose bytes may be repacked in
+	// place; repacked says they were, so they no longer hold MLX's layout.
+	weights, owned, repacked bool
 
 	mu    sync.Mutex
 	tiles *packedTiles
@@ -93,13 +98,27 @@ func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
 	return nb, nil
 }
 
+// AdoptHost implements graph.Adopter: WrapHost for bytes nobody else will
+// read, which the backend may repack in place (4-bit weights, see tilesOf).
+func (b *Backend) AdoptHost(data []byte) (graph.Buffer, error) {
+	buf, err := b.WrapHost(data)
+	if err != nil {
+		return nil, err
+	}
+	x := buf.(*buffer)
+	x.owned = true
+	return x, nil
+}
+
 // Free implements graph.Backend; the garbage collector owns host memory.
 func (b *Backend) Free(graph.Buffer) {}
 
 // Write implements graph.Backend.
 func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 	x := dst.(*buffer)
-	x.dropTiles()
+	if err := x.dropTiles(); err != nil {
+		return err
+	}
 	d := x.b
 	if off < 0 || off+len(src) > len(d) {
 		return fmt.Errorf("cpu: write of %d bytes at %d into a %d-byte buffer", len(src), off, len(d))
@@ -110,7 +129,11 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 
 // Read implements graph.Backend.
 func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
-	s := src.(*buffer).b
+	x := src.(*buffer)
+	if x.isRepacked() {
+		return errRepacked
+	}
+	s := x.b
 	if off < 0 || off+len(dst) > len(s) {
 		return fmt.Errorf("cpu: read of %d bytes at %d from a %d-byte buffer", len(dst), off, len(s))
 	}

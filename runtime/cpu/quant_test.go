@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
@@ -269,5 +270,85 @@ func TestQMatMulTiles(t *testing.T) {
 	}
 	if codes.tiles != nil {
 		t.Error("a write kept the repacked copy")
+	}
+}
+
+// A weight handed over with AdoptHost is repacked in place when its rows
+// are whole tiles: the products have the bits of a repacked copy's,
+// QEmbed and Dequantize still read its rows exactly, and its bytes can no
+// longer be read or written as MLX's layout.
+func TestQMatMulTilesInPlace(t *testing.T) {
+	if !kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: 64, K: 256, ScaleType: kernels.ScalesF16}) {
+		t.Skipf("no tile kernel here (affine kernels: %s)", kernels.AffineImpl())
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, sdt := range []graph.DType{graph.F16, graph.F32} {
+		for _, n := range []int{48, 40} { // whole tiles, and not
+			q := newQWeight(t, r, n, 256, 4, 64, sdt)
+			x := randF32(r, 3*256)
+			ids := []int32{0, int32(n - 1), 17}
+			run := func(be *Backend, adopt bool) (y, emb, deq []float32, bufs [3]*buffer) {
+				wrap := func(b []byte) graph.Buffer {
+					var buf graph.Buffer
+					var err error
+					if adopt {
+						buf, err = be.AdoptHost(slices.Clone(b))
+					} else {
+						buf, err = be.WrapHost(slices.Clone(b))
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					return buf
+				}
+				bufs = [3]*buffer{wrap(graph.AsBytes(q.codes)).(*buffer), wrap(q.scales).(*buffer), wrap(q.biases).(*buffer)}
+				g := graph.New()
+				xa, ia := g.Input("x", graph.F32, 3, 256), g.Input("ids", graph.I32, len(ids))
+				wa := graph.Quantized(g.Const("w", bufs[0], 0, graph.U32, n, 256*4/32),
+					g.Const("s", bufs[1], 0, q.sdt, n, 4), g.Const("b", bufs[2], 0, q.sdt, n, 4), 4, 64)
+				outs := []*graph.Array{graph.Linear(xa, wa), graph.EmbedRows(wa, ia), graph.Silu(wa)}
+				res := make([][]float32, 3)
+				err := graph.Eval(be, map[*graph.Array]any{xa: x, ia: ids}, func(p *graph.Plan) error {
+					for i, o := range outs {
+						res[i] = make([]float32, o.Shape().Numel())
+						if err := p.Read(o, res[i]); err != nil {
+							return err
+						}
+					}
+					return nil
+				}, outs...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res[0], res[1], res[2], bufs
+			}
+			be := New(2)
+			want, wantEmb, wantDeq, _ := run(be, false)
+			got, gotEmb, gotDeq, bufs := run(be, true)
+			inPlace, copies := be.Repacked()
+			whole := n%16 == 0
+			if whole != bufs[0].repacked || (whole && (!bufs[1].repacked || !bufs[2].repacked)) {
+				t.Fatalf("%v n=%d: repacked in place %v %v %v", sdt, n, bufs[0].repacked, bufs[1].repacked, bufs[2].repacked)
+			}
+			if wantIn := map[bool]int{true: 1}[whole]; inPlace != wantIn || copies != 2-wantIn {
+				t.Errorf("%v n=%d: %d in place, %d copies", sdt, n, inPlace, copies)
+			}
+			if !slices.Equal(got, want) || !slices.Equal(gotEmb, wantEmb) || !slices.Equal(gotDeq, wantDeq) {
+				t.Fatalf("%v n=%d: results differ from the copied tiles' and the MLX layout's", sdt, n)
+			}
+			for i, id := range ids {
+				if !slices.Equal(gotEmb[i*256:(i+1)*256], q.dense[int(id)*256:(int(id)+1)*256]) {
+					t.Fatalf("%v n=%d: QEmbed row %d is not the reference dequantization", sdt, n, id)
+				}
+			}
+			if whole {
+				if err := be.Read(bufs[0], 0, make([]byte, 4)); err == nil {
+					t.Error("read the bytes of a weight repacked in place")
+				}
+				if err := be.Write(bufs[1], 0, make([]byte, 2)); err == nil {
+					t.Error("wrote the bytes of a weight repacked in place")
+				}
+			}
+		}
 	}
 }

@@ -19,7 +19,8 @@ func NewBinding(be graph.Backend) *Binding {
 }
 
 // Add wraps weights for the backend without copying where it allows
-// (mmapped weights on the CPU and on unified-memory GPUs).
+// (mmapped weights on the CPU and on unified-memory GPUs), and hands owned
+// ones (Weight.Owned) over to a backend that can take them.
 func (b *Binding) Add(ws ...*Weight) error {
 	for _, w := range ws {
 		if w.Quantized() {
@@ -30,7 +31,11 @@ func (b *Binding) Add(ws ...*Weight) error {
 		if _, ok := b.bufs[&w.Data[0]]; ok {
 			continue
 		}
-		buf, err := b.Backend.WrapHost(w.Data)
+		wrap := b.Backend.WrapHost
+		if a, ok := b.Backend.(graph.Adopter); ok && w.Owned {
+			wrap = a.AdoptHost
+		}
+		buf, err := wrap(w.Data)
 		if err != nil {
 			return fmt.Errorf("llama: binding %s: %w", w.Name, err)
 		}

@@ -139,13 +139,13 @@ func ggmlWeight(t *formats.Tensor, typ quant.GGML) (Weight, error) {
 	sshape := graph.Shape{t.Shape[0], t.Shape[1] / 32}
 	enc := func(v []float32) Weight {
 		if a.F16 {
-			return Weight{DType: graph.F16, Shape: sshape, Data: graph.AsBytes(quant.F32sToF16(v))}
+			return Weight{DType: graph.F16, Shape: sshape, Data: graph.AsBytes(quant.F32sToF16(v)), Owned: true}
 		}
-		return Weight{DType: graph.F32, Shape: sshape, Data: graph.AsBytes(v)}
+		return Weight{DType: graph.F32, Shape: sshape, Data: graph.AsBytes(v), Owned: true}
 	}
 	q := &Quant{Bits: a.Bits, GroupSize: 32, Scales: enc(a.Scales), Biases: enc(a.Biases)}
 	q.Scales.Name, q.Biases.Name = t.Name+".scales", t.Name+".biases"
-	return Weight{Name: t.Name, DType: graph.U32, Shape: shape, Data: graph.AsBytes(a.Packed), Quant: q}, nil
+	return Weight{Name: t.Name, DType: graph.U32, Shape: shape, Data: graph.AsBytes(a.Packed), Quant: q, Owned: true}, nil
 }
 
 // ggmlTypes maps the block types WeightOf accepts.

@@ -17,6 +17,11 @@ type Weight struct {
 	// Quant is set for an affine-quantized weight: DType is U32, Data the
 	// packed codes and Shape the logical shape (see Quant).
 	Quant *Quant
+	// Owned marks Data made at load (GGUF blocks converted) that only the
+	// backend reads once the model is bound: Binding.Add hands it over
+	// (graph.Adopter). The embedding and output projection are never
+	// owned: the draft-head trainer reads them on the host.
+	Owned bool
 }
 
 // Present reports whether the checkpoint had this weight.
@@ -120,7 +125,18 @@ func bindWeights(m *Model, tag string, find lookup) error {
 			return err
 		}
 	}
+	for _, w := range []*Weight{&m.Embed, &m.Output} {
+		w.disown()
+	}
 	return nil
+}
+
+// disown clears Owned on w and its scales and biases.
+func (w *Weight) disown() {
+	w.Owned = false
+	if q := w.Quant; q != nil {
+		q.Scales.Owned, q.Biases.Owned = false, false
+	}
 }
 
 func bindStruct(v reflect.Value, tag, prefix string, bind func(reflect.Value, reflect.StructField, string) error) error {

@@ -240,9 +240,10 @@ func PackAffineTiles(w AffineRows) *AffineTiles {
 
 // PackAffineTilesInPlace is PackAffineTiles for a w whose memory the
 // caller gives up: the tiles take the place of w's codes, scales and
-// biases, which then no longer hold w in MLX's layout. It returns nil,
-// leaving w as it was, unless TilesFit(w) and w's rows are a whole number
-// of tiles.
+// biases, which then no longer hold w in MLX's layout. A tile covers the
+// same bytes as its 16 rows did, so the packing needs only one tile of
+// scratch. It returns nil, leaving w as it was, unless TilesFit(w) and w's
+// rows are a whole number of tiles.
 func PackAffineTilesInPlace(w AffineRows) *AffineTiles {
 	if !TilesFit(w) {
 		return nil
@@ -251,29 +252,51 @@ func PackAffineTilesInPlace(w AffineRows) *AffineTiles {
 	if n%tileRows != 0 {
 		return nil
 	}
-	tmp := PackAffineTiles(w)
-	copy(w.Codes, tmp.codes)
-	copy(w.Scales, tmp.scales)
-	copy(w.Biases, tmp.biases)
-	tmp.codes, tmp.scales, tmp.biases = w.Codes, w.Scales, w.Biases
-	return tmp
+	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
+		codes: w.Codes, scales: w.Scales, biases: w.Biases}
+	words, sbytes := w.K/8, w.K/w.GroupSize*w.ScaleType.Size()
+	rows := make([]uint32, tileRows*words)
+	sc, bi := make([]byte, tileRows*sbytes), make([]byte, tileRows*sbytes)
+	for tile := range n / tileRows {
+		cw := w.Codes[tile*tileRows*words : (tile+1)*tileRows*words]
+		sw := w.Scales[tile*tileRows*sbytes : (tile+1)*tileRows*sbytes]
+		bw := w.Biases[tile*tileRows*sbytes : (tile+1)*tileRows*sbytes]
+		copy(rows, cw)
+		copy(sc, sw)
+		copy(bi, bw)
+		t.packTile(cw, sw, bw, rows, sc, bi, tileRows)
+	}
+	return t
 }
 
-// pack fills t's arrays from w.
+// pack fills t's arrays from w, tile by tile.
 func (t *AffineTiles) pack(w AffineRows) {
-	words, groups, ss := w.K/8, w.K/w.GroupSize, w.ScaleType.Size()
-	for j := range t.N {
-		tile, lane := j/tileRows, j%tileRows
-		row := w.Codes[j*words : (j+1)*words]
-		dst := t.codes[tile*words*tileRows:]
-		for i, c := range row {
-			dst[i*tileRows+lane] = c
+	words, sbytes := w.K/8, w.K/w.GroupSize*w.ScaleType.Size()
+	for j0 := 0; j0 < t.N; j0 += tileRows {
+		tile, nr := j0/tileRows, min(tileRows, t.N-j0)
+		t.packTile(t.codes[tile*tileRows*words:(tile+1)*tileRows*words],
+			t.scales[tile*tileRows*sbytes:(tile+1)*tileRows*sbytes],
+			t.biases[tile*tileRows*sbytes:(tile+1)*tileRows*sbytes],
+			w.Codes[j0*words:(j0+nr)*words], w.Scales[j0*sbytes:(j0+nr)*sbytes], w.Biases[j0*sbytes:(j0+nr)*sbytes], nr)
+	}
+}
+
+// packTile writes one tile (codes, scales, biases) from nr rows in MLX's
+// layout; rows past nr stay as they are (zero in a new tile).
+func (t *AffineTiles) packTile(codes []uint32, scales, biases []byte, rows []uint32, rs, rb []byte, nr int) {
+	words, ss := t.K/8, t.ScaleType.Size()
+	groups := t.K / t.GroupSize
+	for i := range words {
+		dst := codes[i*tileRows : i*tileRows+nr]
+		for lane := range dst {
+			dst[lane] = rows[lane*words+i]
 		}
-		base := tile * groups * tileRows
-		for g := range groups {
-			src, at := (j*groups+g)*ss, (base+g*tileRows+lane)*ss
-			copy(t.scales[at:at+ss], w.Scales[src:src+ss])
-			copy(t.biases[at:at+ss], w.Biases[src:src+ss])
+	}
+	for g := range groups {
+		for lane := range nr {
+			src, at := (lane*groups+g)*ss, (g*tileRows+lane)*ss
+			copy(scales[at:at+ss], rs[src:src+ss])
+			copy(biases[at:at+ss], rb[src:src+ss])
 		}
 	}
 }
