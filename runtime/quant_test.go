@@ -173,44 +173,57 @@ func BenchmarkForwardPass(b *testing.B) {
 	}
 }
 
-// A GGUF model with Q4_0 layers on the CPU: its converted weights are
-// handed to the backend and repacked in place for the tile kernel (on
-// machines that have it), and greedy ReDrafter still equals greedy
-// decoding token for token.
+// GGUF models with Q4_0 and Q4_K layers on the CPU: their converted
+// weights are handed to the backend and repacked in place for the tile
+// kernel (on machines that have it; Q4_K's scales are float32), and greedy
+// ReDrafter still equals greedy decoding token for token.
 func TestReDrafterGreedyEqualsAutoregressiveGGUFQ4(t *testing.T) {
-	path := ggufQ4_0(t, randomModel(t, 128, 2, 4, 2, 256, 24))
-	e, err := Load(path, Options{Backend: "cpu"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if !e.runner.Model.Layers[0].Q.Quantized() || !e.runner.Model.Layers[0].Q.Owned || e.runner.Model.Embed.Owned {
-		t.Fatal("Q4_0 layers should load as owned affine weights, the embedding as the host's")
-	}
-	randomHead(t, e, true, 1, 0, 6)
-	widths, lengths := []int{1, 4}, []int{3, 5}
-	if testing.Short() {
-		widths, lengths = []int{4}, []int{3}
-	}
-	_, steps, tokens := checkGreedyEqual(t, e, "gguf-q4_0", 32, widths, lengths)
-	t.Logf("random head: %d steps, %.2f tokens per step", steps, float64(tokens)/float64(max(steps, 1)))
-	deepAcceptance(t, e) // drafts that follow the truth: trees of up to 31 tokens verified
-	inPlace, copies := e.Backend.(*cpu.Backend).Repacked()
-	t.Logf("4-bit weights repacked: %d in place, %d copies (affine kernels: %s)", inPlace, copies, kernels.AffineImpl())
-	if kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: 32, K: 128, ScaleType: kernels.ScalesF16}) && (inPlace != 2*7 || copies != 0) {
-		t.Errorf("want the 14 layer matrices repacked in place and none copied")
+	for _, c := range []struct {
+		typ               formats.DType
+		dim, kvHeads, ffn int
+		scales            kernels.ScaleType
+		gs                int
+	}{
+		{formats.Q4_0, 128, 2, 256, kernels.ScalesF16, 32},
+		{formats.Q4_K, 256, 2, 512, kernels.ScalesF32, 32},
+	} {
+		path := ggufQ4(t, randomModel(t, c.dim, 2, 4, c.kvHeads, c.ffn, 24), c.typ)
+		e, err := Load(path, Options{Backend: "cpu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if !e.runner.Model.Layers[0].Q.Quantized() || !e.runner.Model.Layers[0].Q.Owned || e.runner.Model.Embed.Owned {
+			t.Fatalf("%v: layers should load as owned affine weights, the embedding as the host's", c.typ)
+		}
+		randomHead(t, e, true, 1, 0, 6)
+		widths, lengths := []int{1, 4}, []int{3, 5}
+		if testing.Short() {
+			widths, lengths = []int{4}, []int{3}
+		}
+		_, steps, tokens := checkGreedyEqual(t, e, c.typ.String(), 32, widths, lengths)
+		t.Logf("%v: random head: %d steps, %.2f tokens per step", c.typ, steps, float64(tokens)/float64(max(steps, 1)))
+		deepAcceptance(t, e) // drafts that follow the truth: trees of up to 31 tokens verified
+		inPlace, copies := e.Backend.(*cpu.Backend).Repacked()
+		t.Logf("%v: 4-bit weights repacked: %d in place, %d copies (affine kernels: %s)", c.typ, inPlace, copies, kernels.AffineImpl())
+		fit := kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: c.gs, K: c.dim, ScaleType: c.scales})
+		if fit && (inPlace != 2*7 || copies != 0) {
+			t.Errorf("%v: want the 14 layer matrices repacked in place and none copied", c.typ)
+		}
 	}
 }
 
-// ggufQ4_0 rewrites the GGUF model at path with its layers' matrices in
-// Q4_0 blocks (nearest of 16 steps of max|v|/7 per block of 32).
-func ggufQ4_0(t testing.TB, path string) string {
+// ggufQ4 rewrites the GGUF model at path with its layers' matrices in
+// Q4_0 (nearest of 16 steps of max|v|/7 per block of 32) or Q4_K (random
+// blocks with sane scales) blocks.
+func ggufQ4(t testing.TB, path string, typ formats.DType) string {
 	t.Helper()
 	g, err := formats.OpenGGUF(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	r := rand.New(rand.NewPCG(25, 26))
 	var ts []formats.Tensor
 	for _, tn := range g.Tensors {
 		tn.Data = slices.Clone(tn.Data)
@@ -219,7 +232,10 @@ func ggufQ4_0(t testing.TB, path string) string {
 			for i := range v {
 				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(tn.Data[4*i:]))
 			}
-			tn.DType, tn.Data = formats.Q4_0, q4_0Blocks(v)
+			tn.DType, tn.Data = typ, q4_0Blocks(v)
+			if typ == formats.Q4_K {
+				tn.Data = q4KRandomBlocks(r, len(v))
+			}
 		}
 		ts = append(ts, tn)
 	}
@@ -227,11 +243,26 @@ func ggufQ4_0(t testing.TB, path string) string {
 	if err := formats.WriteGGUF(&buf, g.KVs(), ts, 32); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "q4_0.gguf")
+	out := filepath.Join(t.TempDir(), strings.ToLower(typ.String())+".gguf")
 	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// q4KRandomBlocks makes n elements of Q4_K blocks (256 elements, 144
+// bytes) with random codes and sub-scales, and super-scales d and dmin
+// below 0.01.
+func q4KRandomBlocks(r *rand.Rand, n int) []byte {
+	data := make([]byte, n/256*144)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	for off := 0; off < len(data); off += 144 {
+		binary.LittleEndian.PutUint16(data[off:], quant.F32ToF16(float32(r.Float64()*0.01)))
+		binary.LittleEndian.PutUint16(data[off+2:], quant.F32ToF16(float32(r.Float64()*0.01)))
+	}
+	return data
 }
 
 func q4_0Blocks(v []float32) []byte {
