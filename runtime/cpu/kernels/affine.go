@@ -192,31 +192,31 @@ func AffineImpl() string {
 	return affineCur.name
 }
 
-// AffineTiles is a 4-bit affine matrix repacked for the tile kernel of
-// AVX-512 VNNI machines (internal/affinegen): rows in tiles of 16, and in
-// a tile each code word (8 elements) of the 16 rows side by side, so that
-// one vector register holds the same 8 elements of 16 rows and x can be
-// broadcast to them. Scales and biases keep their type (f16 or float32),
+// AffineTiles is a 4- or 8-bit affine matrix repacked for the tile kernel
+// of AVX-512 VNNI machines (internal/affinegen): rows in tiles of 16, and
+// in a tile each code word (8 or 4 elements) of the 16 rows side by side,
+// so that one vector register holds the same elements of 16 rows and x can
+// be broadcast to them. Scales and biases keep their type (f16 or float32),
 // 16 per group per tile. A last tile of fewer than 16 rows is padded with
 // zeros.
 type AffineTiles struct {
-	N, K, GroupSize int
-	ScaleType       ScaleType
-	codes           []uint32 // [tiles][K/8][16]
+	Bits, N, K, GroupSize int
+	ScaleType             ScaleType
+	codes                 []uint32 // [tiles][K·Bits/32][16]
 	scales, biases  []byte   // [tiles][K/GroupSize][16] of ScaleType
 }
 
 // tileRows is the rows of a tile: the int32 lanes of a vector register.
 const tileRows = 16
 
-// tileK is the elements per step of the tile kernel (one x chunk).
+// tileK is the elements per step of the tile kernel.
 const tileK = 128
 
 // TilesFit reports whether PackAffineTiles packs w: this machine's affine
-// kernels include the tile kernel, and w has 4 bits, f16 or float32 scales
+// kernels include the tile kernel, and w has 4 or 8 bits, f16 or float32 scales
 // and biases, and K a multiple of 128.
 func TilesFit(w AffineRows) bool {
-	return affineTiles && w.Bits == 4 && (w.ScaleType == ScalesF16 || w.ScaleType == ScalesF32) && w.K%tileK == 0
+	return affineTiles && (w.Bits == 4 || w.Bits == 8) && (w.ScaleType == ScalesF16 || w.ScaleType == ScalesF32) && w.K%tileK == 0
 }
 
 // PackAffineTiles repacks w for MatMulAffineTilesX if TilesFit(w);
@@ -230,8 +230,8 @@ func PackAffineTiles(w AffineRows) *AffineTiles {
 	}
 	n := w.check("PackAffineTiles")
 	tiles := (n + tileRows - 1) / tileRows
-	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
-		codes:  make([]uint32, tiles*(w.K/8)*tileRows),
+	t := &AffineTiles{Bits: w.Bits, N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
+		codes:  make([]uint32, tiles*(w.K*w.Bits/32)*tileRows),
 		scales: make([]byte, tiles*(w.K/w.GroupSize)*tileRows*w.ScaleType.Size()),
 		biases: make([]byte, tiles*(w.K/w.GroupSize)*tileRows*w.ScaleType.Size())}
 	t.pack(w)
@@ -252,9 +252,9 @@ func PackAffineTilesInPlace(w AffineRows) *AffineTiles {
 	if n%tileRows != 0 {
 		return nil
 	}
-	t := &AffineTiles{N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
+	t := &AffineTiles{Bits: w.Bits, N: n, K: w.K, GroupSize: w.GroupSize, ScaleType: w.ScaleType,
 		codes: w.Codes, scales: w.Scales, biases: w.Biases}
-	words, sbytes := w.K/8, w.K/w.GroupSize*w.ScaleType.Size()
+	words, sbytes := w.K*w.Bits/32, w.K/w.GroupSize*w.ScaleType.Size()
 	rows := make([]uint32, tileRows*words)
 	sc, bi := make([]byte, tileRows*sbytes), make([]byte, tileRows*sbytes)
 	for tile := range n / tileRows {
@@ -271,7 +271,7 @@ func PackAffineTilesInPlace(w AffineRows) *AffineTiles {
 
 // pack fills t's arrays from w, tile by tile.
 func (t *AffineTiles) pack(w AffineRows) {
-	words, sbytes := w.K/8, w.K/w.GroupSize*w.ScaleType.Size()
+	words, sbytes := w.K*w.Bits/32, w.K/w.GroupSize*w.ScaleType.Size()
 	for j0 := 0; j0 < t.N; j0 += tileRows {
 		tile, nr := j0/tileRows, min(tileRows, t.N-j0)
 		t.packTile(t.codes[tile*tileRows*words:(tile+1)*tileRows*words],
@@ -284,7 +284,7 @@ func (t *AffineTiles) pack(w AffineRows) {
 // packTile writes one tile (codes, scales, biases) from nr rows in MLX's
 // layout; rows past nr stay as they are (zero in a new tile).
 func (t *AffineTiles) packTile(codes []uint32, scales, biases []byte, rows []uint32, rs, rb []byte, nr int) {
-	words, ss := t.K/8, t.ScaleType.Size()
+	words, ss := t.words(), t.ScaleType.Size()
 	groups := t.K / t.GroupSize
 	for i := range words {
 		dst := codes[i*tileRows : i*tileRows+nr]
@@ -305,7 +305,7 @@ func (t *AffineTiles) packTile(codes []uint32, scales, biases []byte, rows []uin
 // groups' values, in MLX's layout: the reverse of the packing, for the
 // rare readers of single rows (an embedding lookup).
 func (t *AffineTiles) Row(j int, codes []uint32, scales, biases []float32) {
-	words, groups := t.K/8, t.K/t.GroupSize
+	words, groups := t.words(), t.K/t.GroupSize
 	tile, lane := j/tileRows, j%tileRows
 	src := t.codes[tile*words*tileRows:]
 	for i := range words {
@@ -318,13 +318,16 @@ func (t *AffineTiles) Row(j int, codes []uint32, scales, biases []float32) {
 	}
 }
 
+// words is the code words of a row.
+func (t *AffineTiles) words() int { return t.K * t.Bits / 32 }
+
 // Rows returns rows [lo, hi) of t; lo must be a multiple of 16 and hi a
 // multiple of 16 or t.N.
 func (t *AffineTiles) Rows(lo, hi int) AffineTiles {
 	if lo%tileRows != 0 || (hi%tileRows != 0 && hi != t.N) || lo > hi || hi > t.N {
 		panic(fmt.Sprintf("kernels: AffineTiles.Rows(%d, %d) of %d rows", lo, hi, t.N))
 	}
-	words, groups := t.K/8, t.K/t.GroupSize
+	words, groups := t.words(), t.K/t.GroupSize
 	t0, t1 := lo/tileRows, (hi+tileRows-1)/tileRows
 	r := *t
 	r.N = hi - lo
@@ -336,14 +339,14 @@ func (t *AffineTiles) Rows(lo, hi int) AffineTiles {
 }
 
 // MatMulAffineTilesX sets y[i*ldy+j] = Σ_k x[i,k]·w[j,k] for i < m and
-// every row j of t, with x prepared by PrepareAffine for t's K, 4 bits and
+// every row j of t, with x prepared by PrepareAffine for t's K, bits and
 // group size. Like MatMulAffineX, each output depends on its row of x and
 // its row of w alone, by the same operations whatever m is.
 func MatMulAffineTilesX(y []float32, ldy int, p *AffineX, t AffineTiles) {
 	m, n := p.m, t.N
-	if p.k != t.K || p.bits != 4 || p.gs != t.GroupSize || (m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n)) {
-		panic(fmt.Sprintf("kernels: MatMulAffineTilesX: x prepared for K=%d, %d bits, groups of %d; tiles of K=%d, groups of %d; len(y)=%d, ldy=%d, m=%d, n=%d",
-			p.k, p.bits, p.gs, t.K, t.GroupSize, len(y), ldy, m, n))
+	if p.k != t.K || p.bits != t.Bits || p.gs != t.GroupSize || (m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n)) {
+		panic(fmt.Sprintf("kernels: MatMulAffineTilesX: x prepared for K=%d, %d bits, groups of %d; tiles of K=%d, %d bits, groups of %d; len(y)=%d, ldy=%d, m=%d, n=%d",
+			p.k, p.bits, p.gs, t.K, t.Bits, t.GroupSize, len(y), ldy, m, n))
 	}
 	if m == 0 || n == 0 {
 		return

@@ -339,12 +339,12 @@ var affineTiles = affineVNNI
 // stay in L2 while every block of up to 8 rows of x is run past them (one
 // block, one pass over the weights, for the verification batches).
 func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
-	if p.prep.xb == nil || p.prep.l.stride != 192 {
-		panic("kernels: MatMulAffineTilesX: x is not prepared for the 4-bit VNNI kernels")
+	if p.prep.xb == nil || p.prep.l.stride != map[int]int{4: 192, 8: 128}[t.Bits] {
+		panic("kernels: MatMulAffineTilesX: x is not prepared for the VNNI kernels")
 	}
 	l, xb := p.prep.l, *p.prep.xb
 	m, n, gs := p.m, t.N, t.GroupSize
-	words, groups, chunks := t.K/8, t.K/gs, t.K/tileK
+	words, groups, chunks := t.words(), t.K/gs, t.K/tileK
 	full, partial := n/tileRows, n%tileRows
 	ntiles := (n + tileRows - 1) / tileRows
 	tileBytes := words * tileRows * 4
@@ -372,7 +372,7 @@ func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 					sums[g*tileMaxRows+r] = v
 				}
 			}
-			fn := funcs[[2]int{gs, mr}]
+			fn := funcs[[3]int{t.Bits, gs, mr}]
 			x := &xb[i0*l.ldx]
 			if nf := min(t1, full) - t0; nf > 0 {
 				fn(x, l.ldx, &codes[t0*tileBytes], &scales[t0*sb], &biases[t0*sb], &sums[0], nf, chunks, &y[i0*ldy+tileRows*t0], ldy)

@@ -203,61 +203,63 @@ func BenchmarkAffineRoofline(b *testing.B) {
 	}
 }
 
-// BenchmarkAffineTiles is BenchmarkAffineMatVec's 4-bit, groups of 64,
-// one-goroutine cases for the tile kernel (weights packed once, outside the
-// timing), beside the chunk kernel it replaces, at the decode (m=1) and
-// verification (m=5, 16) shapes.
+// BenchmarkAffineTiles is BenchmarkAffineMatVec's groups of 64, one-goroutine
+// cases for the tile kernel (weights packed once, outside the timing),
+// beside the chunk kernel it replaces, at the decode (m=1) and
+// verification (m=5, 16) shapes, for 4- and 8-bit weights.
 func BenchmarkAffineTiles(b *testing.B) {
 	if !affineTiles {
 		b.Skip("no tile kernel on this machine")
 	}
 	const n, k, gs = 4096, 4096, 64
 	codes, scales, _ := affineBuffers()
-	words, sb := n*k/8, n*k/gs*2
-	mats := len(codes) / words
-	mat := func(i int) AffineRows {
-		return AffineRows{Bits: 4, GroupSize: gs, K: k, Codes: codes[i*words : (i+1)*words],
-			Scales: scales[i*sb/2 : i*sb/2+sb], Biases: scales[i*sb/2+sb/4 : i*sb/2+sb/4+sb]}
-	}
-	var tiles []*AffineTiles
-	for _, m := range []int{1, 5, 16} {
-		for _, cold := range []bool{true, false} {
-			for _, kernel := range []string{"chunks", "tiles"} {
-				mode := map[bool]string{false: "hot", true: "cold"}[cold]
-				b.Run(fmt.Sprintf("%s/m=%d/%s", kernel, m, mode), func(b *testing.B) {
-					if kernel == "tiles" && tiles == nil {
-						for i := range mats {
-							tiles = append(tiles, PackAffineTiles(mat(i)))
+	for _, bits := range []int{4, 8} {
+		words, sb := n*k*bits/32, n*k/gs*2
+		mats := len(codes) / words
+		mat := func(i int) AffineRows {
+			return AffineRows{Bits: bits, GroupSize: gs, K: k, Codes: codes[i*words : (i+1)*words],
+				Scales: scales[i*sb/2 : i*sb/2+sb], Biases: scales[i*sb/2+sb/4 : i*sb/2+sb/4+sb]}
+		}
+		var tiles []*AffineTiles
+		for _, m := range []int{1, 5, 16} {
+			for _, cold := range []bool{true, false} {
+				for _, kernel := range []string{"chunks", "tiles"} {
+					mode := map[bool]string{false: "hot", true: "cold"}[cold]
+					b.Run(fmt.Sprintf("q%d/%s/m=%d/%s", bits, kernel, m, mode), func(b *testing.B) {
+						if kernel == "tiles" && tiles == nil {
+							for i := range mats {
+								tiles = append(tiles, PackAffineTiles(mat(i)))
+							}
 						}
-					}
-					x := make([]float32, m*k)
-					for i := range x {
-						x[i] = float32(i%7) - 3
-					}
-					y := make([]float32, m*n)
-					b.SetBytes(int64(words*4 + 2*sb))
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
-					i := 0
-					c0 := threadCPU()
-					for b.Loop() {
-						mi := 0
-						if cold {
-							mi = i % mats
+						x := make([]float32, m*k)
+						for i := range x {
+							x[i] = float32(i%7) - 3
 						}
-						p := PrepareAffine(x, m, k, 4, gs)
-						if kernel == "tiles" {
-							MatMulAffineTilesX(y, n, p, *tiles[mi])
-						} else {
-							MatMulAffineX(y, n, p, mat(mi))
+						y := make([]float32, m*n)
+						b.SetBytes(int64(words*4 + 2*sb))
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						i := 0
+						c0 := threadCPU()
+						for b.Loop() {
+							mi := 0
+							if cold {
+								mi = i % mats
+							}
+							p := PrepareAffine(x, m, k, bits, gs)
+							if kernel == "tiles" {
+								MatMulAffineTilesX(y, n, p, *tiles[mi])
+							} else {
+								MatMulAffineX(y, n, p, mat(mi))
+							}
+							p.Release()
+							i++
 						}
-						p.Release()
-						i++
-					}
-					if c := threadCPU() - c0; c > 0 {
-						b.ReportMetric(float64(words*4+2*sb)*float64(i)/c.Seconds()/1e9, "GB/s-cpu")
-					}
-				})
+						if c := threadCPU() - c0; c > 0 {
+							b.ReportMetric(float64(words*4+2*sb)*float64(i)/c.Seconds()/1e9, "GB/s-cpu")
+						}
+					})
+				}
 			}
 		}
 	}

@@ -400,6 +400,150 @@ func affine4g128_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *b
 //go:noescape
 func affine4g128_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
 
+//go:noescape
+func affine8g32_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_1_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_2_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_3_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_4_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_5_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_6_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_7_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_8_vnnit(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g64_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_1_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_2_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_3_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_4_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_5_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_6_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g128_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
 var affineFuncs_avx2 = map[[3]int]affineFunc{
 	{4, 32, 1}:  affine4g32_1_avx2,
 	{4, 32, 2}:  affine4g32_2_avx2,
@@ -496,56 +640,104 @@ var affineFuncs_vnnih = map[[3]int]affineVNNIFunc{
 	{8, 128, 4}: affine8g128_4_vnnih,
 }
 
-var affineFuncs_vnnit = map[[2]int]affineTileFunc{
-	{32, 1}:  affine4g32_1_vnnit,
-	{32, 2}:  affine4g32_2_vnnit,
-	{32, 3}:  affine4g32_3_vnnit,
-	{32, 4}:  affine4g32_4_vnnit,
-	{32, 5}:  affine4g32_5_vnnit,
-	{32, 6}:  affine4g32_6_vnnit,
-	{32, 7}:  affine4g32_7_vnnit,
-	{32, 8}:  affine4g32_8_vnnit,
-	{64, 1}:  affine4g64_1_vnnit,
-	{64, 2}:  affine4g64_2_vnnit,
-	{64, 3}:  affine4g64_3_vnnit,
-	{64, 4}:  affine4g64_4_vnnit,
-	{64, 5}:  affine4g64_5_vnnit,
-	{64, 6}:  affine4g64_6_vnnit,
-	{64, 7}:  affine4g64_7_vnnit,
-	{64, 8}:  affine4g64_8_vnnit,
-	{128, 1}: affine4g128_1_vnnit,
-	{128, 2}: affine4g128_2_vnnit,
-	{128, 3}: affine4g128_3_vnnit,
-	{128, 4}: affine4g128_4_vnnit,
-	{128, 5}: affine4g128_5_vnnit,
-	{128, 6}: affine4g128_6_vnnit,
-	{128, 7}: affine4g128_7_vnnit,
-	{128, 8}: affine4g128_8_vnnit,
+var affineFuncs_vnnit = map[[3]int]affineTileFunc{
+	{4, 32, 1}:  affine4g32_1_vnnit,
+	{4, 32, 2}:  affine4g32_2_vnnit,
+	{4, 32, 3}:  affine4g32_3_vnnit,
+	{4, 32, 4}:  affine4g32_4_vnnit,
+	{4, 32, 5}:  affine4g32_5_vnnit,
+	{4, 32, 6}:  affine4g32_6_vnnit,
+	{4, 32, 7}:  affine4g32_7_vnnit,
+	{4, 32, 8}:  affine4g32_8_vnnit,
+	{4, 64, 1}:  affine4g64_1_vnnit,
+	{4, 64, 2}:  affine4g64_2_vnnit,
+	{4, 64, 3}:  affine4g64_3_vnnit,
+	{4, 64, 4}:  affine4g64_4_vnnit,
+	{4, 64, 5}:  affine4g64_5_vnnit,
+	{4, 64, 6}:  affine4g64_6_vnnit,
+	{4, 64, 7}:  affine4g64_7_vnnit,
+	{4, 64, 8}:  affine4g64_8_vnnit,
+	{4, 128, 1}: affine4g128_1_vnnit,
+	{4, 128, 2}: affine4g128_2_vnnit,
+	{4, 128, 3}: affine4g128_3_vnnit,
+	{4, 128, 4}: affine4g128_4_vnnit,
+	{4, 128, 5}: affine4g128_5_vnnit,
+	{4, 128, 6}: affine4g128_6_vnnit,
+	{4, 128, 7}: affine4g128_7_vnnit,
+	{4, 128, 8}: affine4g128_8_vnnit,
+	{8, 32, 1}:  affine8g32_1_vnnit,
+	{8, 32, 2}:  affine8g32_2_vnnit,
+	{8, 32, 3}:  affine8g32_3_vnnit,
+	{8, 32, 4}:  affine8g32_4_vnnit,
+	{8, 32, 5}:  affine8g32_5_vnnit,
+	{8, 32, 6}:  affine8g32_6_vnnit,
+	{8, 32, 7}:  affine8g32_7_vnnit,
+	{8, 32, 8}:  affine8g32_8_vnnit,
+	{8, 64, 1}:  affine8g64_1_vnnit,
+	{8, 64, 2}:  affine8g64_2_vnnit,
+	{8, 64, 3}:  affine8g64_3_vnnit,
+	{8, 64, 4}:  affine8g64_4_vnnit,
+	{8, 64, 5}:  affine8g64_5_vnnit,
+	{8, 64, 6}:  affine8g64_6_vnnit,
+	{8, 64, 7}:  affine8g64_7_vnnit,
+	{8, 64, 8}:  affine8g64_8_vnnit,
+	{8, 128, 1}: affine8g128_1_vnnit,
+	{8, 128, 2}: affine8g128_2_vnnit,
+	{8, 128, 3}: affine8g128_3_vnnit,
+	{8, 128, 4}: affine8g128_4_vnnit,
+	{8, 128, 5}: affine8g128_5_vnnit,
+	{8, 128, 6}: affine8g128_6_vnnit,
+	{8, 128, 7}: affine8g128_7_vnnit,
+	{8, 128, 8}: affine8g128_8_vnnit,
 }
 
-var affineFuncs_vnnitf = map[[2]int]affineTileFunc{
-	{32, 1}:  affine4g32_1_vnnitf,
-	{32, 2}:  affine4g32_2_vnnitf,
-	{32, 3}:  affine4g32_3_vnnitf,
-	{32, 4}:  affine4g32_4_vnnitf,
-	{32, 5}:  affine4g32_5_vnnitf,
-	{32, 6}:  affine4g32_6_vnnitf,
-	{32, 7}:  affine4g32_7_vnnitf,
-	{32, 8}:  affine4g32_8_vnnitf,
-	{64, 1}:  affine4g64_1_vnnitf,
-	{64, 2}:  affine4g64_2_vnnitf,
-	{64, 3}:  affine4g64_3_vnnitf,
-	{64, 4}:  affine4g64_4_vnnitf,
-	{64, 5}:  affine4g64_5_vnnitf,
-	{64, 6}:  affine4g64_6_vnnitf,
-	{64, 7}:  affine4g64_7_vnnitf,
-	{64, 8}:  affine4g64_8_vnnitf,
-	{128, 1}: affine4g128_1_vnnitf,
-	{128, 2}: affine4g128_2_vnnitf,
-	{128, 3}: affine4g128_3_vnnitf,
-	{128, 4}: affine4g128_4_vnnitf,
-	{128, 5}: affine4g128_5_vnnitf,
-	{128, 6}: affine4g128_6_vnnitf,
-	{128, 7}: affine4g128_7_vnnitf,
-	{128, 8}: affine4g128_8_vnnitf,
+var affineFuncs_vnnitf = map[[3]int]affineTileFunc{
+	{4, 32, 1}:  affine4g32_1_vnnitf,
+	{4, 32, 2}:  affine4g32_2_vnnitf,
+	{4, 32, 3}:  affine4g32_3_vnnitf,
+	{4, 32, 4}:  affine4g32_4_vnnitf,
+	{4, 32, 5}:  affine4g32_5_vnnitf,
+	{4, 32, 6}:  affine4g32_6_vnnitf,
+	{4, 32, 7}:  affine4g32_7_vnnitf,
+	{4, 32, 8}:  affine4g32_8_vnnitf,
+	{4, 64, 1}:  affine4g64_1_vnnitf,
+	{4, 64, 2}:  affine4g64_2_vnnitf,
+	{4, 64, 3}:  affine4g64_3_vnnitf,
+	{4, 64, 4}:  affine4g64_4_vnnitf,
+	{4, 64, 5}:  affine4g64_5_vnnitf,
+	{4, 64, 6}:  affine4g64_6_vnnitf,
+	{4, 64, 7}:  affine4g64_7_vnnitf,
+	{4, 64, 8}:  affine4g64_8_vnnitf,
+	{4, 128, 1}: affine4g128_1_vnnitf,
+	{4, 128, 2}: affine4g128_2_vnnitf,
+	{4, 128, 3}: affine4g128_3_vnnitf,
+	{4, 128, 4}: affine4g128_4_vnnitf,
+	{4, 128, 5}: affine4g128_5_vnnitf,
+	{4, 128, 6}: affine4g128_6_vnnitf,
+	{4, 128, 7}: affine4g128_7_vnnitf,
+	{4, 128, 8}: affine4g128_8_vnnitf,
+	{8, 32, 1}:  affine8g32_1_vnnitf,
+	{8, 32, 2}:  affine8g32_2_vnnitf,
+	{8, 32, 3}:  affine8g32_3_vnnitf,
+	{8, 32, 4}:  affine8g32_4_vnnitf,
+	{8, 32, 5}:  affine8g32_5_vnnitf,
+	{8, 32, 6}:  affine8g32_6_vnnitf,
+	{8, 32, 7}:  affine8g32_7_vnnitf,
+	{8, 32, 8}:  affine8g32_8_vnnitf,
+	{8, 64, 1}:  affine8g64_1_vnnitf,
+	{8, 64, 2}:  affine8g64_2_vnnitf,
+	{8, 64, 3}:  affine8g64_3_vnnitf,
+	{8, 64, 4}:  affine8g64_4_vnnitf,
+	{8, 64, 5}:  affine8g64_5_vnnitf,
+	{8, 64, 6}:  affine8g64_6_vnnitf,
+	{8, 64, 7}:  affine8g64_7_vnnitf,
+	{8, 64, 8}:  affine8g64_8_vnnitf,
+	{8, 128, 1}: affine8g128_1_vnnitf,
+	{8, 128, 2}: affine8g128_2_vnnitf,
+	{8, 128, 3}: affine8g128_3_vnnitf,
+	{8, 128, 4}: affine8g128_4_vnnitf,
+	{8, 128, 5}: affine8g128_5_vnnitf,
+	{8, 128, 6}: affine8g128_6_vnnitf,
+	{8, 128, 7}: affine8g128_7_vnnitf,
+	{8, 128, 8}: affine8g128_8_vnnitf,
 }

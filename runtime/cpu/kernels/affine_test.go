@@ -207,7 +207,6 @@ func TestMatMulAffineTiles(t *testing.T) {
 		return
 	}
 	for _, w := range []AffineRows{
-		newAffineCase(r, 16, 128, 8, 64, ScalesF16).w,
 		newAffineCase(r, 16, 128, 4, 64, ScalesBF16).w,
 		newAffineCase(r, 16, 96, 4, 32, ScalesF16).w,
 	} {
@@ -215,55 +214,57 @@ func TestMatMulAffineTiles(t *testing.T) {
 			t.Errorf("packed %d bits, scales %d, K=%d", w.Bits, w.ScaleType, w.K)
 		}
 	}
-	for _, st := range []ScaleType{ScalesF16, ScalesF32} {
-		for _, gs := range []int{32, 64, 128} {
-			for _, k := range []int{128, 256, 384, 1024} {
-				for _, mn := range [][2]int{{1, 1}, {1, 16}, {2, 17}, {5, 33}, {8, 40}, {9, 16}, {17, 50}} {
-					m, n := mn[0], mn[1]
-					c := newAffineCase(r, n, k, 4, gs, st)
-					tiles := PackAffineTiles(c.w)
-					x := make([]float32, m*k)
-					for i := range x {
-						x[i] = float32(r.NormFloat64())
-					}
-					ldy := n + 3
-					run := func(x []float32, m int, tw AffineTiles) []float32 {
-						y := make([]float32, m*ldy)
-						for i := range y {
-							y[i] = float32(math.NaN())
+	for _, bits := range []int{4, 8} {
+		for _, st := range []ScaleType{ScalesF16, ScalesF32} {
+			for _, gs := range []int{32, 64, 128} {
+				for _, k := range []int{128, 256, 384, 1024} {
+					for _, mn := range [][2]int{{1, 1}, {1, 16}, {2, 17}, {5, 33}, {8, 40}, {9, 16}, {17, 50}} {
+						m, n := mn[0], mn[1]
+						c := newAffineCase(r, n, k, bits, gs, st)
+						tiles := PackAffineTiles(c.w)
+						x := make([]float32, m*k)
+						for i := range x {
+							x[i] = float32(r.NormFloat64())
 						}
-						p := PrepareAffine(x, m, k, 4, gs)
-						MatMulAffineTilesX(y, ldy, p, tw)
-						p.Release()
+						ldy := n + 3
+						run := func(x []float32, m int, tw AffineTiles) []float32 {
+							y := make([]float32, m*ldy)
+							for i := range y {
+								y[i] = float32(math.NaN())
+							}
+							p := PrepareAffine(x, m, k, bits, gs)
+							MatMulAffineTilesX(y, ldy, p, tw)
+							p.Release()
+							for i := range m {
+								for j := tw.N; j < ldy; j++ {
+									if !math.IsNaN(float64(y[i*ldy+j])) {
+										t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] written, outside the product", gs, k, m, n, i, j)
+									}
+								}
+							}
+							return y
+						}
+						y := run(x, m, *tiles)
 						for i := range m {
-							for j := tw.N; j < ldy; j++ {
-								if !math.IsNaN(float64(y[i*ldy+j])) {
-									t.Fatalf("g%d k=%d m=%d n=%d: y[%d,%d] written, outside the product", gs, k, m, n, i, j)
+							for j := range n {
+								if want, tol := c.want(x, i, j, true); math.Abs(float64(y[i*ldy+j])-want) > tol {
+									t.Fatalf("%d-bit scales %d g%d k=%d m=%d n=%d: y[%d,%d] = %v, want %v ± %g", bits, st, gs, k, m, n, i, j, y[i*ldy+j], want, tol)
+								}
+							}
+							one := run(x[i*k:(i+1)*k], 1, *tiles)
+							for j := range n {
+								if one[j] != y[i*ldy+j] {
+									t.Fatalf("g%d k=%d m=%d n=%d: row %d col %d: batched %v, alone %v", gs, k, m, n, i, j, y[i*ldy+j], one[j])
 								}
 							}
 						}
-						return y
-					}
-					y := run(x, m, *tiles)
-					for i := range m {
-						for j := range n {
-							if want, tol := c.want(x, i, j, true); math.Abs(float64(y[i*ldy+j])-want) > tol {
-								t.Fatalf("scales %d g%d k=%d m=%d n=%d: y[%d,%d] = %v, want %v ± %g", st, gs, k, m, n, i, j, y[i*ldy+j], want, tol)
-							}
-						}
-						one := run(x[i*k:(i+1)*k], 1, *tiles)
-						for j := range n {
-							if one[j] != y[i*ldy+j] {
-								t.Fatalf("g%d k=%d m=%d n=%d: row %d col %d: batched %v, alone %v", gs, k, m, n, i, j, y[i*ldy+j], one[j])
-							}
-						}
-					}
-					if n > tileRows {
-						sub := run(x, m, tiles.Rows(tileRows, n))
-						for i := range m {
-							for j := tileRows; j < n; j++ {
-								if sub[i*ldy+j-tileRows] != y[i*ldy+j] {
-									t.Fatalf("g%d k=%d m=%d n=%d: rows from 16 alone give a different [%d,%d]", gs, k, m, n, i, j)
+						if n > tileRows {
+							sub := run(x, m, tiles.Rows(tileRows, n))
+							for i := range m {
+								for j := tileRows; j < n; j++ {
+									if sub[i*ldy+j-tileRows] != y[i*ldy+j] {
+										t.Fatalf("g%d k=%d m=%d n=%d: rows from 16 alone give a different [%d,%d]", gs, k, m, n, i, j)
+									}
 								}
 							}
 						}
@@ -281,35 +282,38 @@ func TestPackAffineTilesInPlace(t *testing.T) {
 		t.Skip("no tile kernel in this build or on this CPU")
 	}
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, st := range []ScaleType{ScalesF16, ScalesF32} {
-		c := newAffineCase(r, 48, 256, 4, 64, st)
-		w := c.w
-		orig := AffineRows{Bits: 4, GroupSize: 64, K: 256, ScaleType: st, Codes: slices.Clone(w.Codes),
-			Scales: slices.Clone(w.Scales), Biases: slices.Clone(w.Biases)}
-		want := PackAffineTiles(orig)
-		got := PackAffineTilesInPlace(w)
-		if got == nil || &got.codes[0] != &w.Codes[0] || &got.scales[0] != &w.Scales[0] || &got.biases[0] != &w.Biases[0] {
-			t.Fatalf("scales %d: not packed in w's memory", st)
-		}
-		if !slices.Equal(got.codes, want.codes) || !slices.Equal(got.scales, want.scales) || !slices.Equal(got.biases, want.biases) {
-			t.Fatalf("scales %d: in-place tiles differ from copied ones", st)
-		}
-		codes, sc, bi := make([]uint32, 256/8), make([]float32, 4), make([]float32, 4)
-		for _, j := range []int{0, 17, 47} {
-			got.Row(j, codes, sc, bi)
-			if !slices.Equal(codes, orig.Codes[j*32:(j+1)*32]) {
-				t.Fatalf("scales %d: Row(%d) codes differ", st, j)
+	for _, bits := range []int{4, 8} {
+		for _, st := range []ScaleType{ScalesF16, ScalesF32} {
+			c := newAffineCase(r, 48, 256, bits, 64, st)
+			w := c.w
+			words := 256 * bits / 32
+			orig := AffineRows{Bits: bits, GroupSize: 64, K: 256, ScaleType: st, Codes: slices.Clone(w.Codes),
+				Scales: slices.Clone(w.Scales), Biases: slices.Clone(w.Biases)}
+			want := PackAffineTiles(orig)
+			got := PackAffineTilesInPlace(w)
+			if got == nil || &got.codes[0] != &w.Codes[0] || &got.scales[0] != &w.Scales[0] || &got.biases[0] != &w.Biases[0] {
+				t.Fatalf("scales %d: not packed in w's memory", st)
 			}
-			for g := range 4 {
-				if sc[g] != st.at(orig.Scales, j*4+g) || bi[g] != st.at(orig.Biases, j*4+g) {
-					t.Fatalf("scales %d: Row(%d) group %d: %v %v", st, j, g, sc[g], bi[g])
+			if !slices.Equal(got.codes, want.codes) || !slices.Equal(got.scales, want.scales) || !slices.Equal(got.biases, want.biases) {
+				t.Fatalf("scales %d: in-place tiles differ from copied ones", st)
+			}
+			codes, sc, bi := make([]uint32, words), make([]float32, 4), make([]float32, 4)
+			for _, j := range []int{0, 17, 47} {
+				got.Row(j, codes, sc, bi)
+				if !slices.Equal(codes, orig.Codes[j*words:(j+1)*words]) {
+					t.Fatalf("scales %d: Row(%d) codes differ", st, j)
+				}
+				for g := range 4 {
+					if sc[g] != st.at(orig.Scales, j*4+g) || bi[g] != st.at(orig.Biases, j*4+g) {
+						t.Fatalf("scales %d: Row(%d) group %d: %v %v", st, j, g, sc[g], bi[g])
+					}
 				}
 			}
-		}
-		odd := newAffineCase(r, 40, 256, 4, 64, st).w
-		before := slices.Clone(odd.Codes)
-		if PackAffineTilesInPlace(odd) != nil || !slices.Equal(odd.Codes, before) {
-			t.Fatalf("scales %d: 40 rows (not whole tiles) packed in place", st)
+			odd := newAffineCase(r, 40, 256, bits, 64, st).w
+			before := slices.Clone(odd.Codes)
+			if PackAffineTilesInPlace(odd) != nil || !slices.Equal(odd.Codes, before) {
+				t.Fatalf("scales %d: 40 rows (not whole tiles) packed in place", st)
+			}
 		}
 	}
 }

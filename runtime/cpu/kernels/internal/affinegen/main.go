@@ -740,12 +740,19 @@ func txrow(r, off int) string {
 // affineTiles emits the tile kernel for groups of gs and mr rows of x,
 // with f16 scales and biases ("vnnit") or float32 ones ("vnnitf": GGUF
 // Q4_K's products d·sc).
-func (g *gen) affineTiles(gs, mr int, f32 bool) {
+func (g *gen) affineTiles(bits, gs, mr int, f32 bool) {
 	suffix, ssize := "vnnit", 2
 	if f32 {
 		suffix, ssize = "vnnitf", 4
 	}
-	name := fmt.Sprintf("affine4g%d_%d_%s", gs, mr, suffix)
+	name := fmt.Sprintf("affine%dg%d_%d_%s", bits, gs, mr, suffix)
+	// A step covers 128 elements: 4 x blocks of 32; per block, 4 code words
+	// of 8 nibbles or 8 words of 4 bytes. x comes in chunks of 128 elements
+	// (192 prepared bytes) at 4 bits and of 64 (128 bytes) at 8.
+	wordsPerBlock, xStep := 4, 192
+	if bits == 8 {
+		wordsPerBlock, xStep = 8, 256
+	}
 	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, tileSig)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, tileArgs)
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, tileSig)
@@ -775,7 +782,6 @@ func (g *gen) affineTiles(gs, mr int, f32 bool) {
 		g.a("PREFETCHT0 %d(R8)", prefetch/(gs/2)*ssize/2)
 		g.a("PREFETCHT0 %d(R9)", prefetch/(gs/2)*ssize/2)
 	}
-	// A chunk: 128 elements, 16 code words, 4 x blocks.
 	for blk := range 4 {
 		if blk*32%gs == 0 {
 			// A new group: its scales and biases, and b·Σx.
@@ -795,12 +801,21 @@ func (g *gen) affineTiles(gs, mr int, f32 bool) {
 		for r := range mr {
 			g.a("VPXORD Z%d, Z%d, Z%d", tI+r, tI+r, tI+r)
 		}
-		for t := range 4 {
-			w := 4*blk + t
+		for t := range wordsPerBlock {
+			w := wordsPerBlock*blk + t
 			g.a("VMOVDQU32 %d(SI), Z%d", 64*w, tW)
 			if prefetch > 0 {
 				g.a("PREFETCHT0 %d(SI)", prefetch+64*w)
 			}
+			if bits == 8 {
+				// Word w: 4 elements, x in order in chunk w/16.
+				xoff := 128*(w/16) + 4*(w%16)
+				for r := range mr {
+					g.a("VPDPBUSD.BCST %s, Z%d, Z%d", txrow(r, xoff), tW, tI+r)
+				}
+				continue
+			}
+			// Word w: 8 elements, low nibbles the even ones, high the odd.
 			g.a("VPSRLW $4, Z%d, Z%d", tW, tHi)
 			g.a("VPANDD Z%d, Z%d, Z%d", tNib, tW, tLo)
 			g.a("VPANDD Z%d, Z%d, Z%d", tNib, tHi, tHi)
@@ -809,15 +824,20 @@ func (g *gen) affineTiles(gs, mr int, f32 bool) {
 				g.a("VPDPBUSD.BCST %s, Z%d, Z%d", txrow(r, 64+4*w), tHi, tI+r)
 			}
 		}
+		// The block's x scale: the lane scale of its first word.
+		dx := 128 + 16*blk
+		if bits == 8 {
+			dx = 128*(blk/2) + 64 + 32*(blk%2)
+		}
 		for r := range mr {
 			g.a("VCVTDQ2PS Z%d, Z%d", tI+r, tI+r)
-			g.a("VMULPS.BCST %s, Z%d, Z%d", txrow(r, 128+16*blk), tScl, tTmp)
+			g.a("VMULPS.BCST %s, Z%d, Z%d", txrow(r, dx), tScl, tTmp)
 			g.a("VFMADD231PS Z%d, Z%d, Z%d", tTmp, tI+r, tF+r)
 		}
 	}
-	g.a("ADDQ $1024, SI")
-	g.a("ADDQ $192, BX")
-	g.a("ADDQ $192, R12")
+	g.a("ADDQ $%d, SI", 64*4*wordsPerBlock)
+	g.a("ADDQ $%d, BX", xStep)
+	g.a("ADDQ $%d, R12", xStep)
 	g.a("DECQ CX")
 	g.a("JNE %s", chunk)
 	// Store F+B for each row of x: y + r·ldy, rows 4-7 from R12 = y + 4·ldy.
@@ -891,10 +911,12 @@ func main() {
 			}
 		}
 	}
-	for _, f32 := range []bool{false, true} {
-		for _, gs := range []int{32, 64, 128} {
-			for mr := 1; mr <= tileMaxRows; mr++ {
-				g.affineTiles(gs, mr, f32)
+	for _, bits := range []int{4, 8} {
+		for _, f32 := range []bool{false, true} {
+			for _, gs := range []int{32, 64, 128} {
+				for mr := 1; mr <= tileMaxRows; mr++ {
+					g.affineTiles(bits, gs, mr, f32)
+				}
 			}
 		}
 	}
@@ -923,10 +945,12 @@ func main() {
 		tbl.WriteString("}\n\n")
 	}
 	for _, suffix := range []string{"vnnit", "vnnitf"} {
-		fmt.Fprintf(&tbl, "var affineFuncs_%s = map[[2]int]affineTileFunc{\n", suffix)
-		for _, gs := range []int{32, 64, 128} {
-			for mr := 1; mr <= tileMaxRows; mr++ {
-				fmt.Fprintf(&tbl, "\t{%d, %d}: affine4g%d_%d_%s,\n", gs, mr, gs, mr, suffix)
+		fmt.Fprintf(&tbl, "var affineFuncs_%s = map[[3]int]affineTileFunc{\n", suffix)
+		for _, bits := range []int{4, 8} {
+			for _, gs := range []int{32, 64, 128} {
+				for mr := 1; mr <= tileMaxRows; mr++ {
+					fmt.Fprintf(&tbl, "\t{%d, %d, %d}: affine%dg%d_%d_%s,\n", bits, gs, mr, bits, gs, mr, suffix)
+				}
 			}
 		}
 		tbl.WriteString("}\n\n")
