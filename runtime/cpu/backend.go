@@ -99,7 +99,7 @@ func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
 }
 
 // AdoptHost implements graph.Adopter: WrapHost for bytes nobody else will
-// read, which the backend may repack in place (4-bit weights, see tilesOf).
+// read, which the backend may repack in place (quantized weights, see tilesOf).
 func (b *Backend) AdoptHost(data []byte) (graph.Buffer, error) {
 	buf, err := b.WrapHost(data)
 	if err != nil {

@@ -159,7 +159,7 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 	return nil
 }
 
-// Repacked 4-bit weights. On machines whose affine kernels include the tile
+// Repacked 4- and 8-bit weights. On machines whose affine kernels include the tile
 // kernel (kernels.TilesFit), a weight's codes, scales and biases are
 // repacked once, at its first product, and every product with that weight
 // then uses the tile kernel, whatever the batch, so decoding and
@@ -227,7 +227,7 @@ func (b *Backend) tilesOf(w, s, bi graph.Operand, rows kernels.AffineRows) (*ker
 	return p.t, nil
 }
 
-// Repacked counts the 4-bit weights repacked for the tile kernel so far:
+// Repacked counts the quantized weights repacked for the tile kernel so far:
 // in place (handed over with AdoptHost) and as copies.
 func (b *Backend) Repacked() (inPlace, copies int) {
 	return int(b.repackedInPlace.Load()), int(b.repackedCopies.Load())

@@ -298,7 +298,7 @@ func Eval(be Backend, inputs map[*Array]any, read func(p *Plan) error, outs ...*
 // Adopter is a Backend that can take host memory over. AdoptHost is
 // WrapHost for bytes made for the backend that the caller will never read
 // or write again, so the backend may rearrange them in place (the CPU
-// repacks 4-bit weights for its kernel there instead of in a copy).
+// repacks quantized weights for its kernel there instead of in a copy).
 type Adopter interface {
 	AdoptHost(data []byte) (Buffer, error)
 }
