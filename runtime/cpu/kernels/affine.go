@@ -203,7 +203,7 @@ type AffineTiles struct {
 	Bits, N, K, GroupSize int
 	ScaleType             ScaleType
 	codes                 []uint32 // [tiles][K·Bits/32][16]
-	scales, biases  []byte   // [tiles][K/GroupSize][16] of ScaleType
+	scales, biases        []byte   // [tiles][K/GroupSize][16] of ScaleType
 }
 
 // tileRows is the rows of a tile: the int32 lanes of a vector register.
