@@ -117,8 +117,12 @@ func TestQuantizeAffineError(t *testing.T) {
 // values.
 func TestGGMLToAffineExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, typ := range []GGML{Q4_0, Q8_0, Q4_K} {
-		n := 2 * 256
+	// 2^21 elements: 2^16 blocks or more, converted by several goroutines.
+	for _, c := range []struct {
+		typ GGML
+		n   int
+	}{{Q4_0, 512}, {Q8_0, 512}, {Q4_K, 512}, {Q4_0, 1 << 21}, {Q4_K, 1 << 23}} {
+		typ, n := c.typ, c.n
 		data := make([]byte, n/typ.BlockElems()*typ.BlockBytes())
 		for i := range data {
 			data[i] = byte(r.Uint32())
@@ -143,6 +147,24 @@ func TestGGMLToAffineExact(t *testing.T) {
 		}
 		if typ != Q4_K && !a.F16 {
 			t.Errorf("%v: scales not exact in f16", typ)
+		}
+		// The packed words are the codes element by element (ggml's layout
+		// as ggml-common.h writes it), packed by PackAffine.
+		codes := make([]uint8, n)
+		for i := range n {
+			blk := data[i/typ.BlockElems()*bb:]
+			e := i % typ.BlockElems()
+			switch typ {
+			case Q8_0:
+				codes[i] = uint8(int(int8(blk[2+e])) + 128)
+			case Q4_0:
+				codes[i] = blk[2+e%16] >> (4 * (e / 16)) & 15
+			case Q4_K:
+				codes[i] = q4KCode(blk, e)
+			}
+		}
+		if want := PackAffine(codes, a.Bits); !slices.Equal(a.Packed, want) {
+			t.Fatalf("%v: packed words differ from PackAffine of the codes", typ)
 		}
 		got := make([]float32, n)
 		DequantizeAffine(got, a.Packed, a.Scales, a.Biases, a.Bits, 32)

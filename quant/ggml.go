@@ -3,6 +3,8 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
+	goruntime "runtime"
+	"sync"
 )
 
 // ggml's block-quantized formats (ggml-common.h), as GGUF files store them:
@@ -193,54 +195,93 @@ func GGMLToAffine(t GGML, n int, data []byte) (*AffineOfGGML, error) {
 	if err := t.checkBlocks(n, data); err != nil {
 		return nil, err
 	}
-	be, bb := t.BlockElems(), t.BlockBytes()
-	out := &AffineOfGGML{Scales: make([]float32, n/32), Biases: make([]float32, n/32), F16: true}
-	codes := make([]uint8, n)
-	for i := 0; i < n/be; i++ {
-		blk, c := data[i*bb:(i+1)*bb], codes[i*be:(i+1)*be]
-		s, b := out.Scales[i*be/32:], out.Biases[i*be/32:]
-		switch t {
-		case Q8_0:
-			out.Bits = 8
-			d := f16At(blk, 0)
-			s[0], b[0] = d, -128*d
-			for j := range 32 {
-				c[j] = uint8(int(int8(blk[2+j])) + 128)
-			}
-		case Q4_0:
-			out.Bits = 4
-			d := f16At(blk, 0)
-			s[0], b[0] = d, -8*d
-			for j := range 16 {
-				c[j], c[j+16] = blk[2+j]&15, blk[2+j]>>4
-			}
-		case Q4_K:
-			out.Bits = 4
-			for sub := range 8 {
-				s[sub], b[sub] = q4KSub(blk, sub)
-				b[sub] = -b[sub]
-			}
-			for e := range 256 {
-				c[e] = q4KCode(blk, e)
-			}
-		default:
-			return nil, fmt.Errorf("quant: %v has no affine form", t)
-		}
+	be := t.BlockElems()
+	out := &AffineOfGGML{Bits: 4, Scales: make([]float32, n/32), Biases: make([]float32, n/32), F16: true}
+	if t == Q8_0 {
+		out.Bits = 8
 	}
-	if out.Bits == 0 { // no blocks
-		out.Bits = 4
-		if t == Q8_0 {
-			out.Bits = 8
-		}
+	if t != Q4_0 && t != Q8_0 && t != Q4_K {
+		return nil, fmt.Errorf("quant: %v has no affine form", t)
 	}
+	// The codes go straight into packed words: each of ggml's layouts
+	// keeps runs of 8 (4-bit) or 4 (8-bit) consecutive elements in
+	// consecutive bytes or nibbles.
+	out.Packed = make([]uint32, n*out.Bits/32)
+	// Large tensors are converted by several goroutines: the work is mostly
+	// first touches of fresh pages, which the cores then take in parallel.
+	parallelBlocks(n/be, func(lo, hi int) { ggmlBlocksToAffine(t, out, data, lo, hi) })
 	for i := range out.Scales {
 		if !exactF16(out.Scales[i]) || !exactF16(out.Biases[i]) {
 			out.F16 = false
 			break
 		}
 	}
-	out.Packed = PackAffine(codes, out.Bits)
 	return out, nil
+}
+
+// parallelBlocks runs f over [0, n) in contiguous parts, one goroutine
+// each when n is large enough to pay for them.
+func parallelBlocks(n int, f func(lo, hi int)) {
+	const minPart = 1 << 14
+	parts := min(goruntime.GOMAXPROCS(0), n/minPart)
+	if parts <= 1 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { f(n*p/parts, n*(p+1)/parts) })
+	}
+	wg.Wait()
+}
+
+// ggmlBlocksToAffine converts blocks [lo, hi) of data into out.
+func ggmlBlocksToAffine(t GGML, out *AffineOfGGML, data []byte, lo, hi int) {
+	be, bb := t.BlockElems(), t.BlockBytes()
+	for i := lo; i < hi; i++ {
+		blk := data[i*bb : (i+1)*bb]
+		s, b := out.Scales[i*be/32:], out.Biases[i*be/32:]
+		words := out.Packed[i*be*out.Bits/32:]
+		switch t {
+		case Q8_0:
+			d := f16At(blk, 0)
+			s[0], b[0] = d, -128*d
+			for w := range 8 {
+				// int8 q becomes the unsigned code q+128: flip the sign bits.
+				words[w] = binary.LittleEndian.Uint32(blk[2+4*w:]) ^ 0x80808080
+			}
+		case Q4_0:
+			d := f16At(blk, 0)
+			s[0], b[0] = d, -8*d
+			// Elements 0-15 are the low nibbles of bytes 2-17, 16-31 the high ones.
+			lo, hi := binary.LittleEndian.Uint64(blk[2:]), binary.LittleEndian.Uint64(blk[10:])
+			words[0], words[1] = nibbles8(lo), nibbles8(hi)
+			words[2], words[3] = nibbles8(lo>>4), nibbles8(hi>>4)
+		case Q4_K:
+			for sub := range 8 {
+				s[sub], b[sub] = q4KSub(blk, sub)
+				b[sub] = -b[sub]
+			}
+			// Each 64-element chunk: 32 bytes, low nibbles first (see q4KCode).
+			for c := range 4 {
+				q := blk[16+32*c:]
+				for k := range 4 {
+					v := binary.LittleEndian.Uint64(q[8*k:])
+					words[8*c+k], words[8*c+4+k] = nibbles8(v), nibbles8(v>>4)
+				}
+			}
+		}
+	}
+}
+
+// nibbles8 packs the low nibbles of the 8 bytes of v, first byte lowest,
+// into one word: MLX's order of 8 consecutive 4-bit codes.
+func nibbles8(v uint64) uint32 {
+	v &= 0x0F0F0F0F0F0F0F0F
+	v = (v | v>>4) & 0x00FF00FF00FF00FF
+	v = (v | v>>8) & 0x0000FFFF0000FFFF
+	v = (v | v>>16) & 0x00000000FFFFFFFF
+	return uint32(v)
 }
 
 // exactF16 reports whether v survives a round trip through IEEE half
