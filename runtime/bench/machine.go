@@ -33,7 +33,7 @@ func cpuModel() string {
 				have[f] = true
 			}
 			flags = []string{}
-			for _, f := range []string{"avx2", "fma", "f16c", "avx512f", "avx512_fp16", "avx512_bf16", "amx_bf16"} {
+			for _, f := range []string{"avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_fp16", "avx512_bf16", "amx_bf16"} {
 				if have[f] {
 					flags = append(flags, f)
 				}
