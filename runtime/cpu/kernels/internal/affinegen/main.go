@@ -67,9 +67,19 @@ func (is isa) r(i int) string { return fmt.Sprintf("%s%d", is.v, i) }
 
 const argFrame = "$0-72" // x, ldx, codes, scales, biases, n, groups, y, ldy
 
+// floatSig is the Go signature of the float kernels.
+const floatSig = "(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)"
+
+// text starts the assembly of function name with Go signature sig and
+// frame, and writes its Go declaration.
+func (g *gen) text(name, sig, frame string) {
+	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, sig)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, frame)
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, sig)
+}
+
 func (g *gen) prologue(name string) {
-	fmt.Fprintf(&g.s, "\n// func %s(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)\n", name)
-	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, argFrame)
+	g.text(name, floatSig, argFrame)
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("SHLQ $2, R10")
@@ -83,7 +93,6 @@ func (g *gen) prologue(name string) {
 	g.a("MOVQ ldy+64(FP), R13")
 	g.a("SHLQ $2, R13")
 	g.a("LEAQ (R13)(R13*2), AX")
-	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)\n\n", name)
 }
 
 // xrow is the address of x row r at byte offset off from BX.
@@ -434,8 +443,7 @@ const vnniArgs = "$0-136"
 const vnniSig = "(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int, n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)"
 
 func (g *gen) vnniPrologue(name string) {
-	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, vnniSig)
-	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, vnniArgs)
+	g.text(name, vnniSig, vnniArgs)
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("LEAQ (R10)(R10*2), R14")
@@ -448,7 +456,6 @@ func (g *gen) vnniPrologue(name string) {
 	g.a("KMOVQ R12, K2")
 	g.a("MOVQ bmask+128(FP), R12")
 	g.a("KMOVQ R12, K3")
-	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, vnniSig)
 }
 
 const (
@@ -753,9 +760,7 @@ func (g *gen) affineTiles(bits, gs, mr int, f32 bool) {
 	if bits == 8 {
 		wordsPerBlock, xStep = 8, 256
 	}
-	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, tileSig)
-	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, %s\n", name, tileArgs)
-	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, tileSig)
+	g.text(name, tileSig, tileArgs)
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("LEAQ (R10)(R10*2), R14")
