@@ -35,7 +35,7 @@ demo-speedup: build
 # the pure-Go (noasm) kernels too, and the darwin cross-build checks.
 test: deps
 	$(GO) test -count=1 $(PKGS)
-	$(GO) test -count=1 -tags noasm ./runtime/cpu/...
+	$(GO) test -count=1 -tags noasm ./backend/cpu/...
 	$(MAKE) --no-print-directory cross
 
 deps:
@@ -58,12 +58,12 @@ cross:
 	done
 
 bench:
-	$(GO) test -run '^$$' -bench . -count 10 ./runtime/cpu/... ./runtime/ | tee bench.txt
+	$(GO) test -run '^$$' -bench . -count 10 ./backend/cpu/... . | tee bench.txt
 
 # Run each parser fuzzer for a while (the seed corpora run in `make test`).
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseGGUF -fuzztime 60s ./runtime/formats/
-	$(GO) test -run '^$$' -fuzz FuzzParseSafetensors -fuzztime 60s ./runtime/formats/
+	$(GO) test -run '^$$' -fuzz FuzzParseGGUF -fuzztime 60s ./model/formats/
+	$(GO) test -run '^$$' -fuzz FuzzParseSafetensors -fuzztime 60s ./model/formats/
 
 clean:
 	rm -rf bin bench.txt

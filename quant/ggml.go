@@ -3,7 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sync"
 )
 
@@ -223,7 +223,7 @@ func GGMLToAffine(t GGML, n int, data []byte) (*AffineOfGGML, error) {
 // each when n is large enough to pay for them.
 func parallelBlocks(n int, f func(lo, hi int)) {
 	const minPart = 1 << 14
-	parts := min(goruntime.GOMAXPROCS(0), n/minPart)
+	parts := min(runtime.GOMAXPROCS(0), n/minPart)
 	if parts <= 1 {
 		f(0, n)
 		return

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/runtime"
-	"github.com/seed9b8f47b1/redrafter/runtime/bench"
-	"github.com/seed9b8f47b1/redrafter/runtime/formats"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/model/formats"
+	"github.com/seed9b8f47b1/redrafter/tools/bench"
 )
 
 func newBenchCmd(g *globalFlags) *cobra.Command {
@@ -52,7 +52,7 @@ line.`,
 			if limit > 0 && limit < len(ps) {
 				ps = ps[:limit]
 			}
-			e, err := runtime.Load(model, runtime.Options{Backend: g.backend, Context: ctxLen, KVCache: kvCache})
+			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend, Context: ctxLen, KVCache: kvCache})
 			if err != nil {
 				return err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/runtime"
-	"github.com/seed9b8f47b1/redrafter/runtime/tokenizer"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
 )
 
 func newChatCmd(g *globalFlags) *cobra.Command {
@@ -69,7 +69,7 @@ func chooseTemplate(name, modelTemplate string) (string, error) {
 
 // chatLoop reads one user message per line. The session keeps the KV cache
 // between turns, so each turn runs only the newly rendered tokens.
-func chatLoop(ctx context.Context, e *runtime.Engine, tmpl, system string, opt runtime.GenerateOptions,
+func chatLoop(ctx context.Context, e *redrafter.Engine, tmpl, system string, opt redrafter.GenerateOptions,
 	in io.Reader, out, errOut io.Writer) error {
 	s, err := e.NewSession()
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed9b8f47b1/redrafter/drafter"
-	"github.com/seed9b8f47b1/redrafter/runtime/graph"
-	"github.com/seed9b8f47b1/redrafter/runtime/inflate"
-	"github.com/seed9b8f47b1/redrafter/runtime/llama"
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/tools/inflate"
 )
 
 // newDevCmd groups tools for developing and benchmarking redrafter itself.

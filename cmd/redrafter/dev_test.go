@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
 )
 
 func TestDevInflate(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/drafter/train"
-	"github.com/seed9b8f47b1/redrafter/runtime"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/tools/train"
 )
 
 func newDistillCmd(g *globalFlags) *cobra.Command {
@@ -50,7 +50,7 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 			if err != nil {
 				return err
 			}
-			e, err := runtime.Load(model, runtime.Options{Backend: g.backend})
+			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend})
 			if err != nil {
 				return err
 			}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed9b8f47b1/redrafter/runtime"
-	"github.com/seed9b8f47b1/redrafter/runtime/sample"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/sample"
 )
 
 // modelFlags are the flags of commands that load a model and generate.
@@ -47,32 +47,32 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	_ = cmd.MarkFlagRequired("model")
 }
 
-func (m *modelFlags) options() (runtime.GenerateOptions, error) {
+func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	switch {
 	case m.maxTokens < 0:
-		return runtime.GenerateOptions{}, errors.New("--max-tokens must not be negative")
+		return redrafter.GenerateOptions{}, errors.New("--max-tokens must not be negative")
 	case m.temperature < 0:
-		return runtime.GenerateOptions{}, errors.New("--temperature must not be negative")
+		return redrafter.GenerateOptions{}, errors.New("--temperature must not be negative")
 	case m.topK < 0:
-		return runtime.GenerateOptions{}, errors.New("--top-k must not be negative")
+		return redrafter.GenerateOptions{}, errors.New("--top-k must not be negative")
 	case !(m.topP > 0 && m.topP <= 1):
-		return runtime.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
+		return redrafter.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
 	}
 	seed := uint64(m.seed)
 	if m.seed < 0 {
 		seed = randomSeed()
 	}
-	return runtime.GenerateOptions{
+	return redrafter.GenerateOptions{
 		MaxTokens: m.maxTokens,
 		Sampling:  sample.Params{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
 		Seed:      seed,
 		Stop:      m.stops,
-		Draft:     runtime.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: m.accept},
+		Draft:     redrafter.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: m.accept},
 	}, nil
 }
 
-func (m *modelFlags) load(g *globalFlags) (*runtime.Engine, error) {
-	e, err := runtime.Load(m.model, runtime.Options{Backend: g.backend, Context: m.context, KVCache: m.kvCache})
+func (m *modelFlags) load(g *globalFlags) (*redrafter.Engine, error) {
+	e, err := redrafter.Load(m.model, redrafter.Options{Backend: g.backend, Context: m.context, KVCache: m.kvCache})
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/metal"
+	"github.com/seed9b8f47b1/redrafter/backend/metal"
 )
 
 func newSelftestCmd(g *globalFlags) *cobra.Command {

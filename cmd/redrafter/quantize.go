@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/runtime"
-	"github.com/seed9b8f47b1/redrafter/runtime/convert"
-	"github.com/seed9b8f47b1/redrafter/runtime/sample"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/tools/convert"
 )
 
 func newQuantizeCmd() *cobra.Command {
@@ -133,7 +133,7 @@ hand, and scoring other versions of the model (quantized, f16) on that file
 measures what they lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := runtime.Load(model, runtime.Options{Backend: g.backend})
+			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend})
 			if err != nil {
 				return err
 			}
@@ -145,9 +145,9 @@ measures what they lost.`,
 			if sampleN > 0 {
 				var b strings.Builder
 				for i := range sampleN {
-					res, err := e.Generate(ctx, "", runtime.GenerateOptions{MaxTokens: maxTokens,
+					res, err := e.Generate(ctx, "", redrafter.GenerateOptions{MaxTokens: maxTokens,
 						Sampling: sample.Params{Temperature: 1, TopP: 1}, Seed: seed + uint64(i),
-						Draft: runtime.DraftOptions{Off: true}}, nil)
+						Draft: redrafter.DraftOptions{Off: true}}, nil)
 					if err != nil {
 						return err
 					}

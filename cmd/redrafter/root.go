@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	goruntime "runtime"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
-	_ "github.com/seed9b8f47b1/redrafter/metal"       // registers the metal backend (macOS)
-	_ "github.com/seed9b8f47b1/redrafter/runtime/cpu" // registers the cpu backend
+	_ "github.com/seed9b8f47b1/redrafter/backend/cpu"   // registers the cpu backend
+	_ "github.com/seed9b8f47b1/redrafter/backend/metal" // registers the metal backend (macOS)
 )
 
 // globalFlags are shared by every command.
@@ -36,7 +36,7 @@ func newRootCmd() *cobra.Command {
 				return fmt.Errorf("--threads must be positive")
 			}
 			if g.threads > 0 {
-				goruntime.GOMAXPROCS(g.threads)
+				runtime.GOMAXPROCS(g.threads)
 			}
 			return nil
 		},

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/seed9b8f47b1/redrafter/runtime"
+	"github.com/seed9b8f47b1/redrafter"
 )
 
 type statsJSON struct {
@@ -44,7 +44,7 @@ type resultJSON struct {
 	Stats  statsJSON `json:"stats"`
 }
 
-func jsonResult(r *runtime.Result, e *runtime.Engine) resultJSON {
+func jsonResult(r *redrafter.Result, e *redrafter.Engine) resultJSON {
 	s := r.Stats
 	tokens := r.Tokens
 	if tokens == nil {
@@ -64,7 +64,7 @@ func jsonResult(r *runtime.Result, e *runtime.Engine) resultJSON {
 	}}
 }
 
-func draftStats(r *runtime.Result) *draftJSON {
+func draftStats(r *redrafter.Result) *draftJSON {
 	d := r.Stats.Draft
 	if d == nil {
 		return nil
@@ -79,7 +79,7 @@ func draftStats(r *runtime.Result) *draftJSON {
 
 func ms(sec float64) float64 { return sec * 1000 }
 
-func printStats(w io.Writer, r *runtime.Result, e *runtime.Engine) {
+func printStats(w io.Writer, r *redrafter.Result, e *redrafter.Engine) {
 	s := r.Stats
 	fmt.Fprintf(w, "backend %s, load %.0f ms\n", e.Backend.Name(), ms(e.LoadTime.Seconds()))
 	fmt.Fprintf(w, "prefill: %d tokens in %.1f ms (%.1f tokens/s)\n", s.PromptTokens, ms(s.Prefill.Seconds()), s.PrefillRate())

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed9b8f47b1/redrafter/drafter/train"
-	"github.com/seed9b8f47b1/redrafter/runtime"
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/tools/train"
 )
 
 func newTrainDrafterCmd(g *globalFlags) *cobra.Command {
@@ -74,7 +74,7 @@ WxL) and the tokens per step are reported; --eval-only does just that for the he
 					}
 				}
 			}
-			e, err := runtime.Load(model, runtime.Options{Backend: g.backend})
+			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,188 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// attention is tree attention over a cache (see graph.Attention). Keys are
+// visited in cache order, so a token's output does not depend on how many
+// other tokens share its forward pass.
+func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32) error {
+	q, k, v := f32(in[0]), cacheOf(in[1]), cacheOf(in[2])
+	n, heads, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
+	c, kvh := in[1].Shape[0], in[1].Shape[1]
+	past := int(i32(in[3])[0])
+	end := i32(in[4])
+	if past < 0 || past+n > c {
+		return fmt.Errorf("cache of %d positions cannot hold %d+%d", c, past, n)
+	}
+	for j, e := range end {
+		if int(e) < j || int(e) >= n {
+			return fmt.Errorf("tree interval end[%d] = %d outside [%d,%d)", j, e, j, n)
+		}
+	}
+	if b.reference {
+		refAttention(f32(out), q, k, v, end, n, heads, kvh, d, past, scale)
+	} else {
+		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, d, past, scale)
+	}
+	return nil
+}
+
+// kvCache is a K or V cache [C, KVH, D] stored as f32 or as f16.
+type kvCache struct {
+	f []float32
+	h []uint16
+}
+
+func cacheOf(o graph.Operand) kvCache {
+	if o.DType == graph.F16 {
+		return kvCache{h: u16(o)}
+	}
+	return kvCache{f: f32(o)}
+}
+
+// at returns element i.
+func (c kvCache) at(i int) float32 {
+	if c.h != nil {
+		return quant.F16ToF32(c.h[i])
+	}
+	return c.f[i]
+}
+
+// scores sets y[i*ldy+j] = x[i]·row(from+j) for the m rows of x (stride d)
+// and the cache rows from..to-1 starting at element off (row stride ld).
+func (c kvCache) scores(y []float32, ldy int, x []float32, m, d, off, ld, from, to int) {
+	if c.h != nil {
+		kernels.MatMulStridedF16(y, ldy, x, d, m, c.h[off+from*ld:], ld, to-from, d)
+		return
+	}
+	kernels.MatMulStridedF32(y, ldy, x, d, m, c.f[off+from*ld:], ld, to-from, d)
+}
+
+// weigh adds p-weighted cache rows from..to-1 to the m rows of y (width d).
+func (c kvCache) weigh(y []float32, m, d int, p []float32, ldp, off, ld, from, to int) {
+	if c.h != nil {
+		kernels.AxpyRowsF16(y, d, m, d, p, ldp, to-from, c.h[off+from*ld:], ld)
+		return
+	}
+	kernels.AxpyRows(y, d, m, d, p, ldp, to-from, c.f[off+from*ld:], ld)
+}
+
+// refAttention is the reference: for each query and head, the scores of
+// every key it sees, a softmax in float64 exponentials, and the weighted
+// sum of the value rows, all in plain loops in cache order.
+func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
+	group, stride := heads/kvh, kvh*d
+	w := make([]float32, past+n)
+	for t := range n * heads {
+		qi, g := t/heads, t%heads/group
+		qv := q[t*d : (t+1)*d]
+		row := w[:past+qi+1]
+		mx := float32(math.Inf(-1))
+		for r := range row {
+			// Cached rows, then the tree: new key j is seen iff it is an
+			// ancestor, j <= qi <= end[j].
+			if r >= past && int(end[r-past]) < qi {
+				row[r] = float32(math.Inf(-1))
+				continue
+			}
+			var s float32
+			for j, x := range qv {
+				s += x * k.at(r*stride+g*d+j)
+			}
+			row[r] = s * scale
+			mx = max(mx, row[r])
+		}
+		var sum float32
+		for r, s := range row {
+			row[r] = float32(math.Exp(float64(s - mx)))
+			sum += row[r]
+		}
+		inv := 1 / sum
+		yv := y[t*d : (t+1)*d]
+		clear(yv)
+		for r, p := range row {
+			if p == 0 {
+				continue
+			}
+			a := p * inv
+			for j := range yv {
+				yv[j] += a * v.at(r*stride+g*d+j)
+			}
+		}
+	}
+}
+
+// attentionGroups is the fast path. A task is one query and one KV head.
+// The query heads that share the KV head (pre-scaled) score the prefix and
+// each run of tree keys they see as one strided matrix product (a tile
+// reuses each key row across up to six heads), packing the scores of the
+// visible keys together; the softmax runs vectorised over them; then the
+// value rows are summed into the outputs held in registers, each row loaded
+// once for up to four heads (AxpyRows).
+//
+// A token's output must not depend on what else its pass holds: decoded
+// alone after its accepted ancestors, it sees the same keys in the same
+// order. So scores do not depend on the call they are computed in
+// (MatMulStridedF32), the packed scores of a tree token equal those of the
+// decoded token (ExpSum's order depends on the length alone), and AxpyRows
+// gives the same sums however its rows are split between calls.
+func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
+	group, rowLen, stride := heads/kvh, past+n, kvh*d
+	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(w, lo, hi int) {
+		sc := b.scratch(w, group*rowLen+group*d) // scores [group, rowLen], then the scaled queries
+		qs := sc[group*rowLen:]
+		for t := lo; t < hi; t++ {
+			qi, g := t/kvh, t%kvh
+			h0 := qi*heads + g*group // the group's first query row
+			copy(qs, q[h0*d:(h0+group)*d])
+			kernels.Scale(qs, scale)
+			// runs calls f for the prefix and each run of visible tree keys:
+			// cache rows [from, to), whose scores go to columns [at, at+to-from)
+			// of the packed rows. It returns how many keys the query sees.
+			runs := func(f func(from, to, at int)) int {
+				if past > 0 {
+					f(0, past, 0)
+				}
+				at := past
+				for j := 0; j <= qi; {
+					if int(end[j]) < qi {
+						j++
+						continue
+					}
+					from := j
+					for j <= qi && int(end[j]) >= qi {
+						j++
+					}
+					f(past+from, past+j, at)
+					at += j - from
+				}
+				return at
+			}
+			seen := runs(func(from, to, at int) {
+				k.scores(sc[at:], rowLen, qs, group, d, g*d, stride, from, to)
+			})
+			for i := range group {
+				row := sc[i*rowLen : i*rowLen+seen]
+				mx := float32(math.Inf(-1))
+				for _, s := range row {
+					if s > mx {
+						mx = s
+					}
+				}
+				kernels.Scale(row, 1/kernels.ExpSum(row, mx))
+			}
+			yg := y[h0*d : (h0+group)*d]
+			clear(yg)
+			runs(func(from, to, at int) {
+				v.weigh(yg, group, d, sc[at:], rowLen, g*d, stride, from, to)
+			})
+		}
+	})
+}

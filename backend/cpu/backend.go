@@ -1,0 +1,229 @@
+// Package cpu is the portable backend: pure-Go reference kernels for every
+// graph op, which are the oracle every other backend is tested against, plus
+// SIMD fast paths (package kernels) for the loops that decide decoding speed,
+// with work split across cores.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+)
+
+func init() {
+	graph.Register("cpu", func() (graph.Backend, error) { return New(0), nil })
+}
+
+// Backend runs plans on the CPU. Reference backends run every op with the
+// plain single-threaded loops of ref.go; the others use the fast kernels.
+type Backend struct {
+	reference bool
+	pool      *pool
+	scratches [][]float32 // per worker
+
+	repackedInPlace, repackedCopies atomic.Int64 // see Repacked
+}
+
+// scratch returns worker w's scratch space of at least n floats.
+func (b *Backend) scratch(w, n int) []float32 {
+	if cap(b.scratches[w]) < n {
+		b.scratches[w] = make([]float32, n)
+	}
+	return b.scratches[w][:n]
+}
+
+// New returns a backend that uses up to threads goroutines per op
+// (0 means GOMAXPROCS).
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return &Backend{pool: newPool(threads), scratches: make([][]float32, threads)}
+}
+
+// NewReference returns a backend that runs only the pure-Go reference
+// kernels, single-threaded. Tests compare every other backend with it.
+func NewReference() *Backend {
+	return &Backend{reference: true, pool: newPool(1), scratches: make([][]float32, 1)}
+}
+
+// Threads is the number of goroutines an op may use.
+func (b *Backend) Threads() int { return b.pool.n }
+
+// Name implements graph.Backend.
+func (b *Backend) Name() string {
+	if b.reference {
+		return "cpu-ref"
+	}
+	return "cpu"
+}
+
+// buffer is host memory, 4-byte aligned so it can be viewed as float32/int32.
+type buffer struct {
+	b []byte
+	// weights marks a buffer made by WrapHost or AdoptHost: model weights,
+	// which no kernel writes, so a repacked copy stays valid (see tilesOf).
+	// owned marks one made by AdoptHost, whose bytes may be repacked in
+	// place; repacked says they were, so they no longer hold MLX's layout.
+	weights, owned, repacked bool
+
+	mu    sync.Mutex
+	tiles *packedTiles
+}
+
+func (x *buffer) Size() int { return len(x.b) }
+
+// Alloc implements graph.Backend.
+func (b *Backend) Alloc(size int) (graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cpu: alloc of %d bytes", size)
+	}
+	words := make([]uint64, (size+7)/8) // 8-byte aligned
+	return &buffer{b: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:size]}, nil
+}
+
+// WrapHost implements graph.Backend. Data that is 4-byte aligned is used in
+// place; anything else is copied once.
+func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
+	if len(data) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0 {
+		return &buffer{b: data, weights: true}, nil
+	}
+	nb, _ := b.Alloc(len(data))
+	copy(nb.(*buffer).b, data)
+	nb.(*buffer).weights = true
+	return nb, nil
+}
+
+// AdoptHost implements graph.Adopter: WrapHost for bytes nobody else will
+// read, which the backend may repack in place (quantized weights, see tilesOf).
+func (b *Backend) AdoptHost(data []byte) (graph.Buffer, error) {
+	buf, err := b.WrapHost(data)
+	if err != nil {
+		return nil, err
+	}
+	x := buf.(*buffer)
+	x.owned = true
+	return x, nil
+}
+
+// Free implements graph.Backend; the garbage collector owns host memory.
+func (b *Backend) Free(graph.Buffer) {}
+
+// Write implements graph.Backend.
+func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
+	x := dst.(*buffer)
+	if err := x.dropTiles(); err != nil {
+		return err
+	}
+	d := x.b
+	if off < 0 || off+len(src) > len(d) {
+		return fmt.Errorf("cpu: write of %d bytes at %d into a %d-byte buffer", len(src), off, len(d))
+	}
+	copy(d[off:], src)
+	return nil
+}
+
+// Read implements graph.Backend.
+func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
+	x := src.(*buffer)
+	if x.isRepacked() {
+		return errRepacked
+	}
+	s := x.b
+	if off < 0 || off+len(dst) > len(s) {
+		return fmt.Errorf("cpu: read of %d bytes at %d from a %d-byte buffer", len(dst), off, len(s))
+	}
+	copy(dst, s[off:])
+	return nil
+}
+
+// Supports implements graph.Backend: the CPU runs every op on every dtype
+// the graph builders accept.
+func (b *Backend) Supports(op graph.Op, in []graph.DType) bool { return true }
+
+// Run implements graph.Backend.
+func (b *Backend) Run(p *graph.Plan) error {
+	for i := range p.Steps {
+		if err := b.step(&p.Steps[i]); err != nil {
+			return fmt.Errorf("cpu: step %d %v: %w", i, p.Steps[i].Op, err)
+		}
+	}
+	return nil
+}
+
+func bytesOf(o graph.Operand) []byte {
+	return o.Buf.(*buffer).b[o.Off : o.Off+o.Bytes()]
+}
+
+func f32(o graph.Operand) []float32 {
+	b := bytesOf(o)
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func i32(o graph.Operand) []int32 {
+	b := bytesOf(o)
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func u16(o graph.Operand) []uint16 {
+	b := bytesOf(o)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}
+
+// step runs one op. Shapes were checked when the graph was built.
+func (b *Backend) step(s *graph.Step) error {
+	in := s.In
+	switch op := s.Op.(type) {
+	case graph.Embed:
+		return b.embed(s.Out, in[0], in[1])
+	case graph.MatMul:
+		return b.matmul(s.Out, in[0], in[1])
+	case graph.RMSNorm:
+		b.rmsnorm(f32(s.Out), f32(in[0]), f32(in[1]), in[1].Shape[0], op.Eps)
+	case graph.RoPE:
+		return rope(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape, op)
+	case graph.Attention:
+		return b.attention(s.Out, in, op.Scale)
+	case graph.KVWrite:
+		return kvWrite(in[0], in[1], in[2])
+	case graph.KVCompact:
+		return kvCompact(in[0], in[1], in[2])
+	case graph.SiLU:
+		b.silu(f32(s.Out), f32(in[0]))
+	case graph.SwiGLU:
+		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
+	case graph.Add:
+		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a + b })
+	case graph.Mul:
+		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a * b })
+	case graph.Concat:
+		concat(f32(s.Out), f32(in[0]), f32(in[1]), in[0].Shape[0])
+	case graph.LogSoftmax:
+		logSoftmax(f32(s.Out), f32(in[0]), last(in[0].Shape))
+	case graph.Argmax:
+		argmax(i32(s.Out), f32(in[0]), in[0].Shape[1])
+	case graph.TopK:
+		topK(i32(s.Out), f32(in[0]), in[0].Shape[1], op.K)
+	case graph.GatherRows:
+		return gatherRows(s.Out, in[0], in[1])
+	case graph.TakeAlong:
+		return takeAlong(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape[1], in[1].Shape[1])
+	case graph.RNNStep:
+		return b.rnnStep(s.Out, in)
+	case graph.QMatMul:
+		return b.qmatmul(s.Out, in, op)
+	case graph.QEmbed:
+		return b.qembed(s.Out, in, op)
+	case graph.Dequantize:
+		return b.dequantize(s.Out, in, op)
+	default:
+		return fmt.Errorf("unsupported op %v", s.Op)
+	}
+	return nil
+}
+
+func last(s graph.Shape) int { return s[len(s)-1] }

@@ -1,0 +1,333 @@
+package metal
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+)
+
+// Backend runs graph plans on a Metal device. A plan is turned once into a
+// list of dispatches with its barriers and command-buffer cuts (kept in
+// Plan.BackendState), and each Run replays it: one concurrent compute
+// encoder per command buffer, the first committed early, one wait at the end.
+type Backend struct {
+	dev    device
+	policy Policy
+	pool   *pool
+
+	mu       sync.Mutex
+	pipes    map[string]pipeline
+	pipeErrs map[string]error // kernels that failed to build: not retried
+	stats    Stats
+}
+
+// Stats counts what the backend has encoded, for tests and `bench`.
+type Stats struct {
+	Runs, Encodes, Dispatches, Barriers, CommandBuffers int
+}
+
+func newBackend(dev device, p Policy) *Backend {
+	return &Backend{dev: dev, policy: p, pool: newPool(dev), pipes: map[string]pipeline{}, pipeErrs: map[string]error{}}
+}
+
+// Name implements graph.Backend.
+func (b *Backend) Name() string { return "metal" }
+
+// Device describes the GPU.
+func (b *Backend) Device() DeviceInfo { return b.dev.info() }
+
+// Policy is the command-buffer policy in use.
+func (b *Backend) Policy() Policy { return b.policy }
+
+// Stats returns the counters so far.
+func (b *Backend) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+// Close releases the pooled buffers and the device.
+func (b *Backend) Close() error {
+	b.pool.drain()
+	b.dev.close()
+	return nil
+}
+
+// Buffer is Metal memory in shared storage: the CPU reads and writes it
+// directly, the GPU sees the same bytes. It may be a window of a larger
+// device buffer (base), as when host memory is wrapped from its page start.
+type Buffer struct {
+	dev   devBuffer
+	base  int
+	size  int
+	class int // pool size class; -1 when not pooled
+	freed bool
+}
+
+// Size implements graph.Buffer.
+func (x *Buffer) Size() int { return x.size }
+
+func (x *Buffer) bytes() []byte { return x.dev.contents()[x.base : x.base+x.size] }
+
+// Alloc implements graph.Backend. Buffers come from a pool of size classes.
+func (b *Backend) Alloc(size int) (graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("metal: alloc of %d bytes", size)
+	}
+	return b.pool.get(size)
+}
+
+// pageSize is the host page size; Apple Silicon uses 16 KiB.
+var pageSize = os.Getpagesize()
+
+// WrapHost implements graph.Backend. Host memory (a tensor of an mmapped
+// weight file) is wrapped without copying: newBufferWithBytesNoCopy takes
+// whole pages, so the device buffer spans the pages the data lies on, which
+// are mapped because the data is, and the Buffer is the window at the
+// data's offset in its first page (base). The GPU only reads weights, so
+// the neighbouring bytes it could see are never written. Data that is not
+// 4-byte aligned (kernels read it as words) or too long for one device
+// buffer is copied once. Wrapped memory must stay mapped and unmodified
+// until Free.
+func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
+	if len(data) > 0 {
+		ptr := unsafe.Pointer(unsafe.SliceData(data))
+		base := int(uintptr(ptr) % uintptr(pageSize))
+		n := (base + len(data) + pageSize - 1) / pageSize * pageSize
+		if max := b.dev.info().MaxBuffer; base%4 == 0 && (max == 0 || uint64(n) <= max) {
+			pages := unsafe.Slice((*byte)(unsafe.Add(ptr, -base)), n)
+			if db, err := b.dev.wrap(pages); err == nil {
+				return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
+			}
+		}
+	}
+	nb, err := b.pool.get(len(data))
+	if err != nil {
+		return nil, err
+	}
+	copy(nb.bytes(), data)
+	return nb, nil
+}
+
+// Free implements graph.Backend.
+func (b *Backend) Free(buf graph.Buffer) {
+	x, ok := buf.(*Buffer)
+	if !ok || x.freed {
+		return
+	}
+	x.freed = true
+	if x.class < 0 {
+		x.dev.release()
+		return
+	}
+	b.pool.put(x)
+}
+
+func (b *Backend) own(buf graph.Buffer) (*Buffer, error) {
+	x, ok := buf.(*Buffer)
+	if !ok {
+		return nil, fmt.Errorf("metal: buffer %T is not from this backend", buf)
+	}
+	if x.freed {
+		return nil, fmt.Errorf("metal: use of a freed buffer")
+	}
+	return x, nil
+}
+
+// Write implements graph.Backend.
+func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
+	x, err := b.own(dst)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+len(src) > x.size {
+		return fmt.Errorf("metal: write of %d bytes at %d into a %d-byte buffer", len(src), off, x.size)
+	}
+	copy(x.bytes()[off:], src)
+	return nil
+}
+
+// Read implements graph.Backend.
+func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
+	x, err := b.own(src)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+len(dst) > x.size {
+		return fmt.Errorf("metal: read of %d bytes at %d from a %d-byte buffer", len(dst), off, x.size)
+	}
+	copy(dst, x.bytes()[off:])
+	return nil
+}
+
+// Supports implements graph.Backend.
+func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
+	dt := func(i int) graph.DType {
+		if i < len(in) {
+			return in[i]
+		}
+		return 0
+	}
+	switch op := op.(type) {
+	case graph.Embed:
+		return hasKernel("embed", "rows", dt(0))
+	case graph.QMatMul:
+		return dt(0) == graph.F32 && dt(1) == graph.U32 && dt(2) == dt(3) &&
+			hasKernel("quant", quantVariant("qmv", op.Bits), dt(2)) && hasKernel("quant", quantVariant("qmm", op.Bits), dt(2))
+	case graph.QEmbed:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("embed", op.Bits), dt(1))
+	case graph.Dequantize:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("dequant", op.Bits), dt(1))
+	case graph.MatMul:
+		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
+	case graph.KVWrite:
+		return dt(1) == graph.F32 && hasKernel("kv", "write", dt(0))
+	case graph.KVCompact:
+		return hasKernel("kv", "compact", dt(0))
+	case graph.GatherRows:
+		return hasKernel("gather", "rows", dt(0))
+	case graph.RNNStep:
+		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
+	case graph.Reshape:
+		return true
+	case graph.Attention:
+		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
+	case graph.RMSNorm, graph.RoPE, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,
+		graph.Concat, graph.LogSoftmax, graph.Argmax, graph.TopK, graph.TakeAlong:
+		return dt(0) == graph.F32
+	}
+	return false
+}
+
+// planState is what a plan keeps between runs.
+type planState struct {
+	backend *Backend
+	ds      []*dispatch
+	sched   schedule
+}
+
+// Run implements graph.Backend: it encodes the plan (the first time),
+// submits it, and waits once.
+func (b *Backend) Run(p *graph.Plan) error {
+	st, ok := p.BackendState.(*planState)
+	if !ok || st.backend != b {
+		var err error
+		if st, err = b.encodePlan(p); err != nil {
+			return err
+		}
+		p.BackendState = st
+	}
+	b.mu.Lock()
+	b.stats.Runs++
+	b.mu.Unlock()
+	return b.submit(st)
+}
+
+func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
+	st := &planState{backend: b}
+	err := b.dev.do(func() error {
+		for i := range p.Steps {
+			ds, err := b.encodeStep(&p.Steps[i])
+			if err != nil {
+				return fmt.Errorf("metal: step %d %v: %w", i, p.Steps[i].Op, err)
+			}
+			st.ds = append(st.ds, ds...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.sched = planSchedule(st.ds, b.policy)
+	b.mu.Lock()
+	b.stats.Encodes++
+	b.mu.Unlock()
+	return st, nil
+}
+
+// submit replays a plan's dispatches into command buffers and waits for the
+// last one (a queue runs its command buffers in order). On an encoding error
+// what was already encoded is still committed and waited for, so no command
+// buffer is left open.
+func (b *Backend) submit(st *planState) error {
+	if len(st.ds) == 0 {
+		return nil
+	}
+	var cbs []commandBuffer
+	encErr := b.dev.do(func() error {
+		var cb commandBuffer
+		defer func() {
+			if cb != nil {
+				cb.commit()
+				cbs = append(cbs, cb)
+			}
+		}()
+		for i, d := range st.ds {
+			for _, bd := range d.binds {
+				if bd.buf != nil && bd.buf.freed {
+					return fmt.Errorf("metal: %s uses a freed buffer", d.pipe.name())
+				}
+			}
+			if cb == nil {
+				var err error
+				if cb, err = b.dev.newCommandBuffer(); err != nil {
+					return err
+				}
+			}
+			if st.sched.barrier[i] {
+				cb.barrier()
+			}
+			cb.dispatch(d)
+			if st.sched.commit[i] {
+				cb.commit()
+				cbs = append(cbs, cb)
+				cb = nil
+			}
+		}
+		return nil
+	})
+	var first error
+	for _, cb := range cbs {
+		if err := cb.wait(); err != nil && first == nil {
+			first = fmt.Errorf("metal: command buffer: %w", err)
+		}
+	}
+	if encErr != nil {
+		return encErr
+	}
+	b.mu.Lock()
+	b.stats.Dispatches += len(st.ds)
+	b.stats.CommandBuffers += len(cbs)
+	for _, x := range st.sched.barrier {
+		if x {
+			b.stats.Barriers++
+		}
+	}
+	b.mu.Unlock()
+	return first
+}
+
+// pipeline returns a kernel's pipeline, building it on first use. The lock
+// is not held while the device compiles, so that BuildKernels can compile
+// files in parallel.
+func (b *Backend) pipeline(name string) (pipeline, error) {
+	b.mu.Lock()
+	p, ok := b.pipes[name]
+	err := b.pipeErrs[name]
+	b.mu.Unlock()
+	if ok || err != nil {
+		return p, err
+	}
+	p, err = b.dev.pipeline(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.pipeErrs[name] = err
+		return nil, err
+	}
+	b.pipes[name] = p
+	return p, nil
+}

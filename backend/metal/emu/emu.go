@@ -1,0 +1,357 @@
+// Package emu runs Metal kernels on the CPU, for tests on machines without
+// a Mac. It compiles a .metal file as C++20 with clang and the shim headers
+// in shim/ (MSL types, address spaces, simdgroup functions and matrices,
+// barriers), links it with a dispatcher that runs every threadgroup's
+// threads as fibers with real barrier and simdgroup semantics, and runs one
+// dispatch per process with guard pages around every buffer.
+//
+// It checks kernel logic (indexing, reductions, tails, barriers); it cannot
+// check what only Apple's compiler knows (MSL-only rules, performance). The
+// compiler is clang++ 16 or newer: scripts/install-clang.sh installs it, and
+// REDRAFTER_CLANGXX names a specific one.
+package emu
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+)
+
+//go:embed shim
+var shim embed.FS
+
+// ErrNoCompiler is returned when no suitable clang++ is installed.
+var ErrNoCompiler = errors.New("emu: no clang++ >= 16 found (run scripts/install-clang.sh, or set REDRAFTER_CLANGXX)")
+
+var (
+	findOnce sync.Once
+	found    string
+	findErr  error
+)
+
+// Compiler returns the path of the clang++ to use.
+func Compiler() (string, error) {
+	findOnce.Do(func() {
+		cands := []string{"clang++", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++-16"}
+		if c := os.Getenv("REDRAFTER_CLANGXX"); c != "" {
+			cands = []string{c}
+		}
+		for _, c := range cands {
+			p, err := exec.LookPath(c)
+			if err != nil {
+				continue
+			}
+			out, err := exec.Command(p, "-dumpversion").Output()
+			if err != nil {
+				continue
+			}
+			major, _ := strconv.Atoi(strings.SplitN(strings.TrimSpace(string(out)), ".", 2)[0])
+			if major >= 16 {
+				found = p
+				return
+			}
+		}
+		findErr = ErrNoCompiler
+	})
+	return found, findErr
+}
+
+// Builder compiles kernel files into runnable programs under one directory,
+// each distinct source once.
+type Builder struct {
+	dir string
+	cxx string
+
+	mu     sync.Mutex
+	driver *onceResult
+	progs  map[string]*onceResult
+}
+
+type onceResult struct {
+	once sync.Once
+	prog *Program
+	path string
+	err  error
+}
+
+// NewBuilder returns a builder that keeps its files in dir.
+func NewBuilder(dir string) (*Builder, error) {
+	cxx, err := Compiler()
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write([]byte(cxx + "\x00" + strings.Join(cxxFlags, " ")))
+	if err := fs.WalkDir(shim, "shim", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := shim.ReadFile(p)
+		h.Write([]byte(p))
+		h.Write(data)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	// Files are named by the hash of the shim, compiler and flags, so a kept
+	// directory ($REDRAFTER_EMU_CACHE) never serves a stale build.
+	dir = filepath.Join(dir, hex.EncodeToString(h.Sum(nil)[:6]))
+	b := &Builder{dir: dir, cxx: cxx, progs: map[string]*onceResult{}, driver: &onceResult{}}
+	if err := fs.WalkDir(shim, "shim", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := shim.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	}); err != nil {
+		return nil, fmt.Errorf("emu: writing shim: %w", err)
+	}
+	return b, nil
+}
+
+// cxxFlags compile a kernel file. Variable-length arrays are a clang
+// extension to C++ that MSL does not have, hence an error here.
+var cxxFlags = []string{"-std=c++20", "-O1", "-g0", "-fno-strict-aliasing", "-Wall", "-Wno-unknown-attributes",
+	"-Wno-unused-variable", "-Wno-unused-function", "-Werror=return-type", "-Werror=uninitialized",
+	"-Werror=vla-extension"}
+
+// notMSL are names that C++ has and MSL does not: double (Apple GPUs have
+// no 64-bit floats), the std namespace, and the C library, whose float
+// functions (expf, sqrtf, ...) are spelled without the suffix in MSL.
+// Kernel code that uses one fails to compile ("attempt to use a poisoned
+// identifier"), as it would with Apple's compiler.
+const notMSL = "double std memcpy memset memmove malloc calloc free printf fprintf puts abort exit " +
+	"expf exp2f logf log2f sqrtf fabsf powf sinf cosf tanhf fmaxf fminf floorf ceilf roundf truncf fmaf"
+
+func (b *Builder) shimDir() string { return filepath.Join(b.dir, "shim") }
+
+func (b *Builder) driverObject() (string, error) {
+	r := b.driver
+	r.once.Do(func() {
+		obj := filepath.Join(b.dir, "driver.o")
+		if _, err := os.Stat(obj); err == nil {
+			r.path = obj
+			return
+		}
+		args := append(append([]string{}, cxxFlags...), "-I", b.shimDir(), "-c", filepath.Join(b.shimDir(), "driver.cpp"), "-o", obj+".tmp")
+		if r.err = run(b.cxx, args...); r.err == nil {
+			r.path, r.err = obj, os.Rename(obj+".tmp", obj)
+		}
+	})
+	return r.path, r.err
+}
+
+// threadgroupAttrRE finds [[threadgroup(i)]]: "threadgroup" is a macro in the
+// shim, so the attribute is renamed before compiling.
+var threadgroupAttrRE = regexp.MustCompile(`\[\[\s*threadgroup\s*\(`)
+
+// Build compiles one kernel file (name is used in messages; src is the
+// file with its includes inlined, as the device compiles it).
+func (b *Builder) Build(name, src string) (*Program, error) {
+	sum := sha256.Sum256([]byte(name + "\x00" + src))
+	key := hex.EncodeToString(sum[:8])
+	b.mu.Lock()
+	r, ok := b.progs[key]
+	if !ok {
+		r = &onceResult{}
+		b.progs[key] = r
+	}
+	b.mu.Unlock()
+	r.once.Do(func() { r.prog, r.err = b.build(name, src, key) })
+	return r.prog, r.err
+}
+
+func (b *Builder) build(name, src, key string) (*Program, error) {
+	kernels, err := msl.Parse(name, src)
+	if err != nil {
+		return nil, err
+	}
+	if len(kernels) == 0 {
+		return nil, fmt.Errorf("emu: %s instantiates no kernels", name)
+	}
+	var tu strings.Builder
+	// The shim comes first, so that what it alone may use (the C and C++
+	// libraries) can be poisoned for the kernel: MSL has neither.
+	tu.WriteString("#include <metal_stdlib>\n#pragma GCC poison " + notMSL + "\n")
+	fmt.Fprintf(&tu, "#line 1 %q\n", name)
+	tu.WriteString(threadgroupAttrRE.ReplaceAllString(src, "[[tg_param("))
+	tu.WriteString("\n// Generated by backend/metal/emu: one entry point per kernel.\nnamespace {\n")
+	for i, k := range kernels {
+		fn := k.Func
+		if k.TemplateArgs != "" {
+			fn += "<" + k.TemplateArgs + ">"
+		}
+		var binds []string
+		for _, p := range k.Params {
+			switch p.Attr {
+			case "buffer":
+				binds = append(binds, fmt.Sprintf("emu::Buf{%d}", p.Index))
+			case "threadgroup":
+				binds = append(binds, fmt.Sprintf("emu::Shared{%d}", p.Index))
+			default:
+				if !builtins[p.Attr] {
+					return nil, fmt.Errorf("emu: %s: kernel %s: parameter %s has attribute [[%s]], which the emulator does not provide", name, k.Name, p.Name, p.Attr)
+				}
+				binds = append(binds, "emu::Attr::"+p.Attr)
+			}
+		}
+		fmt.Fprintf(&tu, "void emu_run_%d() { emu::call(&%s, %s); }\n", i, fn, strings.Join(binds, ", "))
+	}
+	tu.WriteString("} // namespace\n\nemu::Entry emu_entries[] = {\n")
+	for i, k := range kernels {
+		fmt.Fprintf(&tu, "\t{%q, emu_run_%d},\n", k.Name, i)
+	}
+	fmt.Fprintf(&tu, "};\nint emu_nentries = %d;\n", len(kernels))
+
+	driver, err := b.driverObject()
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Join(b.dir, strings.TrimSuffix(filepath.Base(name), ".metal")+"-"+key)
+	cpp := base + ".cpp"
+	if err := os.WriteFile(cpp, []byte(tu.String()), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(base); err != nil {
+		args := append(append([]string{}, cxxFlags...), "-I", b.shimDir(), "-x", "c++", cpp, "-x", "none", driver, "-o", base+".tmp")
+		if err := run(b.cxx, args...); err != nil {
+			return nil, fmt.Errorf("emu: compiling %s: %w", name, err)
+		}
+		if err := os.Rename(base+".tmp", base); err != nil {
+			return nil, err
+		}
+	}
+	p := &Program{Name: name, path: base}
+	for _, k := range kernels {
+		p.Kernels = append(p.Kernels, k.Name)
+	}
+	return p, nil
+}
+
+var builtins = map[string]bool{
+	"thread_position_in_grid":        true,
+	"thread_position_in_threadgroup": true,
+	"threadgroup_position_in_grid":   true,
+	"threads_per_threadgroup":        true,
+	"threadgroups_per_grid":          true,
+	"threads_per_grid":               true,
+	"thread_index_in_threadgroup":    true,
+	"thread_index_in_simdgroup":      true,
+	"simdgroup_index_in_threadgroup": true,
+	"threads_per_simdgroup":          true,
+	"simdgroups_per_threadgroup":     true,
+}
+
+func run(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", filepath.Base(name), err, stderr.String())
+	}
+	return nil
+}
+
+// Program is one compiled kernel file.
+type Program struct {
+	Name    string   // the .metal file
+	Kernels []string // host names, in instantiation order
+	path    string
+}
+
+// Buffer is one device buffer of a dispatch. Run replaces Data with the
+// buffer's contents after the dispatch.
+type Buffer struct {
+	Index int
+	Data  []byte
+}
+
+// Dispatch is one dispatchThreadgroups call.
+type Dispatch struct {
+	Kernel      string
+	Grid        [3]int // threadgroups
+	Group       [3]int // threads per threadgroup
+	Buffers     []Buffer
+	Threadgroup map[int]int // threadgroup memory length by index
+}
+
+// Run executes the dispatch and copies the results into d.Buffers.
+func (p *Program) Run(d *Dispatch) error {
+	var req bytes.Buffer
+	u32 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint32(v)) }
+	u64 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint64(v)) }
+	req.WriteString("EMU1")
+	u32(len(d.Kernel))
+	req.WriteString(d.Kernel)
+	for _, v := range d.Grid {
+		u32(v)
+	}
+	for _, v := range d.Group {
+		u32(v)
+	}
+	u32(len(d.Buffers))
+	for _, b := range d.Buffers {
+		u32(b.Index)
+		u64(len(b.Data))
+		req.Write(b.Data)
+	}
+	u32(len(d.Threadgroup))
+	for i := 0; i < 8; i++ {
+		if n, ok := d.Threadgroup[i]; ok {
+			u32(i)
+			u64(n)
+		}
+	}
+	cmd := exec.Command(p.path)
+	cmd.Stdin = &req
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("emu: %s: %s grid %v group %v: %s", p.Name, d.Kernel, d.Grid, d.Group, msg)
+	}
+	out := stdout.Bytes()
+	for i := range d.Buffers {
+		n := len(d.Buffers[i].Data)
+		if len(out) < n {
+			return fmt.Errorf("emu: %s: %s: short reply", p.Name, d.Kernel)
+		}
+		copy(d.Buffers[i].Data, out[:n])
+		out = out[n:]
+	}
+	return nil
+}
+
+// List asks the compiled program for its kernel names, as the dispatcher
+// sees them.
+func (p *Program) List() ([]string, error) {
+	out, err := exec.Command(p.path, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("emu: %s --list: %w", p.Name, err)
+	}
+	return strings.Fields(string(out)), nil
+}

@@ -1,0 +1,232 @@
+package metal
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/graph"
+)
+
+// NewFake returns a Metal backend over a fake device that runs on any OS:
+// the encoder, scheduler, buffer pool and plan cache are the real ones, and
+// each dispatch is executed by running its graph step on the CPU reference
+// backend. Dispatches between two barriers are executed in reverse order,
+// and the fake checks that none of them conflict, so a missing barrier
+// shows up as a wrong result or an error. For tests of code above the
+// backend (engines, samplers) that must not depend on a Mac.
+func NewFake(p Policy) *Backend {
+	return newBackend(newFakeDevice(), p)
+}
+
+// FakeEvents returns the commands a fake backend's device has received, as
+// "dispatch <kernel>", "barrier", "commit" and "wait" lines, and clears them.
+func FakeEvents(b *Backend) []string {
+	f, ok := b.dev.(*fakeDevice)
+	if !ok {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev := f.events
+	f.events = nil
+	return ev
+}
+
+type fakeDevice struct {
+	ref     *cpu.Backend
+	kernels map[string]bool
+	// exec runs one dispatch; nil means the CPU reference.
+	exec func(d *dispatch) error
+	// refuse maps a .metal file to the error its compilation gives, so
+	// that tests can see what a Mac user sees when Apple's compiler
+	// refuses a file.
+	refuse map[string]error
+
+	mu     sync.Mutex
+	events []string
+	live   int // buffers allocated and not released
+}
+
+func newFakeDevice() *fakeDevice {
+	lib, err := msl.Library()
+	if err != nil {
+		panic(err) // the embedded sources are part of the binary
+	}
+	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}}
+	for _, k := range lib {
+		f.kernels[k.Name] = true
+	}
+	return f
+}
+
+func (f *fakeDevice) info() DeviceInfo {
+	return DeviceInfo{Name: "fake (CPU reference)", Architecture: "fake_g", Family: "fake", UnifiedMemory: true,
+		WorkingSet: 1 << 32, MaxBuffer: 1 << 31}
+}
+
+type fakeBuffer struct {
+	f        *fakeDevice
+	data     []byte
+	released bool
+}
+
+func (x *fakeBuffer) contents() []byte { return x.data }
+func (x *fakeBuffer) release() {
+	if x.released {
+		panic("metal: fake buffer released twice")
+	}
+	x.released = true
+	x.f.mu.Lock()
+	x.f.live--
+	x.f.mu.Unlock()
+}
+
+func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
+	words := make([]uint64, (size+7)/8)
+	f.mu.Lock()
+	f.live++
+	f.mu.Unlock()
+	return &fakeBuffer{f: f, data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:size]}, nil
+}
+
+func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
+	f.mu.Lock()
+	f.live++
+	f.mu.Unlock()
+	return &fakeBuffer{f: f, data: data}, nil
+}
+
+type fakePipeline string
+
+func (p fakePipeline) name() string    { return string(p) }
+func (p fakePipeline) maxThreads() int { return 1024 }
+
+func (f *fakeDevice) pipeline(name string) (pipeline, error) {
+	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
+		return nil, err
+	}
+	if !f.kernels[name] {
+		return nil, fmt.Errorf("metal: no function %q in the library", name)
+	}
+	return fakePipeline(name), nil
+}
+
+func (f *fakeDevice) do(fn func() error) error { return fn() }
+func (f *fakeDevice) close()                   {}
+
+func (f *fakeDevice) record(e string) {
+	f.mu.Lock()
+	f.events = append(f.events, e)
+	f.mu.Unlock()
+}
+
+type fakeCommandBuffer struct {
+	f         *fakeDevice
+	groups    [][]*dispatch // split at barriers
+	committed bool
+	err       error
+}
+
+func (f *fakeDevice) newCommandBuffer() (commandBuffer, error) {
+	return &fakeCommandBuffer{f: f, groups: [][]*dispatch{nil}}, nil
+}
+
+func (c *fakeCommandBuffer) dispatch(d *dispatch) {
+	if c.committed {
+		panic("metal: dispatch on a committed command buffer")
+	}
+	c.f.record("dispatch " + d.pipe.name())
+	g := &c.groups[len(c.groups)-1]
+	*g = append(*g, d)
+}
+
+func (c *fakeCommandBuffer) barrier() {
+	c.f.record("barrier")
+	c.groups = append(c.groups, nil)
+}
+
+// commit executes the command buffer: each barrier group in reverse order,
+// after checking that the group's dispatches do not conflict.
+func (c *fakeCommandBuffer) commit() {
+	c.f.record("commit")
+	c.committed = true
+	for _, g := range c.groups {
+		for i, a := range g {
+			for _, b := range g[:i] {
+				if conflicts(a.reads, b.writes) || conflicts(a.writes, b.reads) || conflicts(a.writes, b.writes) {
+					c.err = fmt.Errorf("fake device: %s and %s touch the same memory with no barrier between them",
+						b.pipe.name(), a.pipe.name())
+					return
+				}
+			}
+		}
+		for i := len(g) - 1; i >= 0; i-- {
+			if err := c.f.run(g[i]); err != nil {
+				c.err = err
+				return
+			}
+		}
+	}
+}
+
+func (c *fakeCommandBuffer) wait() error {
+	c.f.record("wait")
+	if !c.committed {
+		return fmt.Errorf("fake device: wait on a command buffer that was not committed")
+	}
+	return c.err
+}
+
+func (f *fakeDevice) run(d *dispatch) error {
+	for _, b := range d.binds {
+		if b.buf != nil {
+			if fb, ok := b.buf.dev.(*fakeBuffer); ok && fb.released {
+				return fmt.Errorf("fake device: %s binds a released buffer", d.pipe.name())
+			}
+		}
+	}
+	if f.exec != nil {
+		return f.exec(d)
+	}
+	if d.part != d.parts-1 {
+		return nil
+	}
+	return f.runReference(d.step)
+}
+
+// runReference runs a graph step on the CPU reference backend over the same
+// memory (the CPU backend wraps aligned host memory without copying).
+func (f *fakeDevice) runReference(s *graph.Step) error {
+	wrapOp := func(o graph.Operand) (graph.Operand, error) {
+		mb, ok := o.Buf.(*Buffer)
+		if !ok {
+			return o, fmt.Errorf("fake device: operand buffer %T", o.Buf)
+		}
+		cb, err := f.ref.WrapHost(mb.bytes())
+		if err != nil {
+			return o, err
+		}
+		o.Buf = cb
+		return o, nil
+	}
+	cs := graph.Step{Op: s.Op, In: make([]graph.Operand, len(s.In))}
+	var err error
+	if cs.Out, err = wrapOp(s.Out); err != nil {
+		return err
+	}
+	for i, o := range s.In {
+		if cs.In[i], err = wrapOp(o); err != nil {
+			return err
+		}
+	}
+	if err := f.ref.Run(&graph.Plan{Steps: []graph.Step{cs}}); err != nil {
+		return fmt.Errorf("fake device: %w", err)
+	}
+	// The CPU backend copies memory it cannot use in place; bring the
+	// result back in that case.
+	out := s.Out.Buf.(*Buffer).bytes()[s.Out.Off : s.Out.Off+s.Out.Bytes()]
+	return f.ref.Read(cs.Out.Buf, cs.Out.Off, out)
+}

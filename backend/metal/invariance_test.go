@@ -1,0 +1,147 @@
+package metal
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// treeVsDecode runs attention_tree over a random tree of new tokens, then
+// each token alone after a cache holding the prefix and its ancestors (as
+// after acceptance and compaction), and returns the first token whose two
+// results differ in any bit, or -1.
+func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType) (int, string) {
+	t.Helper()
+	const n, heads, kvh, d, past = 11, 4, 2, 40, 13
+	row := kvh * d
+	end := randomTree(r, n)
+	q := randF32(r, n*heads*d, 1)
+	kc, vc := randF32(r, (past+n)*row, 1), randF32(r, (past+n)*row, 1)
+	attend := func(q, k, v []float32, n, past int, end []int32) []float32 {
+		c := len(k) / row
+		g := graph.New()
+		qa := g.Input("q", graph.F32, n, heads, d)
+		ka, va := g.Input("k", cache, c, kvh, d), g.Input("v", cache, c, kvh, d)
+		la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
+		out := graph.Attend(qa, ka, va, la, ea, 0.2)
+		res := make([]float32, n*heads*d)
+		var kd, vd any = k, v
+		if cache == graph.F16 {
+			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+		}
+		err := graph.Eval(be, map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(past)}, ea: end},
+			func(p *graph.Plan) error { return p.Read(out, res) }, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	tree := attend(q, kc, vc, n, past, end)
+	per := heads * d
+	for qi := range n {
+		var path []int // ancestors of qi in DFS order, qi last
+		for j := 0; j <= qi; j++ {
+			if int(end[j]) >= qi {
+				path = append(path, j)
+			}
+		}
+		k := append([]float32(nil), kc[:past*row]...)
+		v := append([]float32(nil), vc[:past*row]...)
+		for _, j := range path {
+			k = append(k, kc[(past+j)*row:(past+j+1)*row]...)
+			v = append(v, vc[(past+j)*row:(past+j+1)*row]...)
+		}
+		alone := attend(q[qi*per:(qi+1)*per], k, v, 1, len(k)/row-1, []int32{0})
+		for i := range alone {
+			if math.Float32bits(alone[i]) != math.Float32bits(tree[qi*per+i]) {
+				return qi, fmt.Sprintf("[%d]: in the tree %v, alone %v", i, tree[qi*per+i], alone[i])
+			}
+		}
+	}
+	return -1, ""
+}
+
+// TestAttentionTreeEqualsDecode: through the emulated kernel, a verified
+// tree token gets the bits it gets decoded alone after its ancestors, which
+// greedy ReDrafter needs to reproduce greedy decoding exactly. Dealing keys
+// to simdgroups by cache row instead of by visible index breaks it, and the
+// test sees that.
+func TestAttentionTreeEqualsDecode(t *testing.T) {
+	be, _ := newEmuBackend(t, nil)
+	r := rand.New(rand.NewPCG(seed(t), 11))
+	for trial, cache := range []graph.DType{graph.F32, graph.F32, graph.F16} {
+		if qi, why := treeVsDecode(t, be, r, cache); qi >= 0 {
+			t.Fatalf("trial %d (%v cache): token %d differs: %s", trial, cache, qi, why)
+		}
+	}
+	raw, err := msl.Raw("attention.metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const from, to = "if (seen % ATTN_SIMDGROUPS == int(sgitg))", "if ((past + j) % ATTN_SIMDGROUPS == int(sgitg))"
+	if !strings.Contains(raw, from) {
+		t.Fatalf("attention.metal no longer contains %q; update the planted change", from)
+	}
+	byRow, _ := newEmuBackend(t, map[string]string{"attention.metal": strings.Replace(raw, from, to, 1)})
+	caught := false
+	r = rand.New(rand.NewPCG(seed(t), 12))
+	for range 3 {
+		if qi, _ := treeVsDecode(t, byRow, r, graph.F32); qi >= 0 {
+			caught = true
+			break
+		}
+	}
+	if !caught {
+		t.Error("dealing keys by cache row went unnoticed")
+	}
+}
+
+// TestMatvecRowsIndependentOfBatch: through the emulated kernels, each row
+// of a verification-sized product (up to MatvecMaxRows rows, matvec) has
+// the bits of the same row alone (a decode step), for float and 4-bit
+// weights.
+func TestMatvecRowsIndependentOfBatch(t *testing.T) {
+	be, _ := newEmuBackend(t, nil)
+	r := rand.New(rand.NewPCG(seed(t), 13))
+	const k, n = 128, 37
+	q := randQuant(r, n, k, 4, 64, graph.F16)
+	w := weights(r, graph.F16, n*k)
+	for _, quantized := range []bool{false, true} {
+		for _, m := range []int{5, 13} {
+			x := randF32(r, m*k, 1)
+			product := func(x []float32, rows int) []float32 {
+				g := graph.New()
+				xa := g.Input("x", graph.F32, rows, k)
+				in := map[*graph.Array]any{xa: x}
+				var wa *graph.Array
+				if quantized {
+					wa = q.inputs(g, in, n, k, 4, 64, graph.F16)
+				} else {
+					wa = g.Input("w", graph.F16, n, k)
+					in[wa] = w
+				}
+				out := graph.Linear(xa, wa)
+				res := make([]float32, rows*n)
+				if err := graph.Eval(be, in, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			all := product(x, m)
+			for i := range m {
+				one := product(x[i*k:(i+1)*k], 1)
+				for j := range one {
+					if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
+						t.Fatalf("4-bit %v, m=%d: row %d col %d: batched %v, alone %v", quantized, m, i, j, all[i*n+j], one[j])
+					}
+				}
+			}
+		}
+	}
+}

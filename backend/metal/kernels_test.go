@@ -1,0 +1,116 @@
+package metal
+
+import (
+	"flag"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+)
+
+// seed returns the random seed of this run ($REDRAFTER_SEED replays one).
+func seed(t *testing.T) uint64 {
+	s := uint64(time.Now().UnixNano())
+	if v := os.Getenv("REDRAFTER_SEED"); v != "" {
+		s, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("REDRAFTER_SEED=%d", s)
+	return s
+}
+
+// TestKernels runs every op case through the Metal backend's encoder and
+// the emulated kernels, against the CPU reference backend, and then checks
+// that the cases ran every kernel of the library.
+func TestKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(seed(t), 5))
+	be, x := newEmuBackend(t, nil)
+	ref := cpu.NewReference()
+	for _, c := range opCases(r) {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := evalCase(ref, c)
+			if err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			got, err := evalCase(be, c)
+			if err != nil {
+				t.Fatalf("metal: %v", err)
+			}
+			if msg, _ := compare(got, want, c.tol); msg != "" {
+				t.Errorf("%s: %s", c.name, msg)
+			}
+		})
+	}
+	if f := flag.Lookup("test.run"); t.Failed() || (f != nil && strings.Contains(f.Value.String(), "/")) {
+		return // a failed or subtest-filtered run covers part of the library
+	}
+	lib, err := msl.Library()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range lib {
+		names = append(names, k.Name)
+	}
+	sort.Strings(names)
+	if ran := x.names(); !slices.Equal(ran, names) {
+		t.Errorf("the cases ran %d kernels %v; the library has %d: %v", len(ran), ran, len(names), names)
+	}
+	t.Logf("%d of %d kernels in the library run against the CPU reference", len(x.names()), len(names))
+}
+
+// TestHarnessCatchesPlantedBug plants a wrong index in a copy of a kernel
+// and checks that the same cases now fail.
+func TestHarnessCatchesPlantedBug(t *testing.T) {
+	for _, bug := range []struct{ file, from, to, cases string }{
+		// The w tile's row offset loses its simdgroup column.
+		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
+		// Concat reads b with a's row stride.
+		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
+		// The RNN step reads the state where it should read the embedding.
+		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
+		// The quantized matvec forgets to multiply the bias by the x sum.
+		{"quant.metal", "acc[r][j] += s[r] * d + b[r] * xsum;", "acc[r][j] += s[r] * d + b[r];", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+	} {
+		raw, err := msl.Raw(bug.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Fatalf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
+		}
+		be, _ := newEmuBackend(t, map[string]string{bug.file: strings.Replace(raw, bug.from, bug.to, 1)})
+		ref := cpu.NewReference()
+		found := false
+		for _, c := range opCases(rand.New(rand.NewPCG(1, 2))) {
+			if c.name != bug.cases {
+				continue
+			}
+			found = true
+			want, err := evalCase(ref, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := evalCase(be, c)
+			if err != nil {
+				t.Logf("%s with the planted bug: %v", c.name, err)
+				continue
+			}
+			msg, _ := compare(got, want, c.tol)
+			if msg == "" {
+				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.name, bug.file, bug.from, bug.to)
+			} else {
+				t.Logf("%s with the planted bug: %s", c.name, msg)
+			}
+		}
+		if !found {
+			t.Fatalf("no case %s", bug.cases)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package metal
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// quantWeight is a random affine-quantized [n,k] matrix: packed codes and
+// scales and biases in dt (as []float32 or []uint16 bits).
+type quantWeight struct {
+	codes          []uint32
+	scales, biases any
+}
+
+func randQuant(r *rand.Rand, n, k, bits, gs int, dt graph.DType) quantWeight {
+	codes, s, b, err := quant.QuantizeAffine(randF32(r, n*k, 1), k, bits, gs)
+	if err != nil {
+		panic(err)
+	}
+	enc := func(v []float32) any {
+		switch dt {
+		case graph.F16, graph.BF16:
+			h := make([]uint16, len(v))
+			for i, x := range v {
+				if dt == graph.F16 {
+					h[i] = quant.F32ToF16(x)
+				} else {
+					h[i] = quant.F32ToBF16(x)
+				}
+			}
+			return h
+		}
+		return v
+	}
+	return quantWeight{codes: codes, scales: enc(s), biases: enc(b)}
+}
+
+// inputs declares the weight as inputs of g and returns the quantized array.
+func (q quantWeight) inputs(g *graph.Graph, in map[*graph.Array]any, n, k, bits, gs int, dt graph.DType) *graph.Array {
+	w := g.Input("w", graph.U32, n, k*bits/32)
+	s, b := g.Input("scales", dt, n, k/gs), g.Input("biases", dt, n, k/gs)
+	in[w], in[s], in[b] = q.codes, q.scales, q.biases
+	return graph.Quantized(w, s, b, bits, gs)
+}
+
+// quantCases cover every quant kernel: qmv (M up to MatvecMaxRows) and qmm
+// shapes with row tails, K not a multiple of a qmv step (512 codes) or of
+// 128, every group size, and the three scale types.
+func quantCases(r *rand.Rand) []opCase {
+	var cs []opCase
+	add := func(name string, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
+		cs = append(cs, opCase{name, tolF32, build})
+	}
+	for _, dt := range scaleDTypes {
+		for _, bits := range []int{4, 8} {
+			for _, s := range [][4]int{{1, 32, 1, 32}, {3, 96, 9, 32}, {8, 544, 13, 32}, {1, 1024, 17, 128}, {5, 192, 33, 64}, {9, 64, 7, 64}, {33, 160, 41, 32}} {
+				m, k, n, gs := s[0], s[1], s[2], s[3]
+				x, q := randF32(r, m*k, 1), randQuant(r, n, k, bits, gs, dt)
+				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, dt, m, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa := g.Input("x", graph.F32, m, k)
+					in := map[*graph.Array]any{xa: x}
+					return []*graph.Array{graph.Linear(xa, q.inputs(g, in, n, k, bits, gs, dt))}, in
+				})
+			}
+			v, k, gs, n := 50, 96, 32, 7
+			q, ids := randQuant(r, v, k, bits, gs, dt), randInts(r, n, 0, v)
+			add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_K%d_N%d", bits, gs, dt, v, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ia := g.Input("ids", graph.I32, n)
+				in := map[*graph.Array]any{ia: ids}
+				return []*graph.Array{graph.EmbedRows(q.inputs(g, in, v, k, bits, gs, dt), ia)}, in
+			})
+			dn, dk, dgs := 5, 256, 128
+			dq := randQuant(r, dn, dk, bits, dgs, dt)
+			add(fmt.Sprintf("Dequantize/%d-bit/g%d/%v/N%d_K%d", bits, dgs, dt, dn, dk), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				in := map[*graph.Array]any{}
+				return []*graph.Array{dq.inputs(g, in, dn, dk, bits, dgs, dt)}, in
+			})
+		}
+	}
+	return cs
+}

@@ -1,0 +1,139 @@
+package redrafter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+)
+
+// Options configure loading.
+type Options struct {
+	// Backend is "auto" (the default), "cpu", "metal" or "cuda".
+	Backend string
+	// Context caps the tokens a session can hold (0: the model's context).
+	Context int
+	// KVCache is the KV cache's element type: "f32" (the default, "" too)
+	// or "f16" (half the memory; keys and values rounded to halves).
+	KVCache string
+	// Logger receives progress and timings (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Engine is a loaded model bound to a backend.
+type Engine struct {
+	Config    llama.Config
+	Tokenizer tokenizer.Tokenizer
+	// ChatTemplate is the model's own template text, if the checkpoint has one.
+	ChatTemplate string
+	Backend      graph.Backend
+	LoadTime     time.Duration
+
+	ckpt    *llama.Checkpoint
+	runner  *llama.Runner
+	drafter *drafter.Drafter
+	// draftSource proposes beams: the drafter, or a test's stand-in.
+	draftSource beamSource
+	context     int
+	log         *slog.Logger
+}
+
+// Load opens a model: a .gguf file or an HF checkpoint directory.
+func Load(path string, opts Options) (*Engine, error) {
+	start := time.Now()
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name := opts.Backend
+	if name == "" {
+		name = "auto"
+	}
+	be, err := graph.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := llama.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{Config: ck.Model.Config, Backend: be, ckpt: ck, log: log}
+	fail := func(err error) (*Engine, error) {
+		e.Close()
+		return nil, err
+	}
+	var vocab *tokenizer.Vocab
+	if ck.Meta != nil {
+		vocab, err = tokenizer.FromGGUFMetadata(ck.Meta)
+	} else {
+		vocab, err = tokenizer.LoadHF(ck.Dir)
+		if err != nil {
+			// Llama-2 style checkpoints may ship only tokenizer.model.
+			if v, err2 := tokenizer.LoadSentencePiece(filepath.Join(ck.Dir, "tokenizer.model")); err2 == nil {
+				vocab, err = v, nil
+			}
+		}
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	if len(vocab.Tokens) > e.Config.Vocab {
+		return fail(fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", path, len(vocab.Tokens), e.Config.Vocab))
+	}
+	if e.Tokenizer, err = tokenizer.New(vocab); err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	e.ChatTemplate = vocab.ChatTemplate
+	if e.runner, err = llama.Bind(ck.Model, be); err != nil {
+		return fail(err)
+	}
+	switch opts.KVCache {
+	case "", "f32":
+	case "f16":
+		e.runner.KVCache = graph.F16
+	default:
+		return fail(fmt.Errorf("KV cache type %q: want f32 or f16", opts.KVCache))
+	}
+	e.context = e.Config.Context
+	if opts.Context > 0 && opts.Context < e.context {
+		e.context = opts.Context
+	}
+	e.LoadTime = time.Since(start)
+	log.Debug("model loaded", "path", path, "arch", e.Config.Arch, "backend", be.Name(),
+		"layers", e.Config.Layers, "dim", e.Config.Dim, "vocab", e.Config.Vocab, "load_ms", e.LoadTime.Milliseconds())
+	return e, nil
+}
+
+// Context is the number of tokens a session can hold.
+func (e *Engine) Context() int { return e.context }
+
+// Runner exposes the bound model to the ReDrafter decoder.
+func (e *Engine) Runner() *llama.Runner { return e.runner }
+
+// Close releases the model and its mapping.
+func (e *Engine) Close() error {
+	if e.drafter != nil {
+		e.drafter.Close()
+		e.drafter.Head.Close()
+		e.drafter, e.draftSource = nil, nil
+	}
+	if e.runner != nil {
+		e.runner.Close()
+		e.runner = nil
+	}
+	var err error
+	if e.ckpt != nil {
+		err = e.ckpt.Close()
+		e.ckpt = nil
+	}
+	if c, ok := e.Backend.(interface{ Close() error }); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}

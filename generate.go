@@ -1,0 +1,342 @@
+package redrafter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/sample"
+)
+
+// GenerateOptions control one generation.
+type GenerateOptions struct {
+	MaxTokens int           // stop after this many new tokens (0: until the context is full)
+	Sampling  sample.Params // zero value: greedy
+	Seed      uint64        // seeds sampling; the same seed gives the same text
+	Stop      []string      // stop before the first occurrence of any of these
+	NoBOS     bool          // do not prepend the BOS token to the prompt
+	Draft     DraftOptions  // speculative decoding, when the engine has a draft head
+	// ParseSpecial makes special-token text in the prompt (such as
+	// "<|im_start|>" rendered by a chat template) encode as those tokens.
+	ParseSpecial bool
+}
+
+// Stop reasons.
+const (
+	StopEOS    = "eos"    // the model ended the text
+	StopString = "stop"   // a stop string was produced
+	StopLength = "length" // MaxTokens or the context was reached
+)
+
+// Result is what a generation produced.
+type Result struct {
+	Text   string
+	Tokens []int32 // generated token ids
+	Reason string  // one of the Stop constants
+	Stats  Stats
+}
+
+// Stats are timings and counts of one generation.
+type Stats struct {
+	PromptTokens    int // tokens the prefill had to run (after reusing a session's cache)
+	GeneratedTokens int
+	Prefill         time.Duration
+	Decode          time.Duration
+	// Draft is the ReDrafter ledger (nil for autoregressive decoding), with
+	// the beam shape it used.
+	Draft                 *drafter.Stats
+	BeamWidth, BeamLength int
+}
+
+// PrefillRate is prompt tokens per second.
+func (s Stats) PrefillRate() float64 { return rate(s.PromptTokens, s.Prefill) }
+
+// DecodeRate is generated tokens per second.
+func (s Stats) DecodeRate() float64 { return rate(s.GeneratedTokens, s.Decode) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Generate runs prompt through a fresh session. onText receives the text as
+// it is produced, in pieces that never split a UTF-8 character or a stop
+// string; an error from it ends the generation with that error.
+func (e *Engine) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
+	s, err := e.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Generate(ctx, prompt, opt, onText)
+}
+
+// Session is one sequence with its KV cache. Successive Generate calls
+// reuse the cached keys and values of the longest common token prefix, so a
+// chat that re-renders the whole conversation each turn only runs the new
+// part.
+type Session struct {
+	e      *Engine
+	state  *llama.State
+	tokens []int32   // the tokens whose keys and values are cached
+	logits []float32 // [vocab] after the last cached token
+	hidden []float32 // [dim] final-norm hidden state of the last cached token
+	reused int       // tokens of the last prompt found in the cache
+}
+
+// NewSession allocates a KV cache of Engine.Context() tokens.
+func (e *Engine) NewSession() (*Session, error) {
+	st, err := e.runner.NewState(e.context)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{e: e, state: st, logits: make([]float32, e.Config.Vocab), hidden: make([]float32, e.Config.Dim)}, nil
+}
+
+// Close frees the session's cache.
+func (s *Session) Close() { s.state.Close() }
+
+// Tokens are the tokens currently cached.
+func (s *Session) Tokens() []int32 { return s.tokens }
+
+// Generate continues the session with prompt; see Engine.Generate.
+func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
+	e := s.e
+	tok := e.Tokenizer
+	var ids []int32
+	if opt.ParseSpecial {
+		ids = tok.EncodeSpecial(prompt, !opt.NoBOS)
+	} else {
+		ids = tok.Encode(prompt, !opt.NoBOS)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("runtime: the prompt is empty and the model has no BOS token")
+	}
+	if len(ids) >= s.state.Cap() {
+		return nil, fmt.Errorf("runtime: the prompt is %d tokens, which leaves no room in the context of %d", len(ids), s.state.Cap())
+	}
+	spec, err := e.draftPlan(opt.Draft)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Reason: StopLength}
+	start := time.Now()
+	if err := s.prefill(ctx, ids); err != nil {
+		return nil, err
+	}
+	res.Stats.PromptTokens = len(ids) - s.reused
+	res.Stats.Prefill = time.Since(start)
+
+	start = time.Now()
+	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
+	d := &decoder{s: s, opt: opt, em: em, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
+	if spec != nil {
+		err = d.speculative(ctx, spec)
+	} else {
+		err = d.autoregressive(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := em.out.flush(); err != nil {
+		return nil, err
+	}
+	res.Text = em.out.text.String()
+	res.Stats.GeneratedTokens = len(res.Tokens)
+	res.Stats.Decode = time.Since(start)
+	return res, nil
+}
+
+// emitter applies the stop rules to each token the model decides.
+type emitter struct {
+	res *Result
+	tok tokenizer.Tokenizer
+	max int
+	out *stopWriter
+}
+
+// push adds one decided token and reports whether generation is over.
+// Any control token ends the text: EOS, a BOS that starts a new document,
+// and end-of-turn markers such as Llama 3's <|eot_id|> or ChatML's <|im_end|>.
+func (em *emitter) push(id int32) (bool, error) {
+	if id == em.tok.EOS() || id == em.tok.BOS() || em.tok.IsControl(id) {
+		em.res.Reason = StopEOS
+		return true, nil
+	}
+	em.res.Tokens = append(em.res.Tokens, id)
+	stopped, err := em.out.add(id)
+	if err != nil {
+		return true, err
+	}
+	if stopped {
+		em.res.Reason = StopString
+		return true, nil
+	}
+	return em.max > 0 && len(em.res.Tokens) >= em.max, nil
+}
+
+// decoder is one generation's decoding loop.
+type decoder struct {
+	s     *Session
+	opt   GenerateOptions
+	em    *emitter
+	rng   *rand.Rand
+	probs []float64
+}
+
+// pick chooses the next token from logits: argmax, or a draw from the
+// sampling distribution.
+func (d *decoder) pick(logits []float32) int32 {
+	if d.opt.Sampling.Greedy() {
+		return sample.Argmax(logits)
+	}
+	if len(d.probs) != len(logits) {
+		d.probs = make([]float64, len(logits))
+	}
+	sample.Probs(d.probs, logits, d.opt.Sampling)
+	return sample.Draw(d.probs, d.rng)
+}
+
+// autoregressive decodes one token per forward pass.
+func (d *decoder) autoregressive(ctx context.Context) error {
+	s := d.s
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		next := d.pick(s.logits)
+		if done, err := d.em.push(next); done || err != nil {
+			return err
+		}
+		if s.state.Len()+1 >= s.state.Cap() {
+			return nil // the context is full
+		}
+		if err := s.forward([]int32{next}); err != nil {
+			return err
+		}
+	}
+}
+
+// forward runs a chain of tokens, keeps their cache entries and leaves the
+// last token's logits in s.logits and its final-norm hidden state in s.hidden.
+func (s *Session) forward(ids []int32) error {
+	if err := s.state.Forward(llama.Chain(ids, false), s.logits, s.hidden); err != nil {
+		return err
+	}
+	s.state.Advance(len(ids))
+	s.tokens = append(s.tokens, ids...)
+	return nil
+}
+
+// prefill brings the cache to ids, reusing the longest cached prefix, and
+// leaves the last token's logits in s.logits. The rest runs in chunks whose
+// sizes are powers of two, so a handful of compiled plans serve any prompt.
+func (s *Session) prefill(ctx context.Context, ids []int32) error {
+	p := 0
+	for p < len(ids) && p < len(s.tokens) && ids[p] == s.tokens[p] {
+		p++
+	}
+	if p == len(ids) {
+		p-- // the last token must run to give logits
+	}
+	s.state.Trim(p)
+	s.tokens = s.tokens[:p]
+	s.reused = p
+	for rest := ids[p:]; len(rest) > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := 1
+		for n*2 <= len(rest) && n < maxChunk {
+			n *= 2
+		}
+		if err := s.forward(rest[:n]); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
+}
+
+const maxChunk = 256
+
+// stopWriter streams decoded text, holding back anything that could still
+// become a stop string.
+type stopWriter struct {
+	dec     *tokenizer.StreamDecoder
+	stops   []string
+	emit    func(string) error
+	pending string
+	text    strings.Builder
+	stopped bool
+}
+
+// newStopWriter decodes what follows prompt: the prompt's tokens prime the
+// decoder, so a continuation keeps its leading space.
+func newStopWriter(t tokenizer.Tokenizer, prompt []int32, stops []string, emit func(string) error) *stopWriter {
+	if emit == nil {
+		emit = func(string) error { return nil }
+	}
+	dec := tokenizer.NewStreamDecoder(t)
+	dec.Skip(prompt...)
+	return &stopWriter{dec: dec, stops: stops, emit: emit}
+}
+
+// add decodes one token; it reports whether a stop string was completed.
+func (w *stopWriter) add(id int32) (bool, error) {
+	w.pending += w.dec.Add(id)
+	for _, s := range w.stops {
+		if s == "" {
+			continue
+		}
+		if i := strings.Index(w.pending, s); i >= 0 {
+			w.pending = w.pending[:i]
+			w.stopped = true
+			return true, w.flushPending()
+		}
+	}
+	// Emit all but the longest suffix that is a prefix of a stop string.
+	keep := 0
+	for _, s := range w.stops {
+		for k := min(len(s)-1, len(w.pending)); k > keep; k-- {
+			if strings.HasSuffix(w.pending, s[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	ready := w.pending[:len(w.pending)-keep]
+	w.pending = w.pending[len(w.pending)-keep:]
+	return false, w.write(ready)
+}
+
+func (w *stopWriter) write(s string) error {
+	if s == "" {
+		return nil
+	}
+	w.text.WriteString(s)
+	return w.emit(s)
+}
+
+func (w *stopWriter) flushPending() error {
+	s := w.pending
+	w.pending = ""
+	return w.write(s)
+}
+
+// flush emits whatever is held back at the end of generation.
+func (w *stopWriter) flush() error {
+	if w.stopped {
+		return nil
+	}
+	w.pending += w.dec.Flush()
+	return w.flushPending()
+}

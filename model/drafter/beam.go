@@ -1,0 +1,330 @@
+package drafter
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/llama"
+)
+
+// MaxBeamWidth is the widest beam search allowed. The head keeps only its
+// top-50 logits, so with more than 50 beams the first step would have to
+// expand masked tokens and the reference returns duplicate beams.
+const MaxBeamWidth = 50
+
+// topLogits is how many logits per row the head keeps (the reference's
+// warp_logits top_k); the rest are set to maskedLogit.
+const (
+	topLogits   = 50
+	maskedLogit = -50000
+	deadBeam    = -50000 // initial score of beams 1..W-1
+)
+
+// Drafter is a draft head bound to a backend next to its LLM, whose input
+// embedding it shares.
+type Drafter struct {
+	Head  *Head
+	llm   *llama.Runner
+	bind  *llama.Binding
+	steps map[int]*stepGraph // by rows
+	// host scratch
+	logits, state []float32
+	heap          []float32 // warpLogSoftmax's top-50
+}
+
+// NewDrafter binds h to llm's backend after checking that it was made for
+// this LLM.
+func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
+	if err := h.Check(llm.Model.Config); err != nil {
+		return nil, err
+	}
+	d := &Drafter{Head: h, llm: llm, bind: llama.NewBinding(llm.Backend), steps: map[int]*stepGraph{}}
+	if err := d.bind.Add(h.weights()...); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close frees the plans and the weights' backend views.
+func (d *Drafter) Close() {
+	for _, s := range d.steps {
+		s.plan.Free()
+	}
+	d.steps = nil
+	d.bind.Close()
+}
+
+// stepGraph is one compiled step of the head over rows beams.
+type stepGraph struct {
+	plan                       *graph.Plan
+	tok, state, context, zeros *graph.Array
+	newState, logits           *graph.Array
+}
+
+// build writes one step of the head as a graph (PyTorch equivalents in the
+// comments).
+func (d *Drafter) build(rows int) (*stepGraph, error) {
+	h, c := d.Head, d.Head.Config
+	g := graph.New()
+	s := &stepGraph{
+		tok:     g.Input("tokens", graph.I32, rows),
+		state:   g.Input("state", graph.F32, rows, c.HiddenSize),
+		context: g.Input("context", graph.F32, 1, c.HiddenSize),
+		zeros:   g.Input("zeros", graph.I32, rows),
+	}
+	w := func(x *llama.Weight) *graph.Array { return d.bind.Array(g, x) }
+	e := graph.EmbedRows(d.llm.Array(g, &d.llm.Model.Embed), s.tok) // e = llm.embed_tokens(tok)   [rows, H]
+	if c.RNN {
+		s.newState = graph.RNNStepOf(e, s.state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
+	} else {
+		s.newState = graph.AddOf(s.state, e) // s = s + e
+	}
+	ctx := graph.Rows(s.context, s.zeros) // h repeated over the beams  [rows, H]
+	x := graph.ConcatOf(ctx, s.newState)  // x = cat([h, s], -1)          [rows, 2H]
+	if h.InputProj.Present() {
+		x = graph.AddOf(graph.Linear(x, w(&h.InputProj)), w(&h.InputProjBias)) // x = input_proj(x)  [rows, E]
+	}
+	for k := range h.Blocks {
+		b := &h.Blocks[k]
+		x = graph.AddOf(x, graph.Silu(graph.AddOf(graph.Linear(x, w(&b.W)), w(&b.B)))) // x = x + silu(lm_head[k](x))
+	}
+	s.logits = graph.Linear(x, w(&h.Vocab)) // logits = lm_head[n](x)   [rows, V]
+	p, err := graph.Compile(d.llm.Backend, s.newState, s.logits)
+	if err != nil {
+		return nil, err
+	}
+	s.plan = p
+	return s, nil
+}
+
+// step runs the head over rows beams: their last tokens and states, with
+// the context h shared. It returns views of the new states [rows, H] and the
+// logits [rows, V], valid until the next step.
+func (d *Drafter) step(tok []int32, state, context []float32) (newState, logits []float32, err error) {
+	rows := len(tok)
+	s := d.steps[rows]
+	if s == nil {
+		if s, err = d.build(rows); err != nil {
+			return nil, nil, err
+		}
+		d.steps[rows] = s
+	}
+	c := d.Head.Config
+	zeros := make([]int32, rows)
+	p := s.plan
+	for _, in := range []struct {
+		a *graph.Array
+		v any
+	}{{s.tok, tok}, {s.state, state}, {s.context, context}, {s.zeros, zeros}} {
+		if err := p.Write(in.a, in.v); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := p.Run(); err != nil {
+		return nil, nil, fmt.Errorf("drafter: %w", err)
+	}
+	d.state = grow(d.state, rows*c.HiddenSize)
+	d.logits = grow(d.logits, rows*c.VocabSize)
+	if err := p.Read(s.newState, d.state); err != nil {
+		return nil, nil, err
+	}
+	if err := p.Read(s.logits, d.logits); err != nil {
+		return nil, nil, err
+	}
+	return d.state, d.logits, nil
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// Beams is the result of a beam search.
+type Beams struct {
+	// Tokens[i] is beam i: the init token, then L-1 drafted tokens. Beams are
+	// ordered by score, best first.
+	Tokens [][]int32
+	// LogQ[i][t] is the head's log-distribution (after the top-50 warp) that
+	// proposed Tokens[i][t+1], along beam i's own history. Only kept when
+	// asked for: the reference acceptance rule needs it, greedy and exact
+	// acceptance do not.
+	LogQ [][][]float32
+}
+
+// BeamSearch drafts w beams of l tokens (the init token and l-1 drafts) from
+// the LLM's final-norm hidden state h of the last cached token and the init
+// token the LLM chose after it. It follows the reference exactly: scores
+// start at [0, -5e4, ...] so that only beam 0 expands on the first step,
+// each step takes the global top-w of the w×V joint scores (ties: lowest
+// beam, then lowest token), and beams carry their states and histories.
+func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (*Beams, error) {
+	c := d.Head.Config
+	if w < 1 || w > MaxBeamWidth {
+		return nil, fmt.Errorf("drafter: beam width %d outside [1, %d]", w, MaxBeamWidth)
+	}
+	if l < 2 {
+		return nil, fmt.Errorf("drafter: beam length %d: a beam needs the init token and at least one draft", l)
+	}
+	if len(h) != c.HiddenSize {
+		panic(fmt.Sprintf("drafter: BeamSearch: context of %d for hidden size %d", len(h), c.HiddenSize))
+	}
+	v := c.VocabSize
+	beams := &Beams{Tokens: make([][]int32, w)}
+	for i := range beams.Tokens {
+		beams.Tokens[i] = append(make([]int32, 0, l), init)
+	}
+	if keepLogQ {
+		beams.LogQ = make([][][]float32, w)
+	}
+	score := make([]float64, w)
+	for i := 1; i < w; i++ {
+		score[i] = deadBeam
+	}
+	// All beams start identical (same context, zero state, same token), so
+	// the first step runs one row and every beam reads row 0.
+	rowOf := make([]int, w)
+	state := make([]float32, c.HiddenSize)
+	tok := []int32{init}
+	lp := make([]float32, w*v)
+	nextTok := make([]int32, w)
+	nextScore := make([]float64, w)
+	src := make([]int, w)
+	for t := 1; t < l; t++ {
+		newState, logits, err := d.step(tok, state, h)
+		if err != nil {
+			return nil, err
+		}
+		rows := len(tok)
+		for r := range rows {
+			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &d.heap)
+		}
+		// Global top-w over the joint scores score[i] + lp[rowOf[i]][tok].
+		n := topJoint(score, rowOf, lp, v, w, src, nextTok, nextScore)
+		if n < w {
+			return nil, fmt.Errorf("drafter: beam search found only %d candidates for %d beams", n, w)
+		}
+		next := make([][]int32, w)
+		nextState := make([]float32, w*c.HiddenSize)
+		var nextQ [][][]float32
+		if keepLogQ {
+			nextQ = make([][][]float32, w)
+		}
+		for i := range w {
+			s := src[i]
+			next[i] = append(append(make([]int32, 0, l), beams.Tokens[s]...), nextTok[i])
+			copy(nextState[i*c.HiddenSize:(i+1)*c.HiddenSize], newState[rowOf[s]*c.HiddenSize:])
+			if keepLogQ {
+				q := append([]float32(nil), lp[rowOf[s]*v:(rowOf[s]+1)*v]...)
+				nextQ[i] = append(append([][]float32(nil), beams.LogQ[s]...), q)
+			}
+		}
+		beams.Tokens, beams.LogQ = next, nextQ
+		copy(score, nextScore)
+		state, tok = nextState, slices.Clone(nextTok)
+		for i := range rowOf {
+			rowOf[i] = i
+		}
+	}
+	return beams, nil
+}
+
+// warpLogSoftmax is the reference's compute_logits: subtract the maximum,
+// set every logit below the 50th largest to -50000, then log-softmax (in
+// float64, stored as float32). It gives the same bits as that definition
+// (refWarpLogSoftmax in the tests) in one pass over the vocabulary plus 50
+// exponentials instead of V: the 50th largest of x-mx is the 50th largest x
+// minus mx, since rounding is monotonic, and a masked logit adds
+// exp(-50000), which is 0 in float64, to the sum.
+func warpLogSoftmax(dst, logits []float32, heap *[]float32) {
+	mx := float32(math.Inf(-1))
+	for _, x := range logits {
+		if x > mx { // not max(): its NaN and signed-zero rules cost 3x here
+			mx = x
+		}
+	}
+	kth := float32(math.Inf(-1))
+	if len(logits) > topLogits {
+		kth = kthLargest(logits, topLogits, heap) - mx
+	}
+	var sum float64
+	for i, x := range logits {
+		y := x - mx
+		if y < kth {
+			dst[i] = maskedLogit
+			continue
+		}
+		dst[i] = y
+		sum += math.Exp(float64(y))
+	}
+	lse := float32(math.Log(sum))
+	for i := range dst {
+		dst[i] -= lse
+	}
+}
+
+// kthLargest returns the k-th largest of x (k from 1, counting repeats),
+// keeping the k largest seen so far in a min-heap: O(len(x)·log k), and
+// for most inputs one comparison per element.
+func kthLargest(x []float32, k int, heap *[]float32) float32 {
+	h := append((*heap)[:0], x[:k]...)
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for _, v := range x[k:] {
+		if v > h[0] {
+			h[0] = v
+			siftDown(h, 0)
+		}
+	}
+	*heap = h
+	return h[0]
+}
+
+// siftDown restores the min-heap property of h below node i.
+func siftDown(h []float32, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if !(h[c] < h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// topJoint selects the w best (beam, token) pairs by score[beam] +
+// lp[rowOf[beam]][token], best first, ties to the lower flat index
+// beam·V+token. It returns how many it found.
+func topJoint(score []float64, rowOf []int, lp []float32, v, w int, src []int, tok []int32, best []float64) int {
+	n := 0
+	for b := range score {
+		row := lp[rowOf[b]*v : (rowOf[b]+1)*v]
+		for t, q := range row {
+			s := score[b] + float64(q)
+			if n == w && !(s > best[w-1]) {
+				continue
+			}
+			j := min(n, w-1)
+			for j > 0 && s > best[j-1] {
+				best[j], src[j], tok[j] = best[j-1], src[j-1], tok[j-1]
+				j--
+			}
+			best[j], src[j], tok[j] = s, b, int32(t)
+			if n < w {
+				n++
+			}
+		}
+	}
+	return n
+}

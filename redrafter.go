@@ -1,0 +1,241 @@
+package redrafter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/sample"
+)
+
+// DraftOptions control ReDrafter speculative decoding.
+type DraftOptions struct {
+	// Off decodes autoregressively even when the engine has a draft head.
+	Off bool
+	// BeamWidth W and BeamLength L (the init token plus L-1 drafts); 0 picks
+	// the backend's default (DefaultBeam).
+	BeamWidth, BeamLength int
+	// Accept is the acceptance rule when sampling: "exact" (the default)
+	// preserves the sampling distribution exactly; "apple" reproduces the
+	// reference implementation's rule, which does not. Greedy decoding
+	// always accepts the longest path equal to the model's argmax.
+	Accept string
+}
+
+// Accept rules.
+const (
+	AcceptExact = "exact"
+	AcceptApple = "apple"
+)
+
+// DefaultBeam is the beam shape used when DraftOptions leave it unset. A
+// backend that knows its device recommends one (Metal: W=1 on base M-series
+// chips, 2 on Pro/Max, 3 on Ultra, as the paper found); otherwise the CPU
+// default, chosen from measurements in docs/BENCHMARKS.md.
+func DefaultBeam(be graph.Backend) (width, length int) {
+	if r, ok := be.(interface{ RecommendedBeam() (int, int) }); ok {
+		return r.RecommendedBeam()
+	}
+	return cpuBeamWidth, cpuBeamLength
+}
+
+// The CPU's default beam: the fastest shape measured on the TinyLlama-shaped
+// (inflated) stories260K in f16, 2.66× autoregressive decoding; wider beams
+// draft more tokens per step but a CPU pays nearly linearly for verifying
+// them (docs/BENCHMARKS.md, "Quantized weights").
+const cpuBeamWidth, cpuBeamLength = 1, 5
+
+// LoadDrafter loads a ReDrafter draft head (a directory with config.json and
+// model.safetensors) and binds it next to the model. A head made for
+// another model (vocabulary or hidden size) is refused.
+func (e *Engine) LoadDrafter(dir string) error {
+	h, err := drafter.Load(dir)
+	if err != nil {
+		return err
+	}
+	d, err := drafter.NewDrafter(h, e.runner)
+	if err != nil {
+		h.Close()
+		return err
+	}
+	if e.drafter != nil {
+		e.drafter.Close()
+		e.drafter.Head.Close()
+	}
+	e.drafter, e.draftSource = d, d
+	return nil
+}
+
+// Drafter is the loaded draft head, or nil.
+func (e *Engine) Drafter() *drafter.Drafter { return e.drafter }
+
+// beamSource drafts beams; *drafter.Drafter is the real one, tests plug in
+// others to steer acceptance.
+type beamSource interface {
+	BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (*drafter.Beams, error)
+}
+
+// specPlan is a validated speculative configuration.
+type specPlan struct {
+	d      beamSource
+	w, l   int
+	accept string
+}
+
+// draftPlan validates o against the engine; nil means autoregressive.
+func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
+	if e.draftSource == nil || o.Off {
+		return nil, nil
+	}
+	w, l := DefaultBeam(e.Backend)
+	if o.BeamWidth != 0 {
+		w = o.BeamWidth
+	}
+	if o.BeamLength != 0 {
+		l = o.BeamLength
+	}
+	switch {
+	case w < 1 || w > drafter.MaxBeamWidth:
+		return nil, fmt.Errorf("runtime: beam width %d outside [1, %d] (the draft head keeps its top %d tokens)", w, drafter.MaxBeamWidth, drafter.MaxBeamWidth)
+	case l < 2:
+		return nil, fmt.Errorf("runtime: beam length %d: a beam needs the init token and at least one draft (L >= 2)", l)
+	case 1+w*(l-1) >= e.context:
+		return nil, fmt.Errorf("runtime: beams of %d×%d need up to %d tokens, more than the context of %d", w, l, 1+w*(l-1), e.context)
+	}
+	accept := o.Accept
+	switch accept {
+	case "":
+		accept = AcceptExact
+	case AcceptExact, AcceptApple:
+	default:
+		return nil, fmt.Errorf("runtime: unknown acceptance rule %q (exact or apple)", accept)
+	}
+	return &specPlan{d: e.draftSource, w: w, l: l, accept: accept}, nil
+}
+
+// speculative is the ReDrafter loop: draft W beams of L tokens from the
+// last hidden state, verify their prefix tree in one forward pass, keep the
+// accepted path's cache entries, repeat.
+func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
+	s := d.s
+	c := s.e.Config
+	st := &drafter.Stats{}
+	d.em.res.Stats.Draft = st
+	d.em.res.Stats.BeamWidth, d.em.res.Stats.BeamLength = p.w, p.l
+	var builder drafter.TreeBuilder
+	maxN := 1 + p.w*(p.l-1)
+	logits := make([]float32, maxN*c.Vocab)
+	hidden := make([]float32, maxN*c.Dim)
+	argmax := make([]int32, maxN)
+	rows := make([]int32, maxN)
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	nodeProbs := make([][]float64, maxN)
+	scratch := make([]float64, c.Vocab)
+
+	init := d.pick(s.logits) // the first token comes from the prefill
+	h := append([]float32(nil), s.hidden...)
+	if done, err := d.em.push(init); done || err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.state.Len()+maxN > s.state.Cap() {
+			// Too close to the end of the context for a full tree: finish
+			// one token at a time.
+			if err := s.forward([]int32{init}); err != nil {
+				return err
+			}
+			return d.autoregressive(ctx)
+		}
+		t0 := time.Now()
+		beams, err := p.d.BeamSearch(h, init, p.w, p.l, p.accept == AcceptApple && !d.opt.Sampling.Greedy())
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		tree, err := builder.Build(beams.Tokens)
+		if err != nil {
+			return err
+		}
+		t2 := time.Now()
+		n := tree.N()
+		batch := llama.Batch{Tokens: tree.Tokens, Depth: tree.Depth, End: tree.End, Rows: rows[:n]}
+		if err := s.state.Forward(batch, logits[:n*c.Vocab], hidden[:n*c.Dim]); err != nil {
+			return err
+		}
+		t3 := time.Now()
+		var path []int32
+		var next int32
+		row := func(u int) []float32 { return logits[u*c.Vocab : (u+1)*c.Vocab] }
+		if d.opt.Sampling.Greedy() {
+			for u := range n {
+				argmax[u] = sample.Argmax(row(u))
+			}
+			beam, k := drafter.AcceptGreedy(tree, argmax[:n])
+			path = tree.Path(beam, k)
+			next = argmax[path[len(path)-1]]
+		} else {
+			clear(nodeProbs)
+			probs := func(u int) []float64 {
+				if nodeProbs[u] == nil {
+					nodeProbs[u] = make([]float64, c.Vocab)
+					sample.Probs(nodeProbs[u], row(u), d.opt.Sampling)
+				}
+				return nodeProbs[u]
+			}
+			if p.accept == AcceptApple {
+				drafts := func(beam, depth int) []float64 {
+					q := make([]float64, c.Vocab)
+					for i, lq := range beams.LogQ[beam][depth-1] {
+						q[i] = math.Exp(float64(lq))
+					}
+					return q
+				}
+				path, next = drafter.AcceptApple(tree, probs, drafts, d.rng, scratch)
+			} else {
+				path, next = drafter.AcceptSample(tree, probs, d.rng, scratch)
+			}
+		}
+		path = append([]int32(nil), path...)
+		if err := s.state.Keep(path); err != nil {
+			return err
+		}
+		for _, u := range path {
+			s.tokens = append(s.tokens, tree.Tokens[u])
+		}
+		last := int(path[len(path)-1])
+		copy(h, hidden[last*c.Dim:(last+1)*c.Dim])
+		t4 := time.Now()
+		st.Draft += t1.Sub(t0)
+		st.Tree += t2.Sub(t1)
+		st.Verify += t3.Sub(t2)
+		st.Accept += t4.Sub(t3)
+
+		emitted := 0
+		done := false
+		for _, u := range path[1:] {
+			emitted++
+			if done, err = d.em.push(tree.Tokens[u]); done || err != nil {
+				break
+			}
+		}
+		if !done && err == nil {
+			emitted++
+			done, err = d.em.push(next)
+		}
+		st.Record(tree, len(path)-1, emitted)
+		st.Other += time.Since(t4)
+		if done || err != nil {
+			return err
+		}
+		init = next
+	}
+}

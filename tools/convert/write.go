@@ -1,0 +1,242 @@
+package convert
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/formats"
+	"github.com/seed9b8f47b1/redrafter/quant"
+)
+
+// encoder collects the output tensors of one checkpoint.
+type encoder struct {
+	opt *Options
+	// half is the float type of stored matrices and scales: F16, or BF16
+	// for a bf16 model (F32 when converting to f32).
+	half      formats.DType
+	tensors   []formats.Tensor
+	overrides map[string]bool // module path → false: left unquantized
+	total     int             // matrices and vectors to write, for progress
+	done      int
+	c         counts
+}
+
+func newEncoder(opt *Options, src graph.DType, total int) *encoder {
+	e := &encoder{opt: opt, half: formats.F16, overrides: map[string]bool{}, total: total}
+	switch {
+	case opt.Bits == 32:
+		e.half = formats.F32
+	case src == graph.BF16:
+		e.half = formats.BF16
+	}
+	return e
+}
+
+func (e *encoder) progress(name, what string) {
+	e.done++
+	if e.opt.Progress != nil {
+		e.opt.Progress(e.done, e.total, name, what)
+	}
+}
+
+// encode stores values v in dt (F32, F16 or BF16).
+func encode(v []float32, dt formats.DType) []byte {
+	switch dt {
+	case formats.F16:
+		return graph.AsBytes(quant.F32sToF16(v))
+	case formats.BF16:
+		return graph.AsBytes(quant.F32sToBF16(v))
+	}
+	return append([]byte(nil), graph.AsBytes(v)...)
+}
+
+func (e *encoder) add(name string, dt formats.DType, shape []int, data []byte) {
+	e.tensors = append(e.tensors, formats.Tensor{Name: name, DType: dt, Shape: slices.Clone(shape), Data: data})
+	e.c.bytes += int64(len(data))
+}
+
+// matrix stores the weight of module path, values v [rows, cols]:
+// quantized unless the options keep it or its rows are not whole groups.
+// alias is "embed", "vocab" or "" (see Options.Keep).
+func (e *encoder) matrix(path, alias string, v []float32, rows, cols int) error {
+	name := path + ".weight"
+	o := e.opt
+	if o.quantized() && !o.kept(path, alias) && cols%o.GroupSize == 0 {
+		e.progress(name, fmt.Sprintf("%d-bit, groups of %d", o.Bits, o.GroupSize))
+		codes, s, b, err := quant.QuantizeAffine(v, cols, o.Bits, o.GroupSize)
+		if err != nil {
+			return fmt.Errorf("convert: %s: %w", name, err)
+		}
+		e.add(name, formats.U32, []int{rows, cols * o.Bits / 32}, append([]byte(nil), graph.AsBytes(codes)...))
+		e.add(path+".scales", e.half, []int{rows, cols / o.GroupSize}, encode(s, e.half))
+		e.add(path+".biases", e.half, []int{rows, cols / o.GroupSize}, encode(b, e.half))
+		e.c.quantized++
+		return nil
+	}
+	if o.quantized() {
+		e.overrides[path] = false
+		if !o.kept(path, alias) {
+			e.c.skipped = append(e.c.skipped, name)
+		}
+	}
+	e.progress(name, e.half.String())
+	e.add(name, e.half, []int{rows, cols}, encode(v, e.half))
+	e.c.kept++
+	return nil
+}
+
+// vector stores a norm weight or bias in dt (its source type, or F32).
+func (e *encoder) vector(name string, v []float32, dt formats.DType) {
+	if e.opt.Bits == 32 {
+		dt = formats.F32
+	}
+	e.progress(name, dt.String())
+	e.add(name, dt, []int{len(v)}, encode(v, dt))
+}
+
+// quantizationBlock is config.json's "quantization" object.
+func (e *encoder) quantizationBlock() map[string]any {
+	if !e.opt.quantized() {
+		return nil
+	}
+	q := map[string]any{"group_size": e.opt.GroupSize, "bits": e.opt.Bits, "mode": "affine"}
+	for p := range e.overrides {
+		q[p] = false
+	}
+	return q
+}
+
+// shardBytes is the largest safetensors file written; bigger checkpoints
+// are sharded with an index, as transformers does.
+var shardBytes int64 = 4 << 30
+
+// writeCheckpoint writes the tensors as model.safetensors, or shards and
+// model.safetensors.index.json, into dir.
+func writeCheckpoint(dir string, tensors []formats.Tensor) error {
+	slices.SortFunc(tensors, func(a, b formats.Tensor) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	var shards [][]formats.Tensor
+	var size, total int64
+	for _, t := range tensors {
+		n := int64(len(t.Data))
+		if len(shards) == 0 || (size > 0 && size+n > shardBytes) {
+			shards = append(shards, nil)
+			size = 0
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], t)
+		size += n
+		total += n
+	}
+	meta := map[string]string{"format": "mlx"}
+	if len(shards) <= 1 {
+		return writeFile(filepath.Join(dir, "model.safetensors"), func(w *bufio.Writer) error {
+			return formats.WriteSafetensors(w, tensors, meta)
+		})
+	}
+	weightMap := map[string]string{}
+	for i, sh := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+		for _, t := range sh {
+			weightMap[t.Name] = name
+		}
+		if err := writeFile(filepath.Join(dir, name), func(w *bufio.Writer) error {
+			return formats.WriteSafetensors(w, sh, meta)
+		}); err != nil {
+			return err
+		}
+	}
+	idx, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), append(idx, '\n'), 0o644)
+}
+
+func writeFile(path string, write func(*bufio.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkOut fails early if out exists and may not be replaced.
+func checkOut(out string, force bool) error {
+	if _, err := os.Lstat(out); err == nil && !force {
+		return fmt.Errorf("convert: %s exists (use --force to replace it)", out)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("convert: %w", err)
+	}
+	return nil
+}
+
+// writeDir creates a temporary directory beside out, lets fill write into
+// it, and renames it to out (replacing an existing out only if force). On
+// any error the temporary directory is removed and out is untouched.
+func writeDir(out string, force bool, fill func(dir string) error) (err error) {
+	if err := checkOut(out, force); err != nil {
+		return err
+	}
+	parent := filepath.Dir(filepath.Clean(out))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(out); err == nil {
+		if !force {
+			return fmt.Errorf("convert: %s appeared while writing", out)
+		}
+		old := tmp + ".old"
+		if err := os.Rename(out, old); err != nil {
+			return fmt.Errorf("convert: %w", err)
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			os.Rename(old, out) // put it back
+			return fmt.Errorf("convert: %w", err)
+		}
+		return os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	return nil
+}
