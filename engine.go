@@ -28,13 +28,15 @@ type Options struct {
 
 // Engine is a loaded model bound to a backend.
 type Engine struct {
-	Config    llama.Config
+	// Tokenizer turns text into the model's token ids and back.
 	Tokenizer tokenizer.Tokenizer
 	// ChatTemplate is the model's own template text, if the checkpoint has one.
 	ChatTemplate string
-	Backend      graph.Backend
-	LoadTime     time.Duration
+	// LoadTime is how long Load took.
+	LoadTime time.Duration
 
+	cfg     llama.Config
+	be      graph.Backend
 	ckpt    *llama.Checkpoint
 	runner  *llama.Runner
 	drafter *drafter.Drafter
@@ -63,7 +65,7 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{Config: ck.Model.Config, Backend: be, ckpt: ck, log: log}
+	e := &Engine{cfg: ck.Model.Config, be: be, ckpt: ck, log: log}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
@@ -83,8 +85,8 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
-	if len(vocab.Tokens) > e.Config.Vocab {
-		return fail(fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", path, len(vocab.Tokens), e.Config.Vocab))
+	if len(vocab.Tokens) > e.cfg.Vocab {
+		return fail(fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", path, len(vocab.Tokens), e.cfg.Vocab))
 	}
 	if e.Tokenizer, err = tokenizer.New(vocab); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
@@ -100,21 +102,62 @@ func Load(path string, opts Options) (*Engine, error) {
 	default:
 		return fail(fmt.Errorf("KV cache type %q: want f32 or f16", opts.KVCache))
 	}
-	e.context = e.Config.Context
+	e.context = e.cfg.Context
 	if opts.Context > 0 && opts.Context < e.context {
 		e.context = opts.Context
 	}
 	e.LoadTime = time.Since(start)
-	log.Debug("model loaded", "path", path, "arch", e.Config.Arch, "backend", be.Name(),
-		"layers", e.Config.Layers, "dim", e.Config.Dim, "vocab", e.Config.Vocab, "load_ms", e.LoadTime.Milliseconds())
+	log.Debug("model loaded", "path", path, "arch", e.cfg.Arch, "backend", be.Name(),
+		"layers", e.cfg.Layers, "dim", e.cfg.Dim, "vocab", e.cfg.Vocab, "load_ms", e.LoadTime.Milliseconds())
 	return e, nil
 }
 
 // Context is the number of tokens a session can hold.
 func (e *Engine) Context() int { return e.context }
 
-// Runner exposes the bound model to the ReDrafter decoder.
-func (e *Engine) Runner() *llama.Runner { return e.runner }
+// ModelInfo describes a loaded model.
+type ModelInfo struct {
+	Arch    string // "llama", "mistral" or "qwen2"
+	Vocab   int    // vocabulary size
+	Dim     int    // hidden size
+	FFN     int    // intermediate size of the MLP
+	Layers  int    // transformer blocks
+	Heads   int    // query heads
+	KVHeads int    // key/value heads
+	HeadDim int    // per-head dimension
+	// TrainedContext is the context the model was trained for; the engine's
+	// own (Context) may be smaller.
+	TrainedContext int
+	// KVCache is the KV cache's element type, "f32" or "f16".
+	KVCache string
+}
+
+// Model describes the loaded model.
+func (e *Engine) Model() ModelInfo {
+	c := e.cfg
+	kv := "f32"
+	if e.runner != nil && e.runner.KVCache == graph.F16 {
+		kv = "f16"
+	}
+	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv}
+}
+
+// Backend is the name of the backend the engine runs on ("cpu", "metal", ...).
+func (e *Engine) Backend() string { return e.be.Name() }
+
+// Embeddings returns float32 copies of the token embedding table and the
+// output projection, both [vocab, dim] row-major (quantized weights are
+// dequantized). The draft-head trainer needs them: a draft head embeds
+// tokens with the model's table, and distillation targets come through the
+// model's output projection.
+func (e *Engine) Embeddings() (embed, output []float32, err error) {
+	if e.ckpt == nil {
+		return nil, nil, errors.New("redrafter: the engine is closed")
+	}
+	m := e.ckpt.Model
+	return llama.F32Values(m.Embed), llama.F32Values(m.Output), nil
+}
 
 // Close releases the model and its mapping.
 func (e *Engine) Close() error {
@@ -132,7 +175,7 @@ func (e *Engine) Close() error {
 		err = e.ckpt.Close()
 		e.ckpt = nil
 	}
-	if c, ok := e.Backend.(interface{ Close() error }); ok {
+	if c, ok := e.be.(interface{ Close() error }); ok {
 		err = errors.Join(err, c.Close())
 	}
 	return err

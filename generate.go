@@ -98,7 +98,7 @@ func (e *Engine) NewSession() (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{e: e, state: st, logits: make([]float32, e.Config.Vocab), hidden: make([]float32, e.Config.Dim)}, nil
+	return &Session{e: e, state: st, logits: make([]float32, e.cfg.Vocab), hidden: make([]float32, e.cfg.Dim)}, nil
 }
 
 // Close frees the session's cache.
@@ -118,10 +118,10 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 		ids = tok.Encode(prompt, !opt.NoBOS)
 	}
 	if len(ids) == 0 {
-		return nil, errors.New("runtime: the prompt is empty and the model has no BOS token")
+		return nil, errors.New("redrafter: the prompt is empty and the model has no BOS token")
 	}
 	if len(ids) >= s.state.Cap() {
-		return nil, fmt.Errorf("runtime: the prompt is %d tokens, which leaves no room in the context of %d", len(ids), s.state.Cap())
+		return nil, fmt.Errorf("redrafter: the prompt is %d tokens, which leaves no room in the context of %d", len(ids), s.state.Cap())
 	}
 	spec, err := e.draftPlan(opt.Draft)
 	if err != nil {

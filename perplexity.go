@@ -39,17 +39,17 @@ func (e *Engine) Perplexity(ctx context.Context, seqs [][]int32, chunk int) (Per
 		longest = max(longest, len(s))
 	}
 	if longest > e.context {
-		return res, fmt.Errorf("runtime: perplexity: a sequence of %d tokens exceeds the context of %d", longest, e.context)
+		return res, fmt.Errorf("redrafter: perplexity: a sequence of %d tokens exceeds the context of %d", longest, e.context)
 	}
 	if longest < 2 {
-		return res, errors.New("runtime: perplexity: no sequence has two tokens")
+		return res, errors.New("redrafter: perplexity: no sequence has two tokens")
 	}
 	st, err := e.runner.NewState(longest)
 	if err != nil {
 		return res, err
 	}
 	defer st.Close()
-	v := e.Config.Vocab
+	v := e.cfg.Vocab
 	logits := make([]float32, chunk*v)
 	for _, seq := range seqs {
 		if len(seq) < 2 {

@@ -37,7 +37,7 @@ func quantizedModel(t testing.TB, path string, bits, gs int) string {
 func quantizedHead(t testing.TB, e *Engine, rnn bool, layers, exit int, seed uint64, bits, gs int) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), fmt.Sprintf("head-%d", seed))
-	h := drafter.NewRandom(drafter.Config{VocabSize: e.Config.Vocab, HiddenSize: e.Config.Dim, ExitDim: exit,
+	h := drafter.NewRandom(drafter.Config{VocabSize: e.cfg.Vocab, HiddenSize: e.cfg.Dim, ExitDim: exit,
 		NumDraftLayers: layers, RNN: rnn}, seed)
 	if err := h.Save(dir); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func quantizedHead(t testing.TB, e *Engine, rnn bool, layers, exit int, seed uin
 	if err := e.LoadDrafter(out); err != nil {
 		t.Fatal(err)
 	}
-	if !e.Drafter().Head.Vocab.Quantized() {
+	if !e.drafter.Head.Vocab.Quantized() {
 		t.Fatal("the draft head's vocabulary projection is not quantized")
 	}
 }
@@ -96,7 +96,7 @@ func TestReDrafterGreedyEqualsAutoregressiveQuantized(t *testing.T) {
 		// Drafts that follow the truth for a while reach deep acceptance.
 		for _, p := range specPrompts {
 			for _, shape := range [][2]int{{1, 6}, {8, 5}, {16, 3}} {
-				src := &oracleSource{truth: want[p], r: rand.New(rand.NewPCG(uint64(shape[0]), 9)), vocab: e.Config.Vocab}
+				src := &oracleSource{truth: want[p], r: rand.New(rand.NewPCG(uint64(shape[0]), 9)), vocab: e.cfg.Vocab}
 				e.draftSource = &trackingSource{o: src}
 				res, err := e.Generate(context.Background(), p, GenerateOptions{MaxTokens: maxTokens,
 					Draft: DraftOptions{BeamWidth: shape[0], BeamLength: shape[1]}}, nil)
@@ -164,7 +164,7 @@ func BenchmarkForwardPass(b *testing.B) {
 	for i := range toks {
 		toks[i] = int32(3 + i)
 	}
-	logits := make([]float32, n*e.Config.Vocab)
+	logits := make([]float32, n*e.cfg.Vocab)
 	for b.Loop() {
 		st.Trim(0)
 		if err := st.Forward(llama.Chain(toks, true), logits, nil); err != nil {
@@ -204,7 +204,7 @@ func TestReDrafterGreedyEqualsAutoregressiveGGUFQ4(t *testing.T) {
 		_, steps, tokens := checkGreedyEqual(t, e, c.typ.String(), 32, widths, lengths)
 		t.Logf("%v: random head: %d steps, %.2f tokens per step", c.typ, steps, float64(tokens)/float64(max(steps, 1)))
 		deepAcceptance(t, e) // drafts that follow the truth: trees of up to 31 tokens verified
-		inPlace, copies := e.Backend.(*cpu.Backend).Repacked()
+		inPlace, copies := e.be.(*cpu.Backend).Repacked()
 		t.Logf("%v: 4-bit weights repacked: %d in place, %d copies (affine kernels: %s)", c.typ, inPlace, copies, kernels.AffineImpl())
 		fit := kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: c.gs, K: c.dim, ScaleType: c.scales})
 		if fit && (inPlace != 2*7 || copies != 0) {

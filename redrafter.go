@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/model/llama"
 	"github.com/seed9b8f47b1/redrafter/sample"
@@ -17,7 +16,7 @@ type DraftOptions struct {
 	// Off decodes autoregressively even when the engine has a draft head.
 	Off bool
 	// BeamWidth W and BeamLength L (the init token plus L-1 drafts); 0 picks
-	// the backend's default (DefaultBeam).
+	// the backend's default (Engine.DefaultBeam).
 	BeamWidth, BeamLength int
 	// Accept is the acceptance rule when sampling: "exact" (the default)
 	// preserves the sampling distribution exactly; "apple" reproduces the
@@ -36,8 +35,8 @@ const (
 // backend that knows its device recommends one (Metal: W=1 on base M-series
 // chips, 2 on Pro/Max, 3 on Ultra, as the paper found); otherwise the CPU
 // default, chosen from measurements in docs/BENCHMARKS.md.
-func DefaultBeam(be graph.Backend) (width, length int) {
-	if r, ok := be.(interface{ RecommendedBeam() (int, int) }); ok {
+func (e *Engine) DefaultBeam() (width, length int) {
+	if r, ok := e.be.(interface{ RecommendedBeam() (int, int) }); ok {
 		return r.RecommendedBeam()
 	}
 	return cpuBeamWidth, cpuBeamLength
@@ -70,8 +69,23 @@ func (e *Engine) LoadDrafter(dir string) error {
 	return nil
 }
 
-// Drafter is the loaded draft head, or nil.
-func (e *Engine) Drafter() *drafter.Drafter { return e.drafter }
+// DraftHeadInfo describes a loaded draft head.
+type DraftHeadInfo struct {
+	Vocab      int  // vocabulary size (the model's)
+	HiddenSize int  // the model's hidden size the head reads
+	ExitDim    int  // width of the head's residual blocks ([h; s])
+	Layers     int  // residual blocks
+	RNN        bool // the recurrent state s is used
+}
+
+// DraftHead describes the loaded draft head; false when none is loaded.
+func (e *Engine) DraftHead() (DraftHeadInfo, bool) {
+	if e.drafter == nil {
+		return DraftHeadInfo{}, false
+	}
+	c := e.drafter.Head.Config
+	return DraftHeadInfo{Vocab: c.VocabSize, HiddenSize: c.HiddenSize, ExitDim: c.ExitDim, Layers: c.NumDraftLayers, RNN: c.RNN}, true
+}
 
 // beamSource drafts beams; *drafter.Drafter is the real one, tests plug in
 // others to steer acceptance.
@@ -91,7 +105,7 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 	if e.draftSource == nil || o.Off {
 		return nil, nil
 	}
-	w, l := DefaultBeam(e.Backend)
+	w, l := e.DefaultBeam()
 	if o.BeamWidth != 0 {
 		w = o.BeamWidth
 	}
@@ -100,11 +114,11 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 	}
 	switch {
 	case w < 1 || w > drafter.MaxBeamWidth:
-		return nil, fmt.Errorf("runtime: beam width %d outside [1, %d] (the draft head keeps its top %d tokens)", w, drafter.MaxBeamWidth, drafter.MaxBeamWidth)
+		return nil, fmt.Errorf("redrafter: beam width %d outside [1, %d] (the draft head keeps its top %d tokens)", w, drafter.MaxBeamWidth, drafter.MaxBeamWidth)
 	case l < 2:
-		return nil, fmt.Errorf("runtime: beam length %d: a beam needs the init token and at least one draft (L >= 2)", l)
+		return nil, fmt.Errorf("redrafter: beam length %d: a beam needs the init token and at least one draft (L >= 2)", l)
 	case 1+w*(l-1) >= e.context:
-		return nil, fmt.Errorf("runtime: beams of %d×%d need up to %d tokens, more than the context of %d", w, l, 1+w*(l-1), e.context)
+		return nil, fmt.Errorf("redrafter: beams of %d×%d need up to %d tokens, more than the context of %d", w, l, 1+w*(l-1), e.context)
 	}
 	accept := o.Accept
 	switch accept {
@@ -112,7 +126,7 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 		accept = AcceptExact
 	case AcceptExact, AcceptApple:
 	default:
-		return nil, fmt.Errorf("runtime: unknown acceptance rule %q (exact or apple)", accept)
+		return nil, fmt.Errorf("redrafter: unknown acceptance rule %q (exact or apple)", accept)
 	}
 	return &specPlan{d: e.draftSource, w: w, l: l, accept: accept}, nil
 }
@@ -122,7 +136,7 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 // accepted path's cache entries, repeat.
 func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 	s := d.s
-	c := s.e.Config
+	c := s.e.cfg
 	st := &drafter.Stats{}
 	d.em.res.Stats.Draft = st
 	d.em.res.Stats.BeamWidth, d.em.res.Stats.BeamLength = p.w, p.l

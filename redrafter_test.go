@@ -108,7 +108,7 @@ func writeRandomModel(t testing.TB, kv []formats.KV, vocab, dim, layers, heads, 
 func randomHead(t testing.TB, e *Engine, rnn bool, layers int, exit int, seed uint64) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), fmt.Sprintf("head-%d", seed))
-	h := drafter.NewRandom(drafter.Config{VocabSize: e.Config.Vocab, HiddenSize: e.Config.Dim, ExitDim: exit,
+	h := drafter.NewRandom(drafter.Config{VocabSize: e.cfg.Vocab, HiddenSize: e.cfg.Dim, ExitDim: exit,
 		NumDraftLayers: layers, RNN: rnn}, seed)
 	if err := h.Save(dir); err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func deepAcceptance(t *testing.T, e *Engine) {
 			t.Fatal(err)
 		}
 		for _, shape := range [][2]int{{1, 6}, {3, 4}, {8, 5}, {16, 3}} {
-			src := &oracleSource{truth: ref.Tokens, r: rand.New(rand.NewPCG(uint64(shape[0]), 9)), vocab: e.Config.Vocab}
+			src := &oracleSource{truth: ref.Tokens, r: rand.New(rand.NewPCG(uint64(shape[0]), 9)), vocab: e.cfg.Vocab}
 			// Track where the decoder is in the truth through the init tokens it passes.
 			tracking := &trackingSource{o: src}
 			e.draftSource = tracking
@@ -327,7 +327,7 @@ func TestReDrafterSamplingDistribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := len(s.Tokens())
-	v := e.Config.Vocab
+	v := e.cfg.Vocab
 	p1 := make([]float64, v)
 	sample.Probs(p1, s.logits, params)
 	joint := map[[2]int32]float64{}

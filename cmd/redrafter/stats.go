@@ -51,7 +51,7 @@ func jsonResult(r *redrafter.Result, e *redrafter.Engine) resultJSON {
 		tokens = []int32{}
 	}
 	return resultJSON{Text: r.Text, Tokens: tokens, Stats: statsJSON{
-		Backend:         e.Backend.Name(),
+		Backend:         e.Backend(),
 		PromptTokens:    s.PromptTokens,
 		GeneratedTokens: s.GeneratedTokens,
 		LoadMS:          ms(e.LoadTime.Seconds()),
@@ -81,7 +81,7 @@ func ms(sec float64) float64 { return sec * 1000 }
 
 func printStats(w io.Writer, r *redrafter.Result, e *redrafter.Engine) {
 	s := r.Stats
-	fmt.Fprintf(w, "backend %s, load %.0f ms\n", e.Backend.Name(), ms(e.LoadTime.Seconds()))
+	fmt.Fprintf(w, "backend %s, load %.0f ms\n", e.Backend(), ms(e.LoadTime.Seconds()))
 	fmt.Fprintf(w, "prefill: %d tokens in %.1f ms (%.1f tokens/s)\n", s.PromptTokens, ms(s.Prefill.Seconds()), s.PrefillRate())
 	fmt.Fprintf(w, "decode:  %d tokens in %.1f ms (%.1f tokens/s), stop: %s\n", s.GeneratedTokens, ms(s.Decode.Seconds()), s.DecodeRate(), r.Reason)
 	if d := s.Draft; d != nil {

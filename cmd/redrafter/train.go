@@ -85,6 +85,9 @@ WxL) and the tokens per step are reported; --eval-only does just that for the he
 				o.Progress = func(p train.Progress) { showTrainProgress(pl, p) }
 				rep, err := train.Train(cmd.Context(), e, o)
 				pl.finish()
+				if errors.Is(err, train.ErrStateExists) {
+					return fmt.Errorf("%w: pass --resume to continue it", err)
+				}
 				if err != nil {
 					return err
 				}

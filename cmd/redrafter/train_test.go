@@ -43,6 +43,11 @@ func TestDistillTrainDrafter(t *testing.T) {
 			t.Errorf("train-drafter stdout lacks %q:\n%s", want, out)
 		}
 	}
+	// Training into a directory that holds a training state: the CLI names the flag.
+	if _, _, err := run(t, "", "train-drafter", "--backend", "cpu", "--model", stories, "--data", data, "--out", head,
+		"--holdout", "0.4", "--steps", "20", "--batch", "32", "--layers", "1"); err == nil || !strings.Contains(err.Error(), "pass --resume") {
+		t.Errorf("train-drafter over a training state: err = %v, want a hint to pass --resume", err)
+	}
 	out, _, err = run(t, "", "train-drafter", "--backend", "cpu", "--model", stories, "--out", head, "--eval-only",
 		"--eval-prompts", held, "--eval-beams", "4x5", "--eval-max-tokens", "24")
 	if err != nil || strings.Contains(out, "trained") || !strings.Contains(out, "W=4 L=5:") {

@@ -1,7 +1,9 @@
 package llama
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -176,6 +178,17 @@ func ToF32(w Weight) Weight {
 	}
 	w.DType, w.Data = graph.F32, graph.AsBytes(out)
 	return w
+}
+
+// F32Values returns a fresh float32 slice of the weight's values, row-major:
+// quantized weights are dequantized, halves widened.
+func F32Values(w Weight) []float32 {
+	b := ToF32(w).Data
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
 }
 
 // weightsOf lists every weight of the model for binding to a backend, each

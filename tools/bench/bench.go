@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
 )
@@ -173,9 +172,9 @@ func (e *MismatchError) Error() string {
 // decoding followed by ReDrafter at every (W, L), so that load changes on
 // the machine spread over all configurations alike.
 func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config) (*Report, error) {
-	d := e.Drafter()
+	hc, ok := e.DraftHead()
 	switch {
-	case d == nil:
+	case !ok:
 		return nil, errors.New("bench: the engine has no draft head")
 	case len(prompts) == 0:
 		return nil, errors.New("bench: no prompts")
@@ -213,14 +212,13 @@ func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config)
 		base.ParseSpecial, base.NoBOS = true, tokenizer.TemplateAddsBOS(tmpl)
 	}
 
-	c := e.Config
-	hc := d.Head.Config
+	c := e.Model()
 	r := &Report{
 		Date:    time.Now().UTC(),
-		Machine: machine(e.Backend.Name()),
+		Machine: machine(e.Backend()),
 		Model: Model{Arch: c.Arch, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
-			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: kvCacheName(e)},
-		Drafter: Drafter{HiddenSize: hc.HiddenSize, ExitDim: hc.ExitDim, Layers: hc.NumDraftLayers, RNN: hc.RNN},
+			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: c.KVCache},
+		Drafter: Drafter{HiddenSize: hc.HiddenSize, ExitDim: hc.ExitDim, Layers: hc.Layers, RNN: hc.RNN},
 	}
 	s, err := e.NewSession()
 	if err != nil {
@@ -379,14 +377,6 @@ func rate(n int, s float64) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// kvCacheName is the engine's KV cache element type.
-func kvCacheName(e *redrafter.Engine) string {
-	if e.Runner().KVCache == graph.F16 {
-		return "f16"
-	}
-	return "f32"
-}
 
 func machine(backend string) Machine {
 	return Machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Threads: runtime.GOMAXPROCS(0),

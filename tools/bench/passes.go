@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
 )
 
 // Pass is the cost of one forward pass over N new tokens after a cached
@@ -34,25 +33,27 @@ func MeasurePasses(e *redrafter.Engine, ns []int, prefix, reps int) ([]Pass, err
 	if slices.Min(ns) < 1 || prefix+maxN > e.Context() {
 		return nil, fmt.Errorf("bench: passes of 1..%d tokens after %d do not fit the context of %d", maxN, prefix, e.Context())
 	}
-	st, err := e.Runner().NewState(e.Context())
+	p, err := e.NewProbe()
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	c := e.Config
+	defer p.Close()
+	c := e.Model()
 	tokens := make([]int32, max(prefix, maxN))
 	for i := range tokens {
 		tokens[i] = int32(3 + i%(c.Vocab-3)) // any tokens: the cost does not depend on them
 	}
 	logits := make([]float32, maxN*c.Vocab)
 	hidden := make([]float32, maxN*c.Dim)
-	if err := st.Forward(llama.Chain(tokens[:prefix], false), nil, nil); err != nil {
+	if err := p.Forward(tokens[:prefix], nil, nil); err != nil {
 		return nil, err
 	}
-	st.Advance(prefix)
+	if err := p.Keep(prefix); err != nil {
+		return nil, err
+	}
 	pass := func(n int) (time.Duration, error) {
 		t0 := time.Now()
-		err := st.Forward(llama.Chain(tokens[:n], true), logits[:n*c.Vocab], hidden[:n*c.Dim])
+		err := p.Forward(tokens[:n], logits[:n*c.Vocab], hidden[:n*c.Dim])
 		return time.Since(t0), err
 	}
 	times := make([][]time.Duration, len(ns))

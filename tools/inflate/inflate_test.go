@@ -48,18 +48,60 @@ func load(t testing.TB, model, head string) *redrafter.Engine {
 // final-norm hidden state.
 func forward(t testing.TB, e *redrafter.Engine, tokens []int32) (logits, hidden []float32) {
 	t.Helper()
-	st, err := e.Runner().NewState(e.Context())
+	p, err := e.NewProbe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	c := e.Config
+	defer p.Close()
+	c := e.Model()
 	logits = make([]float32, len(tokens)*c.Vocab)
 	hidden = make([]float32, len(tokens)*c.Dim)
-	if err := st.Forward(llama.Chain(tokens, true), logits, hidden); err != nil {
+	if err := p.Forward(tokens, logits, hidden); err != nil {
 		t.Fatal(err)
 	}
 	return logits, hidden
+}
+
+// configOf reads the model configuration of the checkpoint at path.
+func configOf(t testing.TB, path string) llama.Config {
+	t.Helper()
+	ck, err := llama.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	return ck.Model.Config
+}
+
+// beamDrafter binds the draft head in dir next to the model at path on the
+// CPU, for calling its beam search directly.
+func beamDrafter(t testing.TB, path, dir string) *drafter.Drafter {
+	t.Helper()
+	ck, err := llama.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	be, err := graph.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := llama.Bind(ck.Model, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	h, err := drafter.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	d, err := drafter.NewDrafter(h, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
 }
 
 // relErr is max|a-b| / max|a|.
@@ -100,7 +142,7 @@ func checkSame(t *testing.T, orig, big *redrafter.Engine, prompt string) {
 		t.Errorf("logits of %d positions: relative error %g > 1e-4", len(seq), e)
 	}
 	t.Logf("%q: %d greedy tokens equal, logits of %d positions within %.2g relative", prompt, len(a.Tokens), len(seq), e)
-	d, d2 := orig.Config.Dim, big.Config.Dim
+	d, d2 := orig.Model().Dim, big.Model().Dim
 	for r := range seq {
 		x := hb[r*d2 : (r+1)*d2]
 		if e := relErr(ha[r*d:(r+1)*d], x[:d]); e > 1e-4 {
@@ -122,11 +164,12 @@ func TestInflatedModelIsExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			big := load(t, out, "")
-			if got := ShapeOf(big.Config); got != s {
+			cfg := configOf(t, out)
+			if got := ShapeOf(cfg); got != s {
 				t.Fatalf("inflated model has shape %v, want %v", got, s)
 			}
-			if big.Config.NormEps != p.To.NormEps || big.Config.HeadDim != s.Dim/s.Heads {
-				t.Fatalf("inflated config %+v", big.Config)
+			if cfg.NormEps != p.To.NormEps || cfg.HeadDim != s.Dim/s.Heads {
+				t.Fatalf("inflated config %+v", cfg)
 			}
 			for _, prompt := range []string{"", "Once upon a time, a little dog"} {
 				checkSame(t, orig, big, prompt)
@@ -296,21 +339,22 @@ func TestInflatedDrafter(t *testing.T) {
 				t.Fatal(err)
 			}
 			orig, big := load(t, stories, headDir), load(t, out, bigHeadDir)
-			if hc.ExitDim == 0 && big.Drafter().Head.Config.ExitDim != 2*shapes[0].Dim {
-				t.Errorf("inflated exit dim %d, want 2·%d", big.Drafter().Head.Config.ExitDim, shapes[0].Dim)
+			origBeams, bigBeams := beamDrafter(t, stories, headDir), beamDrafter(t, out, bigHeadDir)
+			if bh, _ := big.DraftHead(); hc.ExitDim == 0 && bh.ExitDim != 2*shapes[0].Dim {
+				t.Errorf("inflated exit dim %d, want 2·%d", bh.ExitDim, shapes[0].Dim)
 			}
 			// Beams from the hidden states of a real text.
 			seq := append(orig.Tokenizer.Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 40, redrafter.DraftOptions{Off: true}).Tokens...)
 			_, ha := forward(t, orig, seq)
 			_, hb := forward(t, big, seq)
-			d, d2 := orig.Config.Dim, big.Config.Dim
+			d, d2 := orig.Model().Dim, big.Model().Dim
 			for r := 0; r+1 < len(seq); r += 3 {
 				for _, wl := range [][2]int{{1, 5}, {4, 4}, {8, 3}} {
-					a, err := orig.Drafter().BeamSearch(ha[r*d:(r+1)*d], seq[r+1], wl[0], wl[1], false)
+					a, err := origBeams.BeamSearch(ha[r*d:(r+1)*d], seq[r+1], wl[0], wl[1], false)
 					if err != nil {
 						t.Fatal(err)
 					}
-					b, err := big.Drafter().BeamSearch(hb[r*d2:(r+1)*d2], seq[r+1], wl[0], wl[1], false)
+					b, err := bigBeams.BeamSearch(hb[r*d2:(r+1)*d2], seq[r+1], wl[0], wl[1], false)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -351,8 +395,8 @@ func TestNeoX(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "qwen.gguf")
 	writeQwen(t, src)
 	orig := load(t, src, "")
-	if !orig.Config.RopeNeoX || !orig.Config.QKVBias {
-		t.Fatalf("test model is not NeoX with biases: %+v", orig.Config)
+	if c := configOf(t, src); !c.RopeNeoX || !c.QKVBias {
+		t.Fatalf("test model is not NeoX with biases: %+v", c)
 	}
 	out := filepath.Join(t.TempDir(), "big.gguf")
 	if _, err := Model(src, out, shapes[1], Options{DType: graph.F32, Seed: 2}); err != nil {

@@ -73,7 +73,7 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 	if o.Batch <= 0 {
 		o.Batch = 64
 	}
-	meta := Meta{Format: Format, Model: o.Model, VocabSize: e.Config.Vocab, HiddenSize: e.Config.Dim,
+	meta := Meta{Format: Format, Model: o.Model, VocabSize: e.Model().Vocab, HiddenSize: e.Model().Dim,
 		Prompts: o.PromptsFile, Template: o.Template, MaxTokens: o.MaxTokens, Temperature: o.Temperature,
 		SamplesPerPrompt: o.SamplesPerPrompt, Seed: o.Seed}
 	encode := func(i int) (string, []int32, redrafter.GenerateOptions, error) {

@@ -36,6 +36,7 @@
 // w·Σ_i mean_t KL(p_LLM(·|x_{≤t+i}) ‖ softmax(z_i)), the LLM's soft
 // distribution at the same position, which its logits give for free.
 // Gradients are written by hand (f32, on the host, matrix products through
-// backend/cpu/kernels); the optimiser is AdamW with linear warm-up, cosine
+// package hostmath, which runs the CPU backend's kernels when the program
+// links that backend, as every program that loads an Engine does); the optimiser is AdamW with linear warm-up, cosine
 // decay and global-norm clipping.
 package train

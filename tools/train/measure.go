@@ -47,7 +47,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // Measure decodes every prompt greedily with beams of w×l.
 func (m *Measurer) Measure(ctx context.Context, w, l int) (Measurement, error) {
-	if m.e.Drafter() == nil {
+	if _, ok := m.e.DraftHead(); !ok {
 		return Measurement{}, errors.New("train: the engine has no draft head to measure")
 	}
 	if m.ref == nil {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/hostmath"
 )
 
 // batch is R training rows, each a position t of a sequence, unrolled over
@@ -109,7 +109,7 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 			m.matmul(a, H, w.cat, R, w.wu) // a = [e | s]·[W | U]ᵀ
 			for r := range R {
 				row := a[r*H : (r+1)*H]
-				kernels.Axpy(row, 1, p.RnnB.Data)
+				hostmath.Axpy(row, 1, p.RnnB.Data)
 				for j, v := range row {
 					w.s[(i*R+r)*H+j] = silu(v)
 				}
@@ -189,7 +189,7 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 		w.tw = transpose(w.tw, p.BlkW[k].Data, E, E)
 		tmp := w.tmp[:N*E]
 		m.matmul(tmp, E, dpre, N, w.tw)
-		kernels.Axpy(w.dx, 1, tmp)
+		hostmath.Axpy(w.dx, 1, tmp)
 	}
 	dx0 := w.dx
 	if p.InW != nil {
@@ -334,17 +334,17 @@ func (m *net) loss(b *batch, klWeight float32, grad bool) result {
 	return res
 }
 
-// matmul is kernels.MatMulF32 (y = x·wᵀ, x [m, k], w [n, k]) with the rows
+// matmul is hostmath.MatMul (y = x·wᵀ, x [m, k], w [n, k]) with the rows
 // of x split across the threads.
 func (m *net) matmul(y []float32, ldy int, x []float32, rows int, wt []float32) {
 	k := len(x) / max(rows, 1)
 	n := len(wt) / max(k, 1)
 	if m.threads <= 1 || rows < 2*m.threads || rows*n*k < 1<<18 {
-		kernels.MatMulF32(y, ldy, x, rows, wt)
+		hostmath.MatMul(y, ldy, x, rows, wt)
 		return
 	}
 	m.parallel(rows, func(lo, hi int) {
-		kernels.MatMulF32(y[lo*ldy:], ldy, x[lo*k:hi*k], hi-lo, wt)
+		hostmath.MatMul(y[lo*ldy:], ldy, x[lo*k:hi*k], hi-lo, wt)
 	})
 }
 
@@ -373,7 +373,7 @@ func dsilu(x float32) float32 {
 
 func addBias(y, b []float32) {
 	for r := 0; r < len(y); r += len(b) {
-		kernels.Axpy(y[r:r+len(b)], 1, b)
+		hostmath.Axpy(y[r:r+len(b)], 1, b)
 	}
 }
 
@@ -381,7 +381,7 @@ func addBias(y, b []float32) {
 func colSum(dst, x []float32) {
 	clear(dst)
 	for r := 0; r < len(x); r += len(dst) {
-		kernels.Axpy(dst, 1, x[r:r+len(dst)])
+		hostmath.Axpy(dst, 1, x[r:r+len(dst)])
 	}
 }
 

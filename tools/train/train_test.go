@@ -188,9 +188,9 @@ func TestTrainEndToEnd(t *testing.T) {
 		t.Errorf("the trained head never drafts an accepted token: %s", r)
 	}
 
-	// A second run into the same directory needs --resume.
-	if _, err := Train(context.Background(), e, Options{Data: data, EvalData: held, Out: out, Steps: 60, Batch: 64}); err == nil ||
-		!strings.Contains(err.Error(), "resume") {
+	// A second run into the same directory needs Resume.
+	if _, err := Train(context.Background(), e, Options{Data: data, EvalData: held, Out: out, Steps: 60, Batch: 64}); !errors.Is(err, ErrStateExists) ||
+		strings.Contains(err.Error(), "--") {
 		t.Errorf("training over a checkpoint without Resume: err = %v", err)
 	}
 }

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/hostmath"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
 )
 
 // Options configure Train. The zero value of a field picks its default.
@@ -166,6 +165,11 @@ type Trainer struct {
 	rep    Report
 }
 
+// ErrStateExists is Train's error when the output directory already holds a
+// training state and Options.Resume is false: continue it with Resume, or
+// train into another directory.
+var ErrStateExists = errors.New("the directory already holds a training state (resume it, or choose another output directory)")
+
 // Train trains a draft head for e's model on o.Data and leaves it in o.Out
 // in the reference layout (config.json, model.safetensors), loadable by
 // drafter.Load, next to the optimiser state (training_state.safetensors).
@@ -174,7 +178,7 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	c := e.Config
+	c := e.Model()
 	if o.Data.Meta.VocabSize != c.Vocab || o.Data.Meta.HiddenSize != c.Dim {
 		return nil, fmt.Errorf("train: %s was distilled from a model with vocabulary %d and hidden size %d, not %d and %d",
 			o.Data.Dir, o.Data.Meta.VocabSize, o.Data.Meta.HiddenSize, c.Vocab, c.Dim)
@@ -188,9 +192,11 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 	if cfg.ExitDim == 0 {
 		cfg.ExitDim = 2 * c.Dim
 	}
-	m := e.Runner().Model
-	emb := f32s(llama.ToF32(m.Embed).Data)
-	t.output = f32s(llama.ToF32(m.Output).Data)
+	emb, output, err := e.Embeddings()
+	if err != nil {
+		return nil, err
+	}
+	t.output = output
 
 	// Split and index the data.
 	trainRecs, evalRecs := o.Data.Records, []Record(nil)
@@ -220,7 +226,7 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 	case err != nil:
 		return nil, err
 	case st != nil && !o.Resume:
-		return nil, fmt.Errorf("train: %s holds a training state at step %d: pass --resume to continue it, or choose another output directory", o.Out, st.Step)
+		return nil, fmt.Errorf("train: %s holds a training state at step %d: %w", o.Out, st.Step, ErrStateExists)
 	case st != nil:
 		if d := st.Options.diff(t.fingerprint(cfg)); len(d) > 0 {
 			return nil, fmt.Errorf("train: cannot resume %s: it was trained with %s", o.Out, d)
@@ -279,12 +285,13 @@ func (t *Trainer) fingerprint(c drafter.Config) stateOptions {
 // few compiled plans serve all lengths; causal attention keeps the padding
 // from reaching the real positions.
 func (t *Trainer) contexts(ctx context.Context, trainRecs, evalRecs []Record) error {
-	c := t.e.Config
-	st, err := t.e.Runner().NewState(t.e.Context())
+	c := t.e.Model()
+	p, err := t.e.NewProbe()
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer p.Close()
+	ctxLen := t.e.Context()
 	total := len(trainRecs) + len(evalRecs)
 	var logits []float32
 	agree, labels := 0, 0
@@ -295,15 +302,15 @@ func (t *Trainer) contexts(ctx context.Context, trainRecs, evalRecs []Record) er
 				return err
 			}
 			n := len(r.Tokens)
-			if n > st.Cap() {
-				return fmt.Errorf("train: a sequence of prompt %d has %d tokens, more than the model's context of %d", r.Prompt, n, st.Cap())
+			if n > ctxLen {
+				return fmt.Errorf("train: a sequence of prompt %d has %d tokens, more than the model's context of %d", r.Prompt, n, ctxLen)
 			}
-			padded := min(st.Cap(), (n+63)/64*64)
+			padded := min(ctxLen, (n+63)/64*64)
 			toks := make([]int32, padded)
 			copy(toks, r.Tokens)
 			hidden := make([]float32, padded*c.Dim)
 			logits = grow(logits, padded*c.Vocab)
-			if err := st.Forward(llama.Chain(toks, true), logits, hidden); err != nil {
+			if err := p.Forward(toks, logits, hidden); err != nil {
 				return err
 			}
 			for j := max(r.PromptLen, 1); j < n; j++ {
@@ -413,7 +420,7 @@ func softmax(x []float32) {
 		x[i] = float32(e)
 		sum += e
 	}
-	kernels.Scale(x, float32(1/sum))
+	hostmath.Scale(x, float32(1/sum))
 }
 
 // batchRows returns the rows of training step s: consecutive slices of a
