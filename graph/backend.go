@@ -102,7 +102,7 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	for i, a := range g.nodes {
 		root[i] = i
 		switch a.op.(type) {
-		case Reshape, KVWrite, KVCompact:
+		case ReshapeOp, KVWriteOp, KVCompactOp:
 			root[i] = root[a.src[0].id]
 		}
 	}
@@ -188,7 +188,7 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 		}
 		p.known[i] = true
 		if a.kind == kindOp {
-			if _, view := a.op.(Reshape); !view {
+			if _, view := a.op.(ReshapeOp); !view {
 				in := make([]Operand, len(a.src))
 				dts := make([]DType, len(a.src))
 				for j, s := range a.src {

@@ -10,6 +10,12 @@
 // operand buffers. A CPU backend calls a kernel per step; a GPU backend encodes
 // the whole list into command buffers and waits once.
 //
+// Each op has one name: the function that builds it (RoPE, Attention,
+// KVWrite, MatMul, ...) and, with an Op suffix, the type backends switch on
+// (RoPEOp, AttentionOp, ...), whose String is the bare name. Quantized
+// declares an affine-quantized weight; MatMul and Embed of one build
+// QMatMulOp and QEmbedOp.
+//
 // Shapes are row-major, outermost dimension first, as in PyTorch. A shape bug
 // in a graph builder is a programmer error and panics with both shapes; errors
 // from the environment (allocation, a backend that lacks an op) are returned.

@@ -13,7 +13,7 @@ const (
 	F16                   // IEEE binary16, stored as uint16 bits
 	BF16                  // bfloat16, stored as uint16 bits
 	I32                   // int32 (token ids, positions, indices)
-	U32                   // uint32 (packed quantized codes; see Dequantize)
+	U32                   // uint32 (packed quantized codes; see DequantizeOp)
 )
 
 // Size is the number of bytes of one element.

@@ -37,9 +37,9 @@ func TestPlannerReusesBuffers(t *testing.T) {
 	x := g.Input("x", graph.F32, 4, 8)
 	y := x
 	for range 10 {
-		y = graph.Silu(y)
+		y = graph.SiLU(y)
 	}
-	out := graph.AddOf(y, x)
+	out := graph.Add(y, x)
 	p, err := graph.Compile(be, out)
 	if err != nil {
 		t.Fatal(err)
@@ -71,10 +71,10 @@ func TestPlannerReusesBuffers(t *testing.T) {
 	var all []*graph.Array
 	y2 := x2
 	for range 10 {
-		y2 = graph.Silu(y2)
+		y2 = graph.SiLU(y2)
 		all = append(all, y2)
 	}
-	out2 := graph.AddOf(y2, x2)
+	out2 := graph.Add(y2, x2)
 	var want []float32
 	err = graph.Eval(be, map[*graph.Array]any{x2: in}, func(p *graph.Plan) error {
 		want = make([]float32, 32)
@@ -95,10 +95,10 @@ func TestPlannerKeepsViewedStorage(t *testing.T) {
 	be := cpu.NewReference()
 	g := graph.New()
 	x := g.Input("x", graph.F32, 2, 6)
-	a := graph.Silu(x)
-	v := graph.ReshapeTo(a, 3, 4)
-	b := graph.Silu(graph.ReshapeTo(x, 3, 4)) // allocated while v is still live
-	out := graph.AddOf(v, b)
+	a := graph.SiLU(x)
+	v := graph.Reshape(a, 3, 4)
+	b := graph.SiLU(graph.Reshape(x, 3, 4)) // allocated while v is still live
+	out := graph.Add(v, b)
 	in := []float32{-3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8}
 	err := graph.Eval(be, map[*graph.Array]any{x: in}, func(p *graph.Plan) error {
 		got := make([]float32, 12)
@@ -124,7 +124,7 @@ func TestCompileRefusesUnsupportedOps(t *testing.T) {
 	be := &counting{Backend: cpu.NewReference(), refuse: "SiLU"}
 	g := graph.New()
 	x := g.Input("x", graph.F32, 2)
-	_, err := graph.Compile(be, graph.Silu(x))
+	_, err := graph.Compile(be, graph.SiLU(x))
 	if err == nil || !strings.Contains(err.Error(), "does not support SiLU") {
 		t.Errorf("err = %v", err)
 	}
@@ -138,7 +138,7 @@ func TestShapeErrorsPanicWithBothShapes(t *testing.T) {
 		}
 	}()
 	g := graph.New()
-	graph.Linear(g.Input("x", graph.F32, 2, 3), g.Input("w", graph.F32, 4, 5))
+	graph.MatMul(g.Input("x", graph.F32, 2, 3), g.Input("w", graph.F32, 4, 5))
 }
 
 func TestOpenUnknownBackend(t *testing.T) {

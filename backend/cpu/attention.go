@@ -9,7 +9,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
 
-// attention is tree attention over a cache (see graph.Attention). Keys are
+// attention is tree attention over a cache (see graph.AttentionOp). Keys are
 // visited in cache order, so a token's output does not depend on how many
 // other tokens share its forward pass.
 func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32) error {

@@ -38,7 +38,7 @@ func benchAttention(b *testing.B, be *Backend, r *rand.Rand, cache graph.DType, 
 	for i := range ends {
 		ends[i] = int32(n - 1)
 	}
-	out := graph.Attend(q, k, v, kl, end, 0.125)
+	out := graph.Attention(q, k, v, kl, end, 0.125)
 	p, err := graph.Compile(be, out)
 	if err != nil {
 		b.Fatal(err)

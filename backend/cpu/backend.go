@@ -178,47 +178,47 @@ func u16(o graph.Operand) []uint16 {
 func (b *Backend) step(s *graph.Step) error {
 	in := s.In
 	switch op := s.Op.(type) {
-	case graph.Embed:
+	case graph.EmbedOp:
 		return b.embed(s.Out, in[0], in[1])
-	case graph.MatMul:
+	case graph.MatMulOp:
 		return b.matmul(s.Out, in[0], in[1])
-	case graph.RMSNorm:
+	case graph.RMSNormOp:
 		b.rmsnorm(f32(s.Out), f32(in[0]), f32(in[1]), in[1].Shape[0], op.Eps)
-	case graph.RoPE:
+	case graph.RoPEOp:
 		return rope(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape, op)
-	case graph.Attention:
+	case graph.AttentionOp:
 		return b.attention(s.Out, in, op.Scale)
-	case graph.KVWrite:
+	case graph.KVWriteOp:
 		return kvWrite(in[0], in[1], in[2])
-	case graph.KVCompact:
+	case graph.KVCompactOp:
 		return kvCompact(in[0], in[1], in[2])
-	case graph.SiLU:
+	case graph.SiLUOp:
 		b.silu(f32(s.Out), f32(in[0]))
-	case graph.SwiGLU:
+	case graph.SwiGLUOp:
 		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
-	case graph.Add:
+	case graph.AddOp:
 		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a + b })
-	case graph.Mul:
+	case graph.MulOp:
 		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a * b })
-	case graph.Concat:
+	case graph.ConcatOp:
 		concat(f32(s.Out), f32(in[0]), f32(in[1]), in[0].Shape[0])
-	case graph.LogSoftmax:
+	case graph.LogSoftmaxOp:
 		logSoftmax(f32(s.Out), f32(in[0]), last(in[0].Shape))
-	case graph.Argmax:
+	case graph.ArgmaxOp:
 		argmax(i32(s.Out), f32(in[0]), in[0].Shape[1])
-	case graph.TopK:
+	case graph.TopKOp:
 		topK(i32(s.Out), f32(in[0]), in[0].Shape[1], op.K)
-	case graph.GatherRows:
+	case graph.GatherRowsOp:
 		return gatherRows(s.Out, in[0], in[1])
-	case graph.TakeAlong:
+	case graph.TakeAlongOp:
 		return takeAlong(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape[1], in[1].Shape[1])
-	case graph.RNNStep:
+	case graph.RNNStepOp:
 		return b.rnnStep(s.Out, in)
-	case graph.QMatMul:
+	case graph.QMatMulOp:
 		return b.qmatmul(s.Out, in, op)
-	case graph.QEmbed:
+	case graph.QEmbedOp:
 		return b.qembed(s.Out, in, op)
-	case graph.Dequantize:
+	case graph.DequantizeOp:
 		return b.dequantize(s.Out, in, op)
 	default:
 		return fmt.Errorf("unsupported op %v", s.Op)

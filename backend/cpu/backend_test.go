@@ -80,7 +80,7 @@ func TestMatMulFastVsReference(t *testing.T) {
 					xa := g.Input("x", graph.F32, m, k)
 					wbuf, _ := be.WrapHost(wb)
 					wa := g.Const("w", wbuf, 0, dt, n, k)
-					return map[*graph.Array]any{xa: x}, graph.Linear(xa, wa)
+					return map[*graph.Array]any{xa: x}, graph.MatMul(xa, wa)
 				}
 			}
 			got, want := evalOn(t, fast, build(fast)), evalOn(t, ref, build(ref))
@@ -181,7 +181,7 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 				kl := g.Input("kvLen", graph.I32, 1)
 				ea := g.Input("end", graph.I32, tc.n)
 				return map[*graph.Array]any{qa: q, kl: []int32{int32(tc.past)}, ea: end},
-					graph.Attend(qa, ka, va, kl, ea, scale)
+					graph.Attention(qa, ka, va, kl, ea, scale)
 			})
 			if e := maxRelErr(got, want); e > 1e-5 {
 				t.Errorf("%s attention %+v (seed %d): max rel err %g", be.Name(), tc, seed, e)
@@ -199,17 +199,17 @@ func TestSmallOps(t *testing.T) {
 		build func(g *graph.Graph, xa *graph.Array) *graph.Array
 		want  []float32
 	}{
-		{"Argmax", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.ArgmaxOf(xa) }, []float32{2, 0}},
-		{"TopK", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.TopKOf(xa, 2) }, []float32{2, 1, 0, 2}},
-		{"SiLU", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.Silu(xa) },
+		{"Argmax", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.Argmax(xa) }, []float32{2, 0}},
+		{"TopK", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.TopK(xa, 2) }, []float32{2, 1, 0, 2}},
+		{"SiLU", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.SiLU(xa) },
 			[]float32{0.7310586, 1.7615942, 2.8577223, 3.928055, -0.26894143, 0.31122968}},
 		{"Add bias", func(g *graph.Graph, xa *graph.Array) *graph.Array {
-			return graph.AddOf(xa, constF32(t, be, g, "b", []float32{10, 20, 30}, 3))
+			return graph.Add(xa, constF32(t, be, g, "b", []float32{10, 20, 30}, 3))
 		}, []float32{11, 22, 33, 14, 19, 30.5}},
-		{"LogSoftmax", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.LogSoftmaxOf(xa) },
+		{"LogSoftmax", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.LogSoftmax(xa) },
 			[]float32{-2.4076059, -1.4076059, -0.40760595, -0.036269665, -5.0362697, -3.5362697}},
 		{"RMSNorm", func(g *graph.Graph, xa *graph.Array) *graph.Array {
-			return graph.RMSNormRows(xa, constF32(t, be, g, "w", []float32{1, 1, 2}, 3), 0)
+			return graph.RMSNorm(xa, constF32(t, be, g, "w", []float32{1, 1, 2}, 3), 0)
 		}, []float32{0.46291006, 0.9258201, 2.7774603, 1.6681153, -0.4170288, 0.4170288}},
 	}
 	for _, c := range cases {
@@ -245,7 +245,7 @@ func TestRoPEPairings(t *testing.T) {
 		return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 			xa := g.Input("x", graph.F32, 2, heads, d)
 			pa := g.Input("pos", graph.I32, 2)
-			return map[*graph.Array]any{xa: in, pa: []int32{5, 123}}, graph.Rotary(xa, pa, inv, neox)
+			return map[*graph.Array]any{xa: in, pa: []int32{5, 123}}, graph.RoPE(xa, pa, inv, neox)
 		})
 	}
 	neox, adj := run(x, true), run(perm(x), false)
@@ -277,9 +277,9 @@ func TestRNNStepEqualsUnfused(t *testing.T) {
 						wa, ua := g.Const("w", wbuf, 0, dt, n, k), g.Const("u", ubuf, 0, dt, n, k)
 						in := map[*graph.Array]any{ea: e, sa: s, ba: bias}
 						if fused {
-							return in, graph.RNNStepOf(ea, sa, wa, ua, ba)
+							return in, graph.RNNStep(ea, sa, wa, ua, ba)
 						}
-						return in, graph.Silu(graph.AddOf(graph.AddOf(graph.Linear(ea, wa), graph.Linear(sa, ua)), ba))
+						return in, graph.SiLU(graph.Add(graph.Add(graph.MatMul(ea, wa), graph.MatMul(sa, ua)), ba))
 					}
 				}
 				got, want := evalOn(t, be, build(true)), evalOn(t, be, build(false))

@@ -40,7 +40,7 @@ func TestMatMulRowsIndependentOfBatch(t *testing.T) {
 				return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 					xa := g.Input("x", graph.F32, rows, k)
 					wbuf, _ := be.WrapHost(wb)
-					return map[*graph.Array]any{xa: xs}, graph.Linear(xa, g.Const("w", wbuf, 0, dt, n, k))
+					return map[*graph.Array]any{xa: xs}, graph.MatMul(xa, g.Const("w", wbuf, 0, dt, n, k))
 				})
 			}
 			all := run(m, x)
@@ -89,7 +89,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 				ka, va := g.Input("k", tc.cache, c, tc.kvh, tc.d), g.Input("v", tc.cache, c, tc.kvh, tc.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 				return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(past)}, ea: end},
-					graph.Attend(qa, ka, va, la, ea, 0.3)
+					graph.Attention(qa, ka, va, la, ea, 0.3)
 			})
 		}
 		tree := attend(q, kc, vc, tc.n, tc.past, end)
@@ -135,7 +135,7 @@ func TestF16Cache(t *testing.T) {
 			qa := g.Input("q", graph.F32, n, heads, d)
 			ka, va := g.Input("k", dt, c, kvh, d), g.Input("v", dt, c, kvh, d)
 			la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
-			return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{past}, ea: end}, graph.Attend(qa, ka, va, la, ea, 0.125)
+			return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{past}, ea: end}, graph.Attention(qa, ka, va, la, ea, 0.125)
 		})
 	}
 	fast, ref, full := run(New(2), graph.F16), run(NewReference(), graph.F16), run(NewReference(), graph.F32)
@@ -151,7 +151,7 @@ func TestF16Cache(t *testing.T) {
 		g := graph.New()
 		cache := g.Var("cache", buf, 0, graph.F16, c, kvh, d)
 		rows, kl := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
-		written := graph.WriteKV(cache, rows, kl)
+		written := graph.KVWrite(cache, rows, kl)
 		noRead := func(*graph.Plan) error { return nil }
 		if err := graph.Eval(be, map[*graph.Array]any{rows: q[:n*kvh*d], kl: []int32{past}}, noRead, written); err != nil {
 			t.Fatal(err)
@@ -159,7 +159,7 @@ func TestF16Cache(t *testing.T) {
 		g = graph.New()
 		cache = g.Var("cache", buf, 0, graph.F16, c, kvh, d)
 		kl, idx := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, 2)
-		compacted := graph.CompactKV(cache, kl, idx)
+		compacted := graph.KVCompact(cache, kl, idx)
 		got := make([]uint16, c*kvh*d)
 		err := graph.Eval(be, map[*graph.Array]any{kl: []int32{past}, idx: []int32{1, 3}},
 			func(p *graph.Plan) error { return p.Read(compacted, got) }, compacted)

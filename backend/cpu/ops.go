@@ -51,7 +51,7 @@ func (b *Backend) rmsnorm(y, x, w []float32, d int, eps float32) {
 }
 
 // rope rotates each head of each row by its position.
-func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPE) error {
+func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPEOp) error {
 	heads, d := shape[1], shape[2]
 	half := len(op.InvFreq)
 	if &y[0] != &x[0] {

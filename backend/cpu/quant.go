@@ -13,7 +13,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
 
-// Affine-quantized weights (graph.Dequantize, QMatMul, QEmbed). The
+// Affine-quantized weights (graph.DequantizeOp, QMatMulOp, QEmbedOp). The
 // reference backend dequantizes each weight row with package quant's
 // reference and takes the same index-order dot product as refMatMul, so
 // QMatMul(x, w) on it equals MatMul(x, Dequantize(w)) bit for bit; the fast
@@ -75,8 +75,8 @@ func scaleAt(w *kernels.AffineRows, i int, bias bool) float32 {
 	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 }
 
-// dequantize runs graph.Dequantize: every row, with the reference.
-func (b *Backend) dequantize(out graph.Operand, in []graph.Operand, op graph.Dequantize) error {
+// dequantize runs graph.DequantizeOp: every row, with the reference.
+func (b *Backend) dequantize(out graph.Operand, in []graph.Operand, op graph.DequantizeOp) error {
 	w, err := affineRows(in[0], in[1], in[2], op.Bits, op.GroupSize)
 	if err != nil {
 		return err
@@ -93,8 +93,9 @@ func (b *Backend) dequantize(out graph.Operand, in []graph.Operand, op graph.Deq
 	return nil
 }
 
-// qembed runs graph.QEmbed: the reference dequantization of the rows asked for.
-func (b *Backend) qembed(out graph.Operand, in []graph.Operand, op graph.QEmbed) error {
+// qembed runs graph.QEmbedOp: the reference dequantization of the rows asked
+// for.
+func (b *Backend) qembed(out graph.Operand, in []graph.Operand, op graph.QEmbedOp) error {
 	w, err := affineRows(in[0], in[1], in[2], op.Bits, op.GroupSize)
 	if err != nil {
 		return err
@@ -113,9 +114,9 @@ func (b *Backend) qembed(out graph.Operand, in []graph.Operand, op graph.QEmbed)
 	return nil
 }
 
-// qmatmul runs graph.QMatMul: out[M,N] = x[M,K]·Dequantize(w)ᵀ, splitting
+// qmatmul runs graph.QMatMulOp: out[M,N] = x[M,K]·Dequantize(w)ᵀ, splitting
 // the rows of w across workers.
-func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMul) error {
+func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMulOp) error {
 	w, err := affineRows(in[1], in[2], in[3], op.Bits, op.GroupSize)
 	if err != nil {
 		return err

@@ -98,11 +98,11 @@ func TestQuantReference(t *testing.T) {
 					x := randF32(r, m*k)
 					got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 						xa := g.Input("x", graph.F32, m, k)
-						return map[*graph.Array]any{xa: x}, graph.Linear(xa, q.array(t, be, g))
+						return map[*graph.Array]any{xa: x}, graph.MatMul(xa, q.array(t, be, g))
 					})
 					want := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 						xa := g.Input("x", graph.F32, m, k)
-						return map[*graph.Array]any{xa: x}, graph.Linear(xa, constF32(t, be, g, "w", q.dense, n, k))
+						return map[*graph.Array]any{xa: x}, graph.MatMul(xa, constF32(t, be, g, "w", q.dense, n, k))
 					})
 					for i := range want {
 						if got[i] != want[i] {
@@ -120,7 +120,7 @@ func TestQuantReference(t *testing.T) {
 					ids := []int32{int32(n - 1), 0, int32(n / 2), 0}
 					emb := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 						ia := g.Input("ids", graph.I32, len(ids))
-						return map[*graph.Array]any{ia: ids}, graph.EmbedRows(q.array(t, be, g), ia)
+						return map[*graph.Array]any{ia: ids}, graph.Embed(q.array(t, be, g), ia)
 					})
 					for i, id := range ids {
 						for c := range k {
@@ -153,7 +153,7 @@ func TestQuantFast(t *testing.T) {
 					build := func(be graph.Backend) func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 						return func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 							xa := g.Input("x", graph.F32, m, k)
-							return map[*graph.Array]any{xa: x}, graph.Linear(xa, q.array(t, be, g))
+							return map[*graph.Array]any{xa: x}, graph.MatMul(xa, q.array(t, be, g))
 						}
 					}
 					want, got := evalOn(t, ref, build(ref)), evalOn(t, fast, build(fast))
@@ -203,7 +203,7 @@ func TestQMatMulRowsIndependentOfBatch(t *testing.T) {
 				run := func(rows int, xs []float32) []float32 {
 					return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 						xa := g.Input("x", graph.F32, rows, k)
-						return map[*graph.Array]any{xa: xs}, graph.Linear(xa, q.array(t, be, g))
+						return map[*graph.Array]any{xa: xs}, graph.MatMul(xa, q.array(t, be, g))
 					})
 				}
 				all := run(m, x)
@@ -230,7 +230,7 @@ func TestQMatMulTiles(t *testing.T) {
 	g := graph.New()
 	xa := g.Input("x", graph.F32, 3, 256)
 	wa := q.array(t, be, g)
-	y := graph.Linear(xa, wa)
+	y := graph.MatMul(xa, wa)
 	p, err := graph.Compile(be, y)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestQMatMulTiles(t *testing.T) {
 	}
 	var codes *buffer
 	for _, s := range p.Steps {
-		if _, ok := s.Op.(graph.QMatMul); ok {
+		if _, ok := s.Op.(graph.QMatMulOp); ok {
 			codes = s.In[1].Buf.(*buffer)
 		}
 	}
@@ -306,7 +306,7 @@ func TestQMatMulTilesInPlace(t *testing.T) {
 				xa, ia := g.Input("x", graph.F32, 3, 256), g.Input("ids", graph.I32, len(ids))
 				wa := graph.Quantized(g.Const("w", bufs[0], 0, graph.U32, n, 256*4/32),
 					g.Const("s", bufs[1], 0, q.sdt, n, 4), g.Const("b", bufs[2], 0, q.sdt, n, 4), 4, 64)
-				outs := []*graph.Array{graph.Linear(xa, wa), graph.EmbedRows(wa, ia), graph.Silu(wa)}
+				outs := []*graph.Array{graph.MatMul(xa, wa), graph.Embed(wa, ia), graph.SiLU(wa)}
 				res := make([][]float32, 3)
 				err := graph.Eval(be, map[*graph.Array]any{xa: x, ia: ids}, func(p *graph.Plan) error {
 					for i, o := range outs {

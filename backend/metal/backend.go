@@ -172,31 +172,31 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return 0
 	}
 	switch op := op.(type) {
-	case graph.Embed:
+	case graph.EmbedOp:
 		return hasKernel("embed", "rows", dt(0))
-	case graph.QMatMul:
+	case graph.QMatMulOp:
 		return dt(0) == graph.F32 && dt(1) == graph.U32 && dt(2) == dt(3) &&
 			hasKernel("quant", quantVariant("qmv", op.Bits), dt(2)) && hasKernel("quant", quantVariant("qmm", op.Bits), dt(2))
-	case graph.QEmbed:
+	case graph.QEmbedOp:
 		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("embed", op.Bits), dt(1))
-	case graph.Dequantize:
+	case graph.DequantizeOp:
 		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("dequant", op.Bits), dt(1))
-	case graph.MatMul:
+	case graph.MatMulOp:
 		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
-	case graph.KVWrite:
+	case graph.KVWriteOp:
 		return dt(1) == graph.F32 && hasKernel("kv", "write", dt(0))
-	case graph.KVCompact:
+	case graph.KVCompactOp:
 		return hasKernel("kv", "compact", dt(0))
-	case graph.GatherRows:
+	case graph.GatherRowsOp:
 		return hasKernel("gather", "rows", dt(0))
-	case graph.RNNStep:
+	case graph.RNNStepOp:
 		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
-	case graph.Reshape:
+	case graph.ReshapeOp:
 		return true
-	case graph.Attention:
+	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
-	case graph.RMSNorm, graph.RoPE, graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul,
-		graph.Concat, graph.LogSoftmax, graph.Argmax, graph.TopK, graph.TakeAlong:
+	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp,
+		graph.ConcatOp, graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp, graph.TakeAlongOp:
 		return dt(0) == graph.F32
 	}
 	return false

@@ -16,7 +16,7 @@ import (
 func chain(g *graph.Graph, x *graph.Array, n int) *graph.Array {
 	y := x
 	for range n {
-		y = graph.AddOf(graph.Silu(y), x)
+		y = graph.Add(graph.SiLU(y), x)
 	}
 	return y
 }
@@ -28,10 +28,10 @@ func TestBarriersOnlyWhereBuffersConflict(t *testing.T) {
 	// Four independent SiLUs of x, then a chain that joins them.
 	var outs []*graph.Array
 	for range 4 {
-		outs = append(outs, graph.Silu(x))
+		outs = append(outs, graph.SiLU(x))
 	}
-	a1, a2 := graph.AddOf(outs[0], outs[1]), graph.AddOf(outs[2], outs[3])
-	sum := graph.AddOf(a1, a2)
+	a1, a2 := graph.Add(outs[0], outs[1]), graph.Add(outs[2], outs[3])
+	sum := graph.Add(a1, a2)
 	// Every array is an output, so the planner reuses no buffer (reuse would
 	// add write-after-read barriers of its own).
 	p, err := graph.Compile(be, append(outs, a1, a2, sum)...)
@@ -158,7 +158,7 @@ func TestUseAfterFree(t *testing.T) {
 	be := NewFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
 	x := g.Input("x", graph.F32, 8)
-	y := graph.Silu(x)
+	y := graph.SiLU(x)
 	p, err := graph.Compile(be, y)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestUnsupportedShapesAreErrors(t *testing.T) {
 	k := g.Input("k", graph.F32, 4, 1, 300)
 	kl := g.Input("kvLen", graph.I32, 1)
 	end := g.Input("end", graph.I32, 1)
-	err := graph.Eval(be, nil, func(*graph.Plan) error { return nil }, graph.Attend(q, k, k, kl, end, 1))
+	err := graph.Eval(be, nil, func(*graph.Plan) error { return nil }, graph.Attention(q, k, k, kl, end, 1))
 	if err == nil || !strings.Contains(err.Error(), "head dim 300") {
 		t.Errorf("head dim 300: %v", err)
 	}
@@ -274,13 +274,13 @@ func TestSupportsEveryOp(t *testing.T) {
 	for _, op := range graph.AllOps() {
 		in := f32
 		switch op.(type) { // quantized weights: u32 codes, f16 scales and biases
-		case graph.QMatMul:
+		case graph.QMatMulOp:
 			in = []graph.DType{graph.F32, graph.U32, graph.F16, graph.F16}
-		case graph.QEmbed:
+		case graph.QEmbedOp:
 			in = []graph.DType{graph.U32, graph.F16, graph.F16, graph.I32}
-		case graph.Dequantize:
+		case graph.DequantizeOp:
 			in = []graph.DType{graph.U32, graph.F16, graph.F16}
-		case graph.RNNStep:
+		case graph.RNNStepOp:
 			in = []graph.DType{graph.F32, graph.F32, graph.F16, graph.F16, graph.F32}
 		}
 		if !be.Supports(op, in) {
@@ -288,16 +288,16 @@ func TestSupportsEveryOp(t *testing.T) {
 		}
 	}
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
-		if !be.Supports(graph.MatMul{}, []graph.DType{graph.F32, dt}) || !be.Supports(graph.Embed{}, []graph.DType{dt, graph.I32}) {
+		if !be.Supports(graph.MatMulOp{}, []graph.DType{graph.F32, dt}) || !be.Supports(graph.EmbedOp{}, []graph.DType{dt, graph.I32}) {
 			t.Errorf("MatMul/Embed with %v weights not supported", dt)
 		}
 	}
-	if !be.Supports(graph.KVWrite{}, []graph.DType{graph.F16, graph.F32, graph.I32}) ||
-		!be.Supports(graph.Attention{}, []graph.DType{graph.F32, graph.F16, graph.F16, graph.I32, graph.I32}) {
+	if !be.Supports(graph.KVWriteOp{}, []graph.DType{graph.F16, graph.F32, graph.I32}) ||
+		!be.Supports(graph.AttentionOp{}, []graph.DType{graph.F32, graph.F16, graph.F16, graph.I32, graph.I32}) {
 		t.Error("an f16 KV cache is not supported")
 	}
-	if be.Supports(graph.KVWrite{}, []graph.DType{graph.BF16, graph.F32, graph.I32}) ||
-		be.Supports(graph.Attention{}, []graph.DType{graph.F32, graph.F16, graph.F32, graph.I32, graph.I32}) {
+	if be.Supports(graph.KVWriteOp{}, []graph.DType{graph.BF16, graph.F32, graph.I32}) ||
+		be.Supports(graph.AttentionOp{}, []graph.DType{graph.F32, graph.F16, graph.F32, graph.I32, graph.I32}) {
 		t.Error("a bf16 cache, or K and V of different types, claimed without a kernel")
 	}
 }

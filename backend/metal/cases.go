@@ -112,7 +112,7 @@ func opCases(r *rand.Rand) []opCase {
 			x, w := randF32(r, m*k, 1), weights(r, dt, n*k)
 			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
-				return []*graph.Array{graph.Linear(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
 			})
 		}
 		for _, s := range [][3]int{{50, 1, 1}, {50, 33, 7}, {300, 257, 3}} {
@@ -120,7 +120,7 @@ func opCases(r *rand.Rand) []opCase {
 			table, ids := weights(r, dt, v*d), randInts(r, n, 0, v)
 			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, d), g.Input("ids", graph.I32, n)
-				return []*graph.Array{graph.EmbedRows(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
 			})
 		}
 	}
@@ -133,7 +133,7 @@ func opCases(r *rand.Rand) []opCase {
 			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
 				wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
-				return []*graph.Array{graph.RNNStepOf(ea, sa, wa, ua, ba)}, map[*graph.Array]any{ea: e, sa: st, ba: bias, wa: w, ua: u}
+				return []*graph.Array{graph.RNNStep(ea, sa, wa, ua, ba)}, map[*graph.Array]any{ea: e, sa: st, ba: bias, wa: w, ua: u}
 			})
 		}
 	}
@@ -142,7 +142,7 @@ func opCases(r *rand.Rand) []opCase {
 		x, w := randF32(r, m*d, 3), randF32(r, d, 1)
 		add(fmt.Sprintf("RMSNorm/M%d_D%d", m, d), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, wa := g.Input("x", graph.F32, m, d), g.Input("w", graph.F32, d)
-			return []*graph.Array{graph.RMSNormRows(xa, wa, 1e-5)}, map[*graph.Array]any{xa: x, wa: w}
+			return []*graph.Array{graph.RMSNorm(xa, wa, 1e-5)}, map[*graph.Array]any{xa: x, wa: w}
 		})
 	}
 	for _, neox := range []bool{true, false} {
@@ -155,7 +155,7 @@ func opCases(r *rand.Rand) []opCase {
 			}
 			add(fmt.Sprintf("RoPE/neox=%v/M%d_H%d_D%d_P%d", neox, m, h, d, p), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, pa := g.Input("x", graph.F32, m, h, d), g.Input("pos", graph.I32, m)
-				return []*graph.Array{graph.Rotary(xa, pa, inv, neox)}, map[*graph.Array]any{xa: x, pa: pos}
+				return []*graph.Array{graph.RoPE(xa, pa, inv, neox)}, map[*graph.Array]any{xa: x, pa: pos}
 			})
 		}
 	}
@@ -191,7 +191,7 @@ func opCases(r *rand.Rand) []opCase {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", s.cache, c, s.kvh, s.d), g.Input("v", s.cache, c, s.kvh, s.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, s.n)
-				return []*graph.Array{graph.Attend(qa, ka, va, la, ea, scale)},
+				return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
 			})
 	}
@@ -203,7 +203,7 @@ func opCases(r *rand.Rand) []opCase {
 			add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
 				ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
-				return []*graph.Array{graph.WriteKV(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
+				return []*graph.Array{graph.KVWrite(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
 			})
 		}
 	}
@@ -223,7 +223,7 @@ func opCases(r *rand.Rand) []opCase {
 			add(fmt.Sprintf("KVCompact/%v/keep%d_KVH%d_D%d_at%d_idx%v", dt, keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
 				la, ia := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, keep)
-				return []*graph.Array{graph.CompactKV(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
+				return []*graph.Array{graph.KVCompact(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
 			})
 		}
 	}
@@ -231,11 +231,11 @@ func opCases(r *rand.Rand) []opCase {
 		x, y := randF32(r, n, 8), randF32(r, n, 8)
 		add(fmt.Sprintf("SiLU/n%d", n), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, n)
-			return []*graph.Array{graph.Silu(xa)}, map[*graph.Array]any{xa: x}
+			return []*graph.Array{graph.SiLU(xa)}, map[*graph.Array]any{xa: x}
 		})
 		add(fmt.Sprintf("SwiGLU/n%d", n), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
-			return []*graph.Array{graph.SwiGLUOf(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
+			return []*graph.Array{graph.SwiGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
 		})
 	}
 	for _, s := range []struct{ a, b []int }{{[]int{1}, []int{1}}, {[]int{5, 7, 3}, []int{3}}, {[]int{5, 7, 3}, []int{7, 3}}, {[]int{33, 9}, []int{33, 9}}} {
@@ -248,9 +248,9 @@ func opCases(r *rand.Rand) []opCase {
 			}
 			add(fmt.Sprintf("%s/%v_%v", op, graph.Shape(s.a), graph.Shape(s.b)), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				aa, ba := g.Input("a", graph.F32, s.a...), g.Input("b", graph.F32, s.b...)
-				out := graph.AddOf(aa, ba)
+				out := graph.Add(aa, ba)
 				if mul {
-					out = graph.MulOf(aa, ba)
+					out = graph.Mul(aa, ba)
 				}
 				return []*graph.Array{out}, map[*graph.Array]any{aa: a, ba: b}
 			})
@@ -261,7 +261,7 @@ func opCases(r *rand.Rand) []opCase {
 		a, b := randF32(r, m*da, 1), randF32(r, m*db, 1)
 		add(fmt.Sprintf("Concat/M%d_%d+%d", m, da, db), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			aa, ba := g.Input("a", graph.F32, m, da), g.Input("b", graph.F32, m, db)
-			return []*graph.Array{graph.ConcatOf(aa, ba)}, map[*graph.Array]any{aa: a, ba: b}
+			return []*graph.Array{graph.Concat(aa, ba)}, map[*graph.Array]any{aa: a, ba: b}
 		})
 	}
 	for _, s := range [][3]int{{1, 1, 1}, {2, 33, 3}, {3, 1000, 8}, {1, 5000, 1}, {2, 40, 40}} {
@@ -273,22 +273,22 @@ func opCases(r *rand.Rand) []opCase {
 		}
 		add(fmt.Sprintf("LogSoftmax/M%d_V%d", m, v), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, m, v)
-			return []*graph.Array{graph.LogSoftmaxOf(xa)}, map[*graph.Array]any{xa: x}
+			return []*graph.Array{graph.LogSoftmax(xa)}, map[*graph.Array]any{xa: x}
 		})
 		for name, data := range map[string][]float32{"random": x, "ties": ties} {
 			add(fmt.Sprintf("Argmax/%s/M%d_V%d", name, m, v), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, m, v)
-				return []*graph.Array{graph.ArgmaxOf(xa)}, map[*graph.Array]any{xa: data}
+				return []*graph.Array{graph.Argmax(xa)}, map[*graph.Array]any{xa: data}
 			})
 			add(fmt.Sprintf("TopK/%s/M%d_V%d_K%d", name, m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, m, v)
-				return []*graph.Array{graph.TopKOf(xa, k)}, map[*graph.Array]any{xa: data}
+				return []*graph.Array{graph.TopK(xa, k)}, map[*graph.Array]any{xa: data}
 			})
 		}
 		idx := randInts(r, m*k, 0, v)
 		add(fmt.Sprintf("TakeAlong/M%d_V%d_K%d", m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, ia := g.Input("x", graph.F32, m, v), g.Input("idx", graph.I32, m, k)
-			return []*graph.Array{graph.TakeAlongRows(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
+			return []*graph.Array{graph.TakeAlong(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
 		})
 	}
 	for _, dt := range []graph.DType{graph.F32, graph.I32} {
@@ -301,7 +301,7 @@ func opCases(r *rand.Rand) []opCase {
 			idx := randInts(r, n, 0, m)
 			add(fmt.Sprintf("GatherRows/%v/M%d_row%d_n%d", dt, m, row, n), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, ia := g.Input("x", dt, m, 3, row), g.Input("idx", graph.I32, n)
-				return []*graph.Array{graph.Rows(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
+				return []*graph.Array{graph.GatherRows(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
 			})
 		}
 	}

@@ -8,15 +8,15 @@ func (e *encoder) elementwise() error {
 	n := out.Shape.Numel()
 	grid, group := groups1D(n, 256), threads1D(256)
 	switch e.step.Op.(type) {
-	case graph.SiLU:
+	case graph.SiLUOp:
 		return e.launch(kernelName("elementwise", "silu", in[0].DType), ElementwiseArgs{N: i32(n)}, grid, group, nil,
 			rd(in[0]), wr(out))
-	case graph.SwiGLU:
+	case graph.SwiGLUOp:
 		return e.launch(kernelName("elementwise", "swiglu", in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(n)}, grid, group, nil,
 			rd(in[0]), rd(in[1]), wr(out))
 	}
 	variant := "add"
-	if _, ok := e.step.Op.(graph.Mul); ok {
+	if _, ok := e.step.Op.(graph.MulOp); ok {
 		variant = "mul"
 	}
 	return e.launch(kernelName("elementwise", variant, in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(in[1].Shape.Numel())},

@@ -14,37 +14,37 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 	e := &encoder{b: b, step: s}
 	var err error
 	switch op := s.Op.(type) {
-	case graph.MatMul:
+	case graph.MatMulOp:
 		err = e.matmul()
-	case graph.Embed:
+	case graph.EmbedOp:
 		err = e.embed()
-	case graph.RMSNorm:
+	case graph.RMSNormOp:
 		err = e.rmsnorm(op)
-	case graph.RoPE:
+	case graph.RoPEOp:
 		err = e.rope(op)
-	case graph.Attention:
+	case graph.AttentionOp:
 		err = e.attention(op)
-	case graph.KVWrite:
+	case graph.KVWriteOp:
 		err = e.kvWrite()
-	case graph.KVCompact:
+	case graph.KVCompactOp:
 		err = e.kvCompact()
-	case graph.SiLU, graph.SwiGLU, graph.Add, graph.Mul:
+	case graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp:
 		err = e.elementwise()
-	case graph.Concat:
+	case graph.ConcatOp:
 		err = e.concat()
-	case graph.LogSoftmax, graph.Argmax, graph.TopK:
+	case graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp:
 		err = e.reduce()
-	case graph.GatherRows:
+	case graph.GatherRowsOp:
 		err = e.gatherRows()
-	case graph.TakeAlong:
+	case graph.TakeAlongOp:
 		err = e.takeAlong()
-	case graph.RNNStep:
+	case graph.RNNStepOp:
 		err = e.rnnStep()
-	case graph.QMatMul:
+	case graph.QMatMulOp:
 		err = e.qmatmul(op)
-	case graph.QEmbed:
+	case graph.QEmbedOp:
 		err = e.qembed(op)
-	case graph.Dequantize:
+	case graph.DequantizeOp:
 		err = e.dequantize(op)
 	default:
 		err = fmt.Errorf("no kernel for %v", s.Op)

@@ -29,7 +29,7 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DTyp
 		qa := g.Input("q", graph.F32, n, heads, d)
 		ka, va := g.Input("k", cache, c, kvh, d), g.Input("v", cache, c, kvh, d)
 		la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
-		out := graph.Attend(qa, ka, va, la, ea, 0.2)
+		out := graph.Attention(qa, ka, va, la, ea, 0.2)
 		res := make([]float32, n*heads*d)
 		var kd, vd any = k, v
 		if cache == graph.F16 {
@@ -126,7 +126,7 @@ func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 					wa = g.Input("w", graph.F16, n, k)
 					in[wa] = w
 				}
-				out := graph.Linear(xa, wa)
+				out := graph.MatMul(xa, wa)
 				res := make([]float32, rows*n)
 				if err := graph.Eval(be, in, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
 					t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
-// Affine-quantized weights (graph.QMatMul, QEmbed, Dequantize) run the
+// Affine-quantized weights (graph.QMatMulOp, QEmbedOp, DequantizeOp) run the
 // kernels of quant.metal, named quant_<variant><bits>_<scale dtype>. Up to
 // Policy.MatvecMaxRows rows of x go to qmv (each simdgroup computes
 // QMV_ROWS outputs for up to QMV_MAX_M rows of x, QMV_VALUES codes per lane
@@ -19,7 +19,7 @@ var scaleDTypes = []graph.DType{graph.F32, graph.F16, graph.BF16}
 
 func quantVariant(variant string, bits int) string { return fmt.Sprintf("%s%d", variant, bits) }
 
-func (e *encoder) qmatmul(op graph.QMatMul) error {
+func (e *encoder) qmatmul(op graph.QMatMulOp) error {
 	x, w, s, b, out := e.step.In[0], e.step.In[1], e.step.In[2], e.step.In[3], e.step.Out
 	m, k, n := x.Shape[0], x.Shape[1], w.Shape[0]
 	args := QuantArgs{M: i32(m), N: i32(n), K: i32(k), G: i32(op.GroupSize)}
@@ -35,7 +35,7 @@ func (e *encoder) qmatmul(op graph.QMatMul) error {
 		[]int{shared}, rd(x), rd(w), rd(s), rd(b), wr(out))
 }
 
-func (e *encoder) qembed(op graph.QEmbed) error {
+func (e *encoder) qembed(op graph.QEmbedOp) error {
 	w, s, b, ids, out := e.step.In[0], e.step.In[1], e.step.In[2], e.step.In[3], e.step.Out
 	n, k := ids.Shape[0], out.Shape[1]
 	args := QuantArgs{M: i32(n), N: i32(w.Shape[0]), K: i32(k), G: i32(op.GroupSize)}
@@ -43,7 +43,7 @@ func (e *encoder) qembed(op graph.QEmbed) error {
 		groups1D(n*k, 256), threads1D(256), nil, rd(w), rd(s), rd(b), rd(ids), wr(out))
 }
 
-func (e *encoder) dequantize(op graph.Dequantize) error {
+func (e *encoder) dequantize(op graph.DequantizeOp) error {
 	w, s, b, out := e.step.In[0], e.step.In[1], e.step.In[2], e.step.Out
 	n, k := out.Shape[0], out.Shape[1]
 	args := QuantArgs{N: i32(n), K: i32(k), G: i32(op.GroupSize)}

@@ -62,7 +62,7 @@ func quantCases(r *rand.Rand) []opCase {
 				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, dt, m, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa := g.Input("x", graph.F32, m, k)
 					in := map[*graph.Array]any{xa: x}
-					return []*graph.Array{graph.Linear(xa, q.inputs(g, in, n, k, bits, gs, dt))}, in
+					return []*graph.Array{graph.MatMul(xa, q.inputs(g, in, n, k, bits, gs, dt))}, in
 				})
 			}
 			v, k, gs, n := 50, 96, 32, 7
@@ -70,7 +70,7 @@ func quantCases(r *rand.Rand) []opCase {
 			add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_K%d_N%d", bits, gs, dt, v, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ia := g.Input("ids", graph.I32, n)
 				in := map[*graph.Array]any{ia: ids}
-				return []*graph.Array{graph.EmbedRows(q.inputs(g, in, v, k, bits, gs, dt), ia)}, in
+				return []*graph.Array{graph.Embed(q.inputs(g, in, v, k, bits, gs, dt), ia)}, in
 			})
 			dn, dk, dgs := 5, 256, 128
 			dq := randQuant(r, dn, dk, bits, dgs, dt)

@@ -10,9 +10,9 @@ func (e *encoder) reduce() error {
 	args := RowArgs{M: i32(m), V: i32(v), K: 1}
 	variant := "logsoftmax"
 	switch op := e.step.Op.(type) {
-	case graph.Argmax:
+	case graph.ArgmaxOp:
 		variant = "argmax"
-	case graph.TopK:
+	case graph.TopKOp:
 		variant, args.K = "topk", i32(op.K)
 	}
 	return e.launch(kernelName("reduce", variant, x.DType), args, [3]int{m, 1, 1}, threads1D(rowThreads),

@@ -7,7 +7,7 @@ import (
 )
 
 // RoPE: one thread per element; the inverse frequencies travel as bytes.
-func (e *encoder) rope(op graph.RoPE) error {
+func (e *encoder) rope(op graph.RoPEOp) error {
 	x, pos, out := e.step.In[0], e.step.In[1], e.step.Out
 	m, h, d := x.Shape[0], x.Shape[1], x.Shape[2]
 	if 2*len(op.InvFreq) > d {

@@ -76,22 +76,22 @@ func (d *Drafter) build(rows int) (*stepGraph, error) {
 		zeros:   g.Input("zeros", graph.I32, rows),
 	}
 	w := func(x *llama.Weight) *graph.Array { return d.bind.Array(g, x) }
-	e := graph.EmbedRows(d.llm.Array(g, &d.llm.Model.Embed), s.tok) // e = llm.embed_tokens(tok)   [rows, H]
+	e := graph.Embed(d.llm.Array(g, &d.llm.Model.Embed), s.tok) // e = llm.embed_tokens(tok)   [rows, H]
 	if c.RNN {
-		s.newState = graph.RNNStepOf(e, s.state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
+		s.newState = graph.RNNStep(e, s.state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
 	} else {
-		s.newState = graph.AddOf(s.state, e) // s = s + e
+		s.newState = graph.Add(s.state, e) // s = s + e
 	}
-	ctx := graph.Rows(s.context, s.zeros) // h repeated over the beams  [rows, H]
-	x := graph.ConcatOf(ctx, s.newState)  // x = cat([h, s], -1)          [rows, 2H]
+	ctx := graph.GatherRows(s.context, s.zeros) // h repeated over the beams  [rows, H]
+	x := graph.Concat(ctx, s.newState)          // x = cat([h, s], -1)          [rows, 2H]
 	if h.InputProj.Present() {
-		x = graph.AddOf(graph.Linear(x, w(&h.InputProj)), w(&h.InputProjBias)) // x = input_proj(x)  [rows, E]
+		x = graph.Add(graph.MatMul(x, w(&h.InputProj)), w(&h.InputProjBias)) // x = input_proj(x)  [rows, E]
 	}
 	for k := range h.Blocks {
 		b := &h.Blocks[k]
-		x = graph.AddOf(x, graph.Silu(graph.AddOf(graph.Linear(x, w(&b.W)), w(&b.B)))) // x = x + silu(lm_head[k](x))
+		x = graph.Add(x, graph.SiLU(graph.Add(graph.MatMul(x, w(&b.W)), w(&b.B)))) // x = x + silu(lm_head[k](x))
 	}
-	s.logits = graph.Linear(x, w(&h.Vocab)) // logits = lm_head[n](x)   [rows, V]
+	s.logits = graph.MatMul(x, w(&h.Vocab)) // logits = lm_head[n](x)   [rows, V]
 	p, err := graph.Compile(d.llm.Backend, s.newState, s.logits)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 // The packed tokens are in DFS pre-order (the beams are sorted
 // lexicographically, so Apple's beam-major packing of novel tokens is a
 // pre-order): a node's subtree is the contiguous range [k, End[k]]. This is
-// the tree description of graph.Attention: new query q sees new key k iff
+// the tree description of graph.AttentionOp: new query q sees new key k iff
 // k <= q <= End[k], and its position is pastLen + Depth[q].
 //
 // A node is a distinct prefix of the beams; node 0 is the root, the init

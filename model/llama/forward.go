@@ -46,7 +46,7 @@ func (b *Binding) Add(ws ...*Weight) error {
 
 // Array returns w as a constant of graph g; w must have been added.
 func (b *Binding) Array(g *graph.Graph, w *Weight) *graph.Array {
-	if q := w.Quant; q != nil { // the f32 matrix it stands for; Linear and EmbedRows read it packed
+	if q := w.Quant; q != nil { // the f32 matrix it stands for; MatMul and Embed read it packed
 		codes := g.Const(w.Name, b.bufs[&w.Data[0]], 0, graph.U32, w.Shape[0], w.Shape[1]*q.Bits/32)
 		return graph.Quantized(codes, b.Array(g, &q.Scales), b.Array(g, &q.Biases), q.Bits, q.GroupSize)
 	}
@@ -114,34 +114,34 @@ func (r *Runner) build(s *State, n, nOut int) (*forwardGraph, error) {
 		rows:   g.Input("out_rows", graph.I32, nOut),
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	x := graph.EmbedRows(r.weight(g, &m.Embed), f.tokens) // x = embed_tokens(tokens)      [n, dim]
+	x := graph.Embed(r.weight(g, &m.Embed), f.tokens) // x = embed_tokens(tokens)      [n, dim]
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		h := graph.RMSNormRows(x, r.weight(g, &l.AttnNorm), c.NormEps) // h = input_layernorm(x)
-		q := graph.Linear(h, r.weight(g, &l.Q))                        // q = q_proj(h)            [n, heads*hd]
-		k := graph.Linear(h, r.weight(g, &l.K))                        // k = k_proj(h)            [n, kvHeads*hd]
-		v := graph.Linear(h, r.weight(g, &l.V))                        // v = v_proj(h)            [n, kvHeads*hd]
+		h := graph.RMSNorm(x, r.weight(g, &l.AttnNorm), c.NormEps) // h = input_layernorm(x)
+		q := graph.MatMul(h, r.weight(g, &l.Q))                    // q = q_proj(h)            [n, heads*hd]
+		k := graph.MatMul(h, r.weight(g, &l.K))                    // k = k_proj(h)            [n, kvHeads*hd]
+		v := graph.MatMul(h, r.weight(g, &l.V))                    // v = v_proj(h)            [n, kvHeads*hd]
 		if c.QKVBias {
-			q = graph.AddOf(q, r.weight(g, &l.QBias))
-			k = graph.AddOf(k, r.weight(g, &l.KBias))
-			v = graph.AddOf(v, r.weight(g, &l.VBias))
+			q = graph.Add(q, r.weight(g, &l.QBias))
+			k = graph.Add(k, r.weight(g, &l.KBias))
+			v = graph.Add(v, r.weight(g, &l.VBias))
 		}
-		q = graph.Rotary(graph.ReshapeTo(q, n, c.Heads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		k = graph.Rotary(graph.ReshapeTo(k, n, c.KVHeads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		v = graph.ReshapeTo(v, n, c.KVHeads, c.HeadDim)
-		kc := graph.WriteKV(s.kv(g, i, 0), k, f.kvLen) // cache.update(k, v)
-		vc := graph.WriteKV(s.kv(g, i, 1), v, f.kvLen)
-		a := graph.Attend(q, kc, vc, f.kvLen, f.end, scale) // sdpa(q, k, v, tree mask)   [n, heads, hd]
-		a = graph.ReshapeTo(a, n, c.Heads*c.HeadDim)
-		x = graph.AddOf(x, graph.Linear(a, r.weight(g, &l.O)))       // x = x + o_proj(a)
-		h = graph.RMSNormRows(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x)
-		gate := graph.Linear(h, r.weight(g, &l.Gate))
-		up := graph.Linear(h, r.weight(g, &l.Up))
-		x = graph.AddOf(x, graph.Linear(graph.SwiGLUOf(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
+		q = graph.RoPE(graph.Reshape(q, n, c.Heads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
+		k = graph.RoPE(graph.Reshape(k, n, c.KVHeads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
+		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
+		kc := graph.KVWrite(s.kv(g, i, 0), k, f.kvLen) // cache.update(k, v)
+		vc := graph.KVWrite(s.kv(g, i, 1), v, f.kvLen)
+		a := graph.Attention(q, kc, vc, f.kvLen, f.end, scale) // sdpa(q, k, v, tree mask)   [n, heads, hd]
+		a = graph.Reshape(a, n, c.Heads*c.HeadDim)
+		x = graph.Add(x, graph.MatMul(a, r.weight(g, &l.O)))     // x = x + o_proj(a)
+		h = graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x)
+		gate := graph.MatMul(h, r.weight(g, &l.Gate))
+		up := graph.MatMul(h, r.weight(g, &l.Up))
+		x = graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
 	}
-	x = graph.Rows(x, f.rows)                                        // only the rows asked for
-	f.hidden = graph.RMSNormRows(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]
-	f.logits = graph.Linear(f.hidden, r.weight(g, &m.Output))        // logits = lm_head(hidden) [nOut, vocab]
+	x = graph.GatherRows(x, f.rows)                              // only the rows asked for
+	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]
+	f.logits = graph.MatMul(f.hidden, r.weight(g, &m.Output))    // logits = lm_head(hidden) [nOut, vocab]
 	p, err := graph.Compile(r.Backend, f.logits, f.hidden)
 	if err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func (s *State) Cap() int { return s.cap }
 type Batch struct {
 	Tokens []int32
 	Depth  []int32 // depth of each token in the tree; position = Len() + depth
-	End    []int32 // DFS interval end of each token (see graph.Attention)
+	End    []int32 // DFS interval end of each token (see graph.AttentionOp)
 	Rows   []int32 // which tokens' logits and hidden states to return
 }
 
@@ -331,7 +331,7 @@ func (s *State) Keep(idx []int32) error {
 			var outs []*graph.Array
 			for l := range s.r.Model.Layers {
 				for which := range 2 {
-					outs = append(outs, graph.CompactKV(s.kv(g, l, which), cg.kvLen, cg.idx))
+					outs = append(outs, graph.KVCompact(s.kv(g, l, which), cg.kvLen, cg.idx))
 				}
 			}
 			p, err := graph.Compile(s.r.Backend, outs...)
