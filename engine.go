@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
+	// The CPU backend runs everywhere and is the reference: an app that
+	// loads a model gets it without knowing backends exist. GPU backends
+	// are opt-in imports (see the package doc).
+	_ "github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/model/llama"

@@ -3,7 +3,6 @@ package redrafter
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -12,23 +11,6 @@ import (
 )
 
 const stories = "models/stories260K/stories260K.gguf"
-
-// goldenGreedy extracts llama2.c's documented greedy output of stories260K.
-func goldenGreedy(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("models/stories260K/golden-greedy.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	const cmd = "-t 0.0\n"
-	i := strings.Index(s, cmd)
-	if i < 0 {
-		t.Fatal("golden-greedy.md: no greedy run found")
-	}
-	s = s[i+len(cmd):]
-	return s[:strings.Index(s, "\n```")]
-}
 
 func load(t *testing.T, opt Options) *Engine {
 	t.Helper()
@@ -41,30 +23,6 @@ func load(t *testing.T, opt Options) *Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
-}
-
-// Greedy generation from an empty prompt reproduces llama2.c's 256 tokens
-// byte for byte.
-func TestGoldenGreedyStories260K(t *testing.T) {
-	e := load(t, Options{})
-	var streamed strings.Builder
-	res, err := e.Generate(context.Background(), "", GenerateOptions{MaxTokens: 256}, func(s string) error {
-		streamed.WriteString(s)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := goldenGreedy(t)
-	if res.Text != want {
-		t.Errorf("greedy text differs from llama2.c's:\n got: %q\nwant: %q", res.Text, want)
-	}
-	if streamed.String() != res.Text {
-		t.Errorf("streamed text differs from the result")
-	}
-	if len(res.Tokens) != 256 || res.Reason != StopLength {
-		t.Errorf("got %d tokens, reason %s; want 256, %s", len(res.Tokens), res.Reason, StopLength)
-	}
 }
 
 func TestSeededSamplingIsReproducible(t *testing.T) {

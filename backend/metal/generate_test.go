@@ -59,21 +59,6 @@ func randomDrafter(t *testing.T) string {
 	return dir
 }
 
-// TestReDrafterMatchesCPU decodes with ReDrafter (beam search in the draft
-// head, tree attention, KV compaction) on the fake device: greedy output
-// must equal autoregressive greedy decoding on the CPU, token for token.
-func TestReDrafterMatchesCPU(t *testing.T) {
-	graph.Register("metal-fake-draft", func() (graph.Backend, error) {
-		return NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
-	})
-	const n = 40
-	want := generate(t, "cpu", "Once upon a time", n)
-	got := generate(t, "metal-fake-draft", "Once upon a time", n, randomDrafter(t))
-	if !slices.Equal(got, want) {
-		t.Errorf("metal (fake device, ReDrafter) generated %v\ncpu generated %v", got, want)
-	}
-}
-
 // TestGenerationMatchesCPU runs the engine on the Metal backend's encoder
 // over the fake device (each dispatch group executed in reverse order by the
 // CPU reference) and checks greedy decoding token for token against the CPU

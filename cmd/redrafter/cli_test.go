@@ -27,16 +27,6 @@ func run(t *testing.T, stdin string, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func TestGenerateGreedy(t *testing.T) {
-	out, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "20")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "Once upon a time, there was a little girl named Lily. She loved to play\n"; out != want {
-		t.Errorf("stdout = %q", out)
-	}
-}
-
 func TestGenerateJSON(t *testing.T) {
 	out, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "8", "--json",
 		"--prompt", "Once upon a time")
@@ -49,42 +39,6 @@ func TestGenerateJSON(t *testing.T) {
 	}
 	if len(r.Tokens) != 8 || r.Text == "" || r.Stats.GeneratedTokens != 8 || r.Stats.Backend != "cpu" || r.Stats.Draft != nil {
 		t.Errorf("unexpected result %+v", r)
-	}
-}
-
-func TestGenerateWithDrafter(t *testing.T) {
-	dir := t.TempDir()
-	h := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1)
-	if err := h.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	plain, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "40")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, stderr, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "40",
-		"--drafter", dir, "--beam-width", "4", "--beam-length", "3", "--stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != plain {
-		t.Errorf("greedy text with the drafter differs:\n%q\n%q", out, plain)
-	}
-	if !strings.Contains(stderr, "redrafter W=4 L=3") || !strings.Contains(stderr, "per step") {
-		t.Errorf("--stats did not report the ReDrafter ledger:\n%s", stderr)
-	}
-	js, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "10",
-		"--drafter", dir, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r resultJSON
-	if err := json.Unmarshal([]byte(js), &r); err != nil || r.Stats.Draft == nil || r.Stats.Draft.Steps == 0 {
-		t.Errorf("--json without ReDrafter stats: %v\n%s", err, js)
-	}
-	info, _, err := run(t, "", "inspect", dir)
-	if err != nil || !strings.Contains(info, "ReDrafter head for an LLM with hidden size 64 and vocabulary 512") {
-		t.Errorf("inspect drafter: %v\n%s", err, info)
 	}
 }
 

@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	_ "github.com/seed9b8f47b1/redrafter/backend/cpu"   // registers the cpu backend
-	_ "github.com/seed9b8f47b1/redrafter/backend/metal" // registers the metal backend (macOS)
+	_ "github.com/seed9b8f47b1/redrafter/backend/metal" // registers the metal backend (macOS); the API brings the cpu one
 )
 
 // globalFlags are shared by every command.

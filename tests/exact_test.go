@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/model/drafter"
+)
+
+// Greedy generation from an empty prompt through the Go API reproduces
+// llama2.c's 256 tokens byte for byte, streamed and returned alike.
+func TestGoldenGreedyStories260K(t *testing.T) {
+	e, err := redrafter.Load(stories, redrafter.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var streamed strings.Builder
+	res, err := e.Generate(context.Background(), "", redrafter.GenerateOptions{MaxTokens: 256}, func(s string) error {
+		streamed.WriteString(s)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := goldenGreedy(t); res.Text != want {
+		t.Errorf("greedy text differs from llama2.c's:\n got: %q\nwant: %q", res.Text, want)
+	}
+	if streamed.String() != res.Text {
+		t.Errorf("streamed text differs from the result")
+	}
+	if len(res.Tokens) != 256 || res.Reason != redrafter.StopLength {
+		t.Errorf("got %d tokens, reason %s; want 256, %s", len(res.Tokens), res.Reason, redrafter.StopLength)
+	}
+}
+
+// The Metal backend's encoder over the fake device (dispatch groups run by
+// the CPU reference in reverse order, so a missing barrier shows), with
+// small command buffers and matvec up to 4 rows so that both kernel families
+// and buffer boundaries are crossed.
+func init() {
+	graph.Register("metal-fake", func() (graph.Backend, error) {
+		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
+	})
+}
+
+// generate loads the demo model on a backend and decodes n tokens greedily,
+// with ReDrafter at w×l when head is not empty.
+func generate(t *testing.T, backend, kv, head string, w, l int, prompt string, n int) *redrafter.Result {
+	t.Helper()
+	e, err := redrafter.Load(stories, redrafter.Options{Backend: backend, KVCache: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	opt := redrafter.GenerateOptions{MaxTokens: n}
+	if head != "" {
+		if err := e.LoadDrafter(head); err != nil {
+			t.Fatal(err)
+		}
+		opt.Draft = redrafter.DraftOptions{BeamWidth: w, BeamLength: l}
+	} else {
+		opt.Draft.Off = true
+	}
+	res, err := e.Generate(context.Background(), prompt, opt, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", backend, err)
+	}
+	return res
+}
+
+// randomHead saves a random draft head for stories260K: its drafts are
+// mostly rejected, which exercises tree verification and KV compaction on
+// every step.
+func randomHead(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "random-head")
+	h := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 7)
+	if err := h.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Greedy ReDrafter equals greedy autoregressive decoding on the CPU, token
+// for token, on every backend that runs here, with the bundled (mostly
+// accepted) and a random (mostly rejected) draft head, at several beam
+// shapes and both KV cache types.
+func TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend(t *testing.T) {
+	const n = 48
+	prompt := "Once upon a time"
+	random := randomHead(t)
+	for _, kv := range []string{"f32", "f16"} {
+		want := generate(t, "cpu", kv, "", 0, 0, prompt, n).Tokens
+		if len(want) != n {
+			t.Fatalf("cpu %s: %d tokens, want %d", kv, len(want), n)
+		}
+		for _, be := range []string{"cpu", "metal-fake"} {
+			if got := generate(t, be, kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
+				t.Errorf("%s, %s KV, autoregressive: %v\ncpu: %v", be, kv, got, want)
+			}
+			for _, c := range []struct {
+				head string
+				w, l int
+			}{{storiesHead, 1, 5}, {storiesHead, 3, 4}, {random, 4, 3}} {
+				t.Run(fmt.Sprintf("%s/%s/%s/W%dL%d", be, kv, filepath.Base(c.head), c.w, c.l), func(t *testing.T) {
+					res := generate(t, be, kv, c.head, c.w, c.l, prompt, n)
+					if !slices.Equal(res.Tokens, want) {
+						t.Errorf("ReDrafter: %v\nautoregressive on the cpu: %v", res.Tokens, want)
+					}
+					if res.Stats.Draft == nil || res.Stats.Draft.Steps == 0 {
+						t.Fatalf("no ReDrafter steps in the stats: %+v", res.Stats)
+					}
+					// The bundled head must actually draft: if it never got a
+					// token accepted this test would check nothing.
+					if c.head == storiesHead && res.Stats.Draft.TokensPerStep() < 2 {
+						t.Errorf("the bundled head accepted %.2f tokens per step, want >= 2", res.Stats.Draft.TokensPerStep())
+					}
+				})
+			}
+		}
+	}
+}
