@@ -1,5 +1,8 @@
-// Package quant holds the number formats weights are stored in: IEEE half
-// precision, bfloat16 and (later) the block-quantized formats, with their
-// scalar reference conversions. It is a leaf: it imports nothing of ours, so
-// formats readers and every backend can share one definition of each format.
+// Package quant holds the number formats weights are stored in, with their
+// scalar reference conversions: IEEE half precision and bfloat16; MLX's
+// affine 2/4/8-bit format (codes packed in uint32 words, a scale and bias per
+// group), which every backend computes with; and ggml's block formats
+// (Q4_0, Q8_0, Q4_K, ...), dequantized or converted exactly to the affine
+// form at load. It is a leaf: it imports nothing of ours, so the format
+// readers and every backend share one definition of each format.
 package quant
