@@ -18,8 +18,9 @@ func init() {
 	graph.Register("cpu", func() (graph.Backend, error) { return New(0), nil })
 }
 
-// Backend runs plans on the CPU. Reference backends run every op with the
-// plain single-threaded loops of ref.go; the others use the fast kernels.
+// Backend runs plans on the CPU. Reference backends run every op with its
+// plain single-threaded loop (in the op family's file); the others use the
+// fast kernels.
 type Backend struct {
 	reference bool
 	pool      *pool

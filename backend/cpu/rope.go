@@ -1,0 +1,43 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+)
+
+// RoPEOp; mirrors backend/metal/rope.go.
+
+// rope rotates each head of each row by its position.
+func rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPEOp) error {
+	heads, d := shape[1], shape[2]
+	half := len(op.InvFreq)
+	if &y[0] != &x[0] {
+		copy(y, x)
+	}
+	cos := make([]float32, half)
+	sin := make([]float32, half)
+	for m, p := range pos {
+		if p < 0 {
+			return fmt.Errorf("negative position %d", p)
+		}
+		for j, f := range op.InvFreq {
+			s, c := math.Sincos(float64(p) * float64(f))
+			cos[j], sin[j] = float32(c), float32(s)
+		}
+		for h := range heads {
+			v := y[(m*heads+h)*d : (m*heads+h+1)*d]
+			for j := range half {
+				i0, i1 := 2*j, 2*j+1
+				if op.NeoX {
+					i0, i1 = j, j+half
+				}
+				a, b := v[i0], v[i1]
+				v[i0] = a*cos[j] - b*sin[j]
+				v[i1] = a*sin[j] + b*cos[j]
+			}
+		}
+	}
+	return nil
+}
