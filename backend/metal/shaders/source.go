@@ -1,4 +1,4 @@
-// Package metal holds the Metal Shading Language kernels of the Metal
+// Package shaders holds the Metal Shading Language kernels of the Metal
 // backend, one file per op family, and reads them: the sources the device
 // compiles (with their #include "..." lines inlined, since
 // newLibraryWithSource has no include path) and the kernels each file
@@ -10,7 +10,7 @@
 // never a local array, so the CPU emulation can share it between threads;
 // each file ends with an instantiation block of
 // instantiate_kernel("<family>_<variant>_<dtype>", function, template args).
-package metal
+package shaders
 
 import (
 	"embed"

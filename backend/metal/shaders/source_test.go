@@ -1,4 +1,4 @@
-package metal
+package shaders
 
 import (
 	"io/fs"
