@@ -9,8 +9,9 @@ import (
 
 // Policy is how a plan is cut into command buffers: data, chosen per device
 // class (MLX's measured defaults) and overridable from the environment with
-// REDRAFTER_METAL_FIRST_COMMIT, REDRAFTER_METAL_OPS_PER_BUFFER and
-// REDRAFTER_METAL_MB_PER_BUFFER.
+// REDRAFTER_METAL_FIRST_COMMIT, REDRAFTER_METAL_OPS_PER_BUFFER,
+// REDRAFTER_METAL_MB_PER_BUFFER and REDRAFTER_METAL_MATVEC_MAX_ROWS, one
+// per field (see WithEnv).
 type Policy struct {
 	FirstCommit  int // dispatches in the first command buffer, committed early
 	OpsPerBuffer int // dispatches per later command buffer
