@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/envvar"
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -173,8 +173,8 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 // tileRows is the rows of a tile: the worker split of a tiled product.
 const tileRows = 16
 
-// tilesOff is REDRAFTER_CPU_TILES=off, read once.
-var tilesOff = os.Getenv("REDRAFTER_CPU_TILES") == "off"
+// tilesOff is REDRAFTER_CPU_TILES=off, read once (envvar.CPUTiles).
+var tilesOff = envvar.CPUTiles.Off()
 
 var errRepacked = errors.New("cpu: the bytes of a weight repacked in place cannot be read or written")
 

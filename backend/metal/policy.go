@@ -2,16 +2,16 @@ package metal
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
+
+	"github.com/seed9b8f47b1/redrafter/envvar"
 )
 
 // Policy is how a plan is cut into command buffers: data, chosen per device
 // class (MLX's measured defaults) and overridable from the environment with
 // REDRAFTER_METAL_FIRST_COMMIT, REDRAFTER_METAL_OPS_PER_BUFFER,
 // REDRAFTER_METAL_MB_PER_BUFFER and REDRAFTER_METAL_MATVEC_MAX_ROWS, one
-// per field (see WithEnv).
+// per field (see WithEnv and package envvar).
 type Policy struct {
 	FirstCommit  int // dispatches in the first command buffer, committed early
 	OpsPerBuffer int // dispatches per later command buffer
@@ -37,26 +37,26 @@ func DefaultPolicy(info DeviceInfo) Policy {
 	return p
 }
 
-// WithEnv applies the environment overrides.
+// WithEnv applies the environment overrides: each variable that is set
+// replaces its field, and a value that is not a non-negative integer is an
+// error. FirstCommit and OpsPerBuffer are at least 1.
 func (p Policy) WithEnv() (Policy, error) {
 	for _, o := range []struct {
-		env string
+		env envvar.Count
 		v   *int
 	}{
-		{"REDRAFTER_METAL_FIRST_COMMIT", &p.FirstCommit},
-		{"REDRAFTER_METAL_OPS_PER_BUFFER", &p.OpsPerBuffer},
-		{"REDRAFTER_METAL_MB_PER_BUFFER", &p.MBPerBuffer},
-		{"REDRAFTER_METAL_MATVEC_MAX_ROWS", &p.MatvecMaxRows},
+		{envvar.MetalFirstCommit, &p.FirstCommit},
+		{envvar.MetalOpsPerBuffer, &p.OpsPerBuffer},
+		{envvar.MetalMBPerBuffer, &p.MBPerBuffer},
+		{envvar.MetalMatvecMaxRows, &p.MatvecMaxRows},
 	} {
-		s := os.Getenv(o.env)
-		if s == "" {
-			continue
+		n, set, err := o.env.Get()
+		if err != nil {
+			return p, fmt.Errorf("metal: %w", err)
 		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return p, fmt.Errorf("metal: %s=%q: want a non-negative integer", o.env, s)
+		if set {
+			*o.v = n
 		}
-		*o.v = n
 	}
 	if p.FirstCommit < 1 {
 		p.FirstCommit = 1

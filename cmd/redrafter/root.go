@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/seed9b8f47b1/redrafter/backend/metal" // registers the metal backend (macOS); the API brings the cpu one
+	"github.com/seed9b8f47b1/redrafter/envvar"
 )
 
 // globalFlags are shared by every command.
@@ -41,7 +42,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.backend, "backend", envOr("REDRAFTER_BACKEND", "auto"), "compute backend: auto, cpu, metal or cuda (env REDRAFTER_BACKEND)")
+	pf.StringVar(&g.backend, "backend", envvar.Backend.Or("auto"), "compute backend: auto, cpu, metal or cuda (env "+envvar.Backend.Name()+")")
 	pf.IntVar(&g.threads, "threads", 0, "CPU threads (0: all cores)")
 	pf.StringVar(&g.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
@@ -49,11 +50,4 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd(g), newDevCmd())
 	root.AddCommand(newQuantizeCmd(), newPerplexityCmd(g))
 	return root
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

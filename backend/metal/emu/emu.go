@@ -29,6 +29,7 @@ import (
 	"sync"
 
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/envvar"
 )
 
 //go:embed shim
@@ -47,7 +48,7 @@ var (
 func Compiler() (string, error) {
 	findOnce.Do(func() {
 		cands := []string{"clang++", "clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "clang++-16"}
-		if c := os.Getenv("REDRAFTER_CLANGXX"); c != "" {
+		if c := envvar.ClangXX.Get(); c != "" {
 			cands = []string{c}
 		}
 		for _, c := range cands {

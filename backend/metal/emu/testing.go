@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/envvar"
 )
 
 var (
@@ -22,7 +24,7 @@ func Main(m *testing.M) int {
 	code := m.Run()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if sharedDir != "" && os.Getenv("REDRAFTER_EMU_CACHE") == "" {
+	if sharedDir != "" && envvar.EmuCache.Get() == "" {
 		os.RemoveAll(sharedDir)
 	}
 	return code
@@ -36,7 +38,7 @@ func ForTest(tb testing.TB) *Builder {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if sharedB == nil && sharedErr == nil {
-		dir := os.Getenv("REDRAFTER_EMU_CACHE")
+		dir := envvar.EmuCache.Get()
 		if dir == "" {
 			dir, sharedErr = os.MkdirTemp("", "redrafter-emu-")
 			sharedDir = dir
@@ -48,7 +50,7 @@ func ForTest(tb testing.TB) *Builder {
 		}
 	}
 	if sharedErr != nil {
-		if sharedErr == ErrNoCompiler && os.Getenv("CI") == "" {
+		if sharedErr == ErrNoCompiler && envvar.CI.Get() == "" {
 			tb.Skip(sharedErr)
 		}
 		tb.Fatal(sharedErr)

@@ -1,0 +1,149 @@
+// Package envvar declares every environment variable redrafter reads, and
+// reads them: the CLI, the backends and the Metal test tooling go through
+// the variables declared here instead of calling os.Getenv, so this file is
+// the complete list (a test of this package checks that no other non-test
+// file of the module reads the environment).
+//
+// The runtime:
+//
+//	REDRAFTER_BACKEND                the CLI's --backend when the flag is not given: auto, cpu,
+//	                                 metal or cuda (default auto)
+//	REDRAFTER_CPU_TILES              off: the CPU backend does not repack 4/8-bit weights for its
+//	                                 tile kernel; any other value, or unset: it does
+//	REDRAFTER_METAL_FIRST_COMMIT     dispatches in the first Metal command buffer (default 10)
+//	REDRAFTER_METAL_OPS_PER_BUFFER   dispatches per later command buffer (default 40; 20 on
+//	                                 phones, 50 on Max and Ultra)
+//	REDRAFTER_METAL_MB_PER_BUFFER    MiB of bound buffers per command buffer (default 40; 50 on
+//	                                 Max and Ultra; 0: no limit)
+//	REDRAFTER_METAL_MATVEC_MAX_ROWS  the largest batch the Metal matvec kernel runs (default 16)
+//
+// The Metal kernel emulator (backend/metal/emu), which only tests use:
+//
+//	REDRAFTER_CLANGXX                the clang++ (16 or newer) that compiles kernels as C++
+//	REDRAFTER_EMU_CACHE              a directory that keeps compiled kernels between test runs
+//	CI                               set: tests that need clang++ fail without one, not skip
+//
+// Read by test files directly, where they are used (nothing that ships
+// reads them):
+//
+//	REDRAFTER_SEED                   replays the random inputs of backend/metal's kernel tests
+//	REDRAFTER_BENCH_MODEL            the model file of the root package's decode benchmarks
+//	REDRAFTER_BENCH_TOKENS           new tokens per pass of BenchmarkForwardPass (default 17)
+//
+// An empty variable counts as unset. Each variable's doc comment below says
+// when it is read.
+package envvar
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Text is a variable whose value is used as it is (a name, a path).
+type Text string
+
+// Switch is a variable that turns something off when its value is "off"
+// (exactly; any other value, or none, leaves it on).
+type Switch string
+
+// Count is a variable holding a non-negative decimal integer.
+type Count string
+
+// Name returns the variable's name.
+func (v Text) Name() string { return string(v) }
+
+// Get returns the variable's value ("" when unset).
+func (v Text) Get() string { return os.Getenv(string(v)) }
+
+// Or returns the variable's value, or def when it is unset or empty.
+func (v Text) Or(def string) string {
+	if s := v.Get(); s != "" {
+		return s
+	}
+	return def
+}
+
+// Name returns the variable's name.
+func (v Switch) Name() string { return string(v) }
+
+// Off reports whether the variable is "off".
+func (v Switch) Off() bool { return os.Getenv(string(v)) == "off" }
+
+// Name returns the variable's name.
+func (v Count) Name() string { return string(v) }
+
+// Get returns the variable's value; set is false when it is unset or empty
+// (n is then 0 and the caller keeps its default). A value that is not a
+// non-negative integer (as strconv.Atoi reads it) is an error naming the
+// variable and the value.
+func (v Count) Get() (n int, set bool, err error) {
+	s := os.Getenv(string(v))
+	if s == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%s=%q: want a non-negative integer", string(v), s)
+	}
+	return n, true, nil
+}
+
+// Backend, REDRAFTER_BACKEND, is the default of the CLI's --backend flag,
+// read when the command line is parsed: auto (the default: the first of
+// metal, cuda and cpu that opens), cpu, metal or cuda. The flag, when given,
+// wins. The value is checked where the backend is opened, as the flag's is.
+const Backend Text = "REDRAFTER_BACKEND"
+
+// CPUTiles, REDRAFTER_CPU_TILES, is read once, when the CPU backend's
+// package is initialised. "off" turns off the repacking of 4- and 8-bit
+// weights for the tile kernel on CPUs that have it (AVX-512 VNNI): every
+// product then runs the row kernels. Any other value, or none, leaves
+// repacking on (the default).
+const CPUTiles Switch = "REDRAFTER_CPU_TILES"
+
+// The Metal backend's command-buffer policy, read each time a Metal backend
+// is opened (metal.Policy.WithEnv); each overrides the default of the
+// device's class. A value that is not a non-negative integer makes opening
+// the backend fail.
+const (
+	// MetalFirstCommit, REDRAFTER_METAL_FIRST_COMMIT, is the number of
+	// dispatches in the first command buffer of a plan, committed early so
+	// the GPU starts. Default 10; 0 counts as 1.
+	MetalFirstCommit Count = "REDRAFTER_METAL_FIRST_COMMIT"
+	// MetalOpsPerBuffer, REDRAFTER_METAL_OPS_PER_BUFFER, is the number of
+	// dispatches per later command buffer. Default 40 (20 on phones, 50 on
+	// Max and Ultra chips); 0 counts as 1.
+	MetalOpsPerBuffer Count = "REDRAFTER_METAL_OPS_PER_BUFFER"
+	// MetalMBPerBuffer, REDRAFTER_METAL_MB_PER_BUFFER, is the MiB of bound
+	// buffers after which a command buffer is committed. Default 40 (50 on
+	// Max and Ultra chips); 0: no limit.
+	MetalMBPerBuffer Count = "REDRAFTER_METAL_MB_PER_BUFFER"
+	// MetalMatvecMaxRows, REDRAFTER_METAL_MATVEC_MAX_ROWS, is the largest
+	// batch a matrix product runs with the matvec kernel; larger ones use
+	// simdgroup matrices, which sum in another order, so a verification
+	// tree larger than this no longer reproduces greedy decoding bit for
+	// bit. Default 16, which covers the largest recommended beam's tree
+	// (W=3, L=5: 13 tokens).
+	MetalMatvecMaxRows Count = "REDRAFTER_METAL_MATVEC_MAX_ROWS"
+)
+
+// The Metal kernel emulator's variables. Only tests run the emulator (it
+// compiles .metal files as C++ on machines without a Mac), but it is a
+// package like the others, so its variables are declared here too.
+const (
+	// ClangXX, REDRAFTER_CLANGXX, names the C++ compiler (a name on PATH or
+	// a path; clang++ 16 or newer), read once, at the first compile. Unset:
+	// the first of clang++, clang++-21, ..., clang++-16 on PATH that is 16
+	// or newer.
+	ClangXX Text = "REDRAFTER_CLANGXX"
+	// EmuCache, REDRAFTER_EMU_CACHE, is a directory (created if missing)
+	// where the tests' compiled kernels are kept between runs, keyed by
+	// their content. Unset: a temporary directory, removed when the tests
+	// end.
+	EmuCache Text = "REDRAFTER_EMU_CACHE"
+	// CI, set by CI services (any non-empty value), makes the tests that
+	// need the emulator fail when no compiler is found, instead of
+	// skipping.
+	CI Text = "CI"
+)
