@@ -52,6 +52,9 @@ and --drafter read the result.`,
 			}
 			sum, err := run(in, out, opt)
 			prog.finish()
+			if errors.Is(err, convert.ErrExists) {
+				return fmt.Errorf("%w: pass --force to replace it", err)
+			}
 			if err != nil {
 				return err
 			}

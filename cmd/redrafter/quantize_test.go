@@ -39,7 +39,7 @@ func TestQuantizeCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--in", stories, "--out", out}, "exists"},
+		{[]string{"--in", stories, "--out", out}, out + ": output already exists: pass --force to replace it"},
 		{[]string{"--in", stories, "--out", filepath.Join(dir, "x"), "--bits", "3"}, "3 bits"},
 		{[]string{"--in", stories, "--out", filepath.Join(dir, "x"), "--group-size", "48"}, "group size 48"},
 		{[]string{"--in", filepath.Join(dir, "absent"), "--out", filepath.Join(dir, "x")}, "no such file"},

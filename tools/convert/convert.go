@@ -42,7 +42,8 @@ type Options struct {
 	// ("down_proj" matches it in every layer), or the aliases "embed" (the
 	// token embedding) and "vocab" (a draft head's vocabulary projection).
 	Keep []string
-	// Force replaces an existing output directory.
+	// Force replaces an existing output directory; without it, an existing
+	// output is an error (ErrExists).
 	Force bool
 	// Progress, if set, is called before each tensor is written.
 	Progress func(done, total int, name, what string)

@@ -201,9 +201,17 @@ func TestWriteAtomic(t *testing.T) {
 	out := filepath.Join(base, "out")
 	os.Mkdir(out, 0o755)
 	os.WriteFile(filepath.Join(out, "keep"), []byte("old"), 0o644)
-	if _, err := Model(stories, out, Options{Bits: 4, GroupSize: 32}); err == nil || !strings.Contains(err.Error(), "exists") {
+	// An existing output is ErrExists, with the path and no CLI flag.
+	if _, err := Model(stories, out, Options{Bits: 4, GroupSize: 32}); !errors.Is(err, ErrExists) ||
+		err.Error() != "convert: "+out+": output already exists" {
 		t.Errorf("existing output: %v", err)
 	}
+	if err := writeDir(filepath.Join(base, "raced"), false, func(string) error {
+		return os.Mkdir(filepath.Join(base, "raced"), 0o755) // something else writes the output meanwhile
+	}); !errors.Is(err, ErrExists) || strings.Contains(err.Error(), "--") {
+		t.Errorf("output that appeared while writing: %v", err)
+	}
+	os.Remove(filepath.Join(base, "raced"))
 	boom := errors.New("boom")
 	fresh := filepath.Join(base, "fresh")
 	err := writeDir(fresh, false, func(dir string) error {

@@ -185,10 +185,15 @@ func writeFile(path string, write func(*bufio.Writer) error) error {
 	return err
 }
 
+// ErrExists is the error of Model and Head, wrapped with the path, when
+// the output already exists (or appeared while it was being written) and
+// Options.Force is false; check for it with errors.Is.
+var ErrExists = errors.New("output already exists")
+
 // checkOut fails early if out exists and may not be replaced.
 func checkOut(out string, force bool) error {
 	if _, err := os.Lstat(out); err == nil && !force {
-		return fmt.Errorf("convert: %s exists (use --force to replace it)", out)
+		return fmt.Errorf("convert: %s: %w", out, ErrExists)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("convert: %w", err)
 	}
@@ -223,7 +228,7 @@ func writeDir(out string, force bool, fill func(dir string) error) (err error) {
 	}
 	if _, err := os.Lstat(out); err == nil {
 		if !force {
-			return fmt.Errorf("convert: %s appeared while writing", out)
+			return fmt.Errorf("convert: %s appeared while writing: %w", out, ErrExists)
 		}
 		old := tmp + ".old"
 		if err := os.Rename(out, old); err != nil {
