@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/backend/metal/metaltest"
 )
 
 // The bundled demo model and its draft head (models/stories260K/README.md).
@@ -32,7 +34,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building the redrafter binary:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := metaltest.Main(m) // m.Run, then removes the emulated kernels' builds
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

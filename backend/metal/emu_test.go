@@ -8,81 +8,47 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/backend/metal/emu"
-	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
 )
 
 func TestMain(m *testing.M) { os.Exit(emu.Main(m)) }
 
-// emuExec runs dispatches through the emulated kernels: the fake device's
-// executor when a test wants the real kernel code, not the CPU reference.
-type emuExec struct {
-	b        *emu.Builder
-	override map[string]string // file → source, for planted bugs
+// NewEmulatorForTest is metaltest.NewEmulator (its Exec and Ran), set by
+// metaltest_test.go before the tests run: this package's own tests cannot
+// import metaltest, which imports metal, so the external test package
+// hands the one executor of emulated kernels in.
+var NewEmulatorForTest func(tb testing.TB, override map[string]string) (exec func(*Dispatch) error, ran func() map[string]int)
 
-	mu  sync.Mutex
-	ran map[string]int
-}
+// emuExec reports the kernels an emulated backend has run.
+type emuExec struct{ ran func() map[string]int }
 
 // executed counts the kernels run through the emulator in this test binary.
-var executed = &emuExec{ran: map[string]int{}}
+var executed = struct {
+	sync.Mutex
+	ran map[string]int
+}{ran: map[string]int{}}
 
+// newEmuBackend returns a backend over the fake device whose dispatches run
+// through the emulated kernels (override: .metal file → source, for planted
+// bugs), under the fake device's default policy.
 func newEmuBackend(tb testing.TB, override map[string]string) (*Backend, *emuExec) {
 	tb.Helper()
-	x := &emuExec{b: emu.ForTest(tb), override: override, ran: map[string]int{}}
+	exec, ran := NewEmulatorForTest(tb, override)
 	dev := newFakeDevice()
-	dev.exec = x.exec
-	return newBackend(dev, DefaultPolicy(dev.info())), x
-}
-
-func (x *emuExec) exec(d *dispatch) error {
-	name := d.pipe.name()
-	file := kernelFamily(name) + ".metal"
-	src, ok := x.override[file]
-	if ok {
-		src, _ = msl.Inline(file, src, msl.Raw)
-	} else {
-		var err error
-		if src, err = msl.Source(file); err != nil {
+	dev.exec = func(d *Dispatch) error {
+		if err := exec(d); err != nil {
 			return err
 		}
+		executed.Lock()
+		executed.ran[d.Kernel]++
+		executed.Unlock()
+		return nil
 	}
-	prog, err := x.b.Build(file, src)
-	if err != nil {
-		return err
-	}
-	ed := &emu.Dispatch{Kernel: name, Grid: d.grid, Group: d.group, Threadgroup: map[int]int{}}
-	for i, n := range d.shared {
-		ed.Threadgroup[i] = n
-	}
-	for _, b := range d.binds {
-		if b.bytes != nil {
-			ed.Buffers = append(ed.Buffers, emu.Buffer{Index: b.index, Data: append([]byte(nil), b.bytes...)})
-			continue
-		}
-		data := append([]byte(nil), b.buf.bytes()[b.off:b.off+b.n]...)
-		ed.Buffers = append(ed.Buffers, emu.Buffer{Index: b.index, Data: data})
-	}
-	if err := prog.Run(ed); err != nil {
-		return err
-	}
-	for i, b := range d.binds {
-		if b.buf != nil && b.write {
-			copy(b.buf.bytes()[b.off:b.off+b.n], ed.Buffers[i].Data)
-		}
-	}
-	for _, r := range []*emuExec{x, executed} {
-		r.mu.Lock()
-		r.ran[name]++
-		r.mu.Unlock()
-	}
-	return nil
+	return newBackend(dev, DefaultPolicy(dev.info())), &emuExec{ran}
 }
 
 func (x *emuExec) names() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
 	var ns []string
-	for n := range x.ran {
+	for n := range x.ran() {
 		ns = append(ns, n)
 	}
 	sort.Strings(ns)

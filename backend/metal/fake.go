@@ -21,6 +21,41 @@ func NewFake(p Policy) *Backend {
 	return newBackend(newFakeDevice(), p)
 }
 
+// NewFakeWith is NewFake with every dispatch executed by exec instead of
+// the CPU reference: the hook through which tests run the kernels
+// themselves off a Mac (package metaltest runs them emulated on the CPU).
+// exec is called once per dispatch, each barrier group in reverse order as
+// NewFake does, and must leave the results of the buffers marked Write in
+// their Data; an error it returns is the command buffer's.
+func NewFakeWith(p Policy, exec func(d *Dispatch) error) *Backend {
+	f := newFakeDevice()
+	f.exec = exec
+	return newBackend(f, p)
+}
+
+// Dispatch is one kernel launch, as NewFakeWith's executor receives it.
+type Dispatch struct {
+	Kernel string // the kernel's name in the library, e.g. "matvec_nt_f16"
+	File   string // the .metal file of package shaders that defines it, e.g. "matvec.metal"
+	Grid   [3]int // threadgroups per grid
+	Group  [3]int // threads per threadgroup
+	// Threadgroup holds the threadgroup memory lengths in bytes, by
+	// [[threadgroup(i)]] index.
+	Threadgroup []int
+	Buffers     []DispatchBuffer
+}
+
+// DispatchBuffer is one [[buffer(i)]] argument of a Dispatch.
+type DispatchBuffer struct {
+	Index int
+	// Data is the operand's bytes in device memory itself for a bound
+	// buffer (setBuffer), or a copy of the arguments for setBytes.
+	Data []byte
+	// Write is set when the kernel writes the operand; the executor must
+	// write no other buffer.
+	Write bool
+}
+
 // FakeEvents returns the commands a fake backend's device has received, as
 // "dispatch <kernel>", "barrier", "commit" and "wait" lines, and clears them.
 func FakeEvents(b *Backend) []string {
@@ -39,7 +74,7 @@ type fakeDevice struct {
 	ref     *cpu.Backend
 	kernels map[string]bool
 	// exec runs one dispatch; nil means the CPU reference.
-	exec func(d *dispatch) error
+	exec func(d *Dispatch) error
 	// refuse maps a .metal file to the error its compilation gives, so
 	// that tests can see what a Mac user sees when Apple's compiler
 	// refuses a file.
@@ -63,7 +98,11 @@ func newFakeDevice() *fakeDevice {
 }
 
 func (f *fakeDevice) info() DeviceInfo {
-	return DeviceInfo{Name: "fake (CPU reference)", Architecture: "fake_g", Family: "fake", UnifiedMemory: true,
+	name := "fake (CPU reference)"
+	if f.exec != nil {
+		name = "fake (custom executor)"
+	}
+	return DeviceInfo{Name: name, Architecture: "fake_g", Family: "fake", UnifiedMemory: true,
 		WorkingSet: 1 << 32, MaxBuffer: 1 << 31}
 }
 
@@ -189,12 +228,28 @@ func (f *fakeDevice) run(d *dispatch) error {
 		}
 	}
 	if f.exec != nil {
-		return f.exec(d)
+		return f.exec(d.export())
 	}
 	if d.part != d.parts-1 {
 		return nil
 	}
 	return f.runReference(d.step)
+}
+
+// export describes d for a custom executor.
+func (d *dispatch) export() *Dispatch {
+	name := d.pipe.name()
+	x := &Dispatch{Kernel: name, File: kernelFamily(name) + ".metal", Grid: d.grid, Group: d.group,
+		Threadgroup: append([]int(nil), d.shared...), Buffers: make([]DispatchBuffer, len(d.binds))}
+	for i, b := range d.binds {
+		x.Buffers[i] = DispatchBuffer{Index: b.index, Write: b.write}
+		if b.buf != nil {
+			x.Buffers[i].Data = b.buf.bytes()[b.off : b.off+b.n : b.off+b.n]
+		} else {
+			x.Buffers[i].Data = append([]byte(nil), b.bytes...)
+		}
+	}
+	return x
 }
 
 // runReference runs a graph step on the CPU reference backend over the same
