@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short deps lint cross bench fuzz clean
+.PHONY: build demo demo-speedup test test-short deps lint check check-tidy cross bench fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -32,18 +32,26 @@ demo-speedup: build
 		--beam-width 1 --beam-length 5
 
 # Install what the tests need (see scripts/deps.sh), then run every test,
-# the pure-Go (noasm) kernels too, and the darwin cross-build checks.
+# the pure-Go (noasm) kernels too, the darwin cross-build checks, and the
+# repository checks (go.mod tidy).
 test: deps
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags noasm ./backend/cpu/...
 	$(MAKE) --no-print-directory cross
+	$(MAKE) --no-print-directory check
 
 deps:
 	@bash scripts/deps.sh
 
-lint:
+lint: check-tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
+
+# What must match what a tool would write: go.mod/go.sum (go mod tidy).
+check: check-tidy
+
+check-tidy:
+	@$(GO) mod tidy -diff >/dev/null || { $(GO) mod tidy -diff; echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 # Type-check, build and compile the tests of every package for macOS
 # (the Metal target) from any machine, without cgo.
