@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short deps lint check check-tidy cross bench fuzz clean
+.PHONY: build demo demo-speedup test test-short deps lint check check-tidy check-generate cross bench fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -33,7 +33,7 @@ demo-speedup: build
 
 # Install what the tests need (see scripts/deps.sh), then run every test,
 # the pure-Go (noasm) kernels too, the darwin cross-build checks, and the
-# repository checks (go.mod tidy).
+# repository checks (go.mod tidy, generated assembly up to date).
 test: deps
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags noasm ./backend/cpu/...
@@ -47,11 +47,15 @@ lint: check-tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
 
-# What must match what a tool would write: go.mod/go.sum (go mod tidy).
-check: check-tidy
+# What must match what a tool would write: go.mod/go.sum (go mod tidy) and
+# the amd64 assembly of backend/cpu/kernels (its generators).
+check: check-tidy check-generate
 
 check-tidy:
 	@$(GO) mod tidy -diff >/dev/null || { $(GO) mod tidy -diff; echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+
+check-generate:
+	@GO=$(GO) bash scripts/check-generate.sh
 
 # Type-check, build and compile the tests of every package for macOS
 # (the Metal target) from any machine, without cgo.
