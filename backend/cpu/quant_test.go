@@ -224,6 +224,9 @@ func TestQMatMulRowsIndependentOfBatch(t *testing.T) {
 // for the tile kernel (on machines that have it), reused by later products,
 // and forgotten when its bytes are written.
 func TestQMatMulTiles(t *testing.T) {
+	if tilesOff {
+		t.Skip("REDRAFTER_CPU_TILES=off: no repacking")
+	}
 	r := rand.New(rand.NewPCG(9, 10))
 	be := New(2)
 	q := newQWeight(t, r, 40, 256, 4, 64, graph.F16)
@@ -278,6 +281,9 @@ func TestQMatMulTiles(t *testing.T) {
 // QEmbed and Dequantize still read its rows exactly, and its bytes can no
 // longer be read or written as MLX's layout.
 func TestQMatMulTilesInPlace(t *testing.T) {
+	if tilesOff {
+		t.Skip("REDRAFTER_CPU_TILES=off: no repacking")
+	}
 	if !kernels.TilesFit(kernels.AffineRows{Bits: 4, GroupSize: 64, K: 256, ScaleType: kernels.ScalesF16}) {
 		t.Skipf("no tile kernel here (affine kernels: %s)", kernels.AffineImpl())
 	}
