@@ -16,7 +16,8 @@ import (
 // they reach every kernel of the library.
 
 // Tolerances, as error relative to the largest magnitude of the reference
-// output: max|got-want| / max|want|. Integer outputs must match exactly.
+// output: max|got-want| / max|want|, or / opCase.floor when that is larger.
+// Integer outputs must match exactly.
 const (
 	tolF32 = 1e-4
 	tolF16 = 1e-2
@@ -25,8 +26,12 @@ const (
 // opCase is a one-op graph with its inputs. build is called once per
 // backend and must create the same graph each time.
 type opCase struct {
-	name  string
-	tol   float64
+	name string
+	tol  float64
+	// floor, when set, bounds the error's denominator from below: a dot
+	// product's rounding error scales with Σ|x·w|, not with the result, which
+	// cancellation can make arbitrarily small (one output of a few terms).
+	floor float64
 	build func(be graph.Backend, g *graph.Graph) (outs []*graph.Array, inputs map[*graph.Array]any)
 }
 
@@ -103,7 +108,7 @@ func randomTree(r *rand.Rand, n int) []int32 {
 func opCases(r *rand.Rand) []opCase {
 	var cs []opCase
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, opCase{name, tol, build})
+		cs = append(cs, opCase{name: name, tol: tol, build: build})
 	}
 	// MatMul: matvec (M <= 16 by default) and matmul shapes with tails in every dim.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
@@ -355,8 +360,9 @@ func readOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {
 	return res, nil
 }
 
-// compare returns a description of the first disagreement, or "".
-func compare(got, want []any, tol float64) (string, float64) {
+// compare returns a description of the first disagreement, or "": float
+// errors are relative to max(max|want|, floor).
+func compare(got, want []any, tol, floor float64) (string, float64) {
 	worst := 0.0
 	for i := range want {
 		switch w := want[i].(type) {
@@ -378,7 +384,7 @@ func compare(got, want []any, tol float64) (string, float64) {
 					}
 				}
 			}
-			rel := diff / math.Max(big, 1e-30)
+			rel := diff / math.Max(big, math.Max(floor, 1e-30))
 			worst = math.Max(worst, rel)
 			if rel > tol || (tol == 0 && diff != 0) {
 				return fmt.Sprintf("output %d: error %.3g > %.3g at [%d]: got %v, want %v", i, rel, tol, at, g[at], w[at]), rel

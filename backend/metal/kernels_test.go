@@ -42,7 +42,7 @@ func TestKernels(t *testing.T) {
 			if err != nil {
 				t.Fatalf("metal: %v", err)
 			}
-			if msg, _ := compare(got, want, c.tol); msg != "" {
+			if msg, _ := compare(got, want, c.tol, c.floor); msg != "" {
 				t.Errorf("%s: %s", c.name, msg)
 			}
 		})
@@ -102,7 +102,7 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 				t.Logf("%s with the planted bug: %v", c.name, err)
 				continue
 			}
-			msg, _ := compare(got, want, c.tol)
+			msg, _ := compare(got, want, c.tol, c.floor)
 			if msg == "" {
 				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.name, bug.file, bug.from, bug.to)
 			} else {

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -51,15 +52,17 @@ func (q quantWeight) inputs(g *graph.Graph, in map[*graph.Array]any, n, k, bits,
 // 128, every group size, and the three scale types.
 func quantCases(r *rand.Rand) []opCase {
 	var cs []opCase
-	add := func(name string, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, opCase{name, tolF32, build})
+	add := func(name string, floor float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
+		cs = append(cs, opCase{name: name, tol: tolF32, floor: floor, build: build})
 	}
 	for _, dt := range scaleDTypes {
 		for _, bits := range []int{4, 8} {
 			for _, s := range [][4]int{{1, 32, 1, 32}, {3, 96, 9, 32}, {8, 544, 13, 32}, {1, 1024, 17, 128}, {5, 192, 33, 64}, {9, 64, 7, 64}, {33, 160, 41, 32}} {
 				m, k, n, gs := s[0], s[1], s[2], s[3]
 				x, q := randF32(r, m*k, 1), randQuant(r, n, k, bits, gs, dt)
-				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, dt, m, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				// Dequantized weights lie within [-1, 1] (quantized from
+				// randF32), so max_i Σ_k |x_ik| bounds Σ|x·w| for every output.
+				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, dt, m, k, n), maxRowAbsSum(x, k), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa := g.Input("x", graph.F32, m, k)
 					in := map[*graph.Array]any{xa: x}
 					return []*graph.Array{graph.MatMul(xa, q.inputs(g, in, n, k, bits, gs, dt))}, in
@@ -67,18 +70,31 @@ func quantCases(r *rand.Rand) []opCase {
 			}
 			v, k, gs, n := 50, 96, 32, 7
 			q, ids := randQuant(r, v, k, bits, gs, dt), randInts(r, n, 0, v)
-			add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_K%d_N%d", bits, gs, dt, v, k, n), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_K%d_N%d", bits, gs, dt, v, k, n), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ia := g.Input("ids", graph.I32, n)
 				in := map[*graph.Array]any{ia: ids}
 				return []*graph.Array{graph.Embed(q.inputs(g, in, v, k, bits, gs, dt), ia)}, in
 			})
 			dn, dk, dgs := 5, 256, 128
 			dq := randQuant(r, dn, dk, bits, dgs, dt)
-			add(fmt.Sprintf("Dequantize/%d-bit/g%d/%v/N%d_K%d", bits, dgs, dt, dn, dk), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("Dequantize/%d-bit/g%d/%v/N%d_K%d", bits, dgs, dt, dn, dk), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				in := map[*graph.Array]any{}
 				return []*graph.Array{dq.inputs(g, in, dn, dk, bits, dgs, dt)}, in
 			})
 		}
 	}
 	return cs
+}
+
+// maxRowAbsSum is max over the rows of x ([*, k]) of Σ|x|.
+func maxRowAbsSum(x []float32, k int) float64 {
+	best := 0.0
+	for i := 0; i+k <= len(x); i += k {
+		s := 0.0
+		for _, v := range x[i : i+k] {
+			s += math.Abs(float64(v))
+		}
+		best = math.Max(best, s)
+	}
+	return best
 }

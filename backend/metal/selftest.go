@@ -61,7 +61,7 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 		got, kernels, elapsed, size, runErr := timedCase(be, c)
 		msg, rel := "", 0.0
 		if runErr == nil {
-			msg, rel = compare(got, want, c.tol)
+			msg, rel = compare(got, want, c.tol, c.floor)
 		} else {
 			msg = runErr.Error()
 			if len(kernels) == 0 {
