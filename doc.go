@@ -14,8 +14,22 @@
 //
 //	import _ "github.com/seed9b8f47b1/redrafter/backend/metal"
 //
-// An Engine is safe for use by one goroutine at a time; a Session keeps a
-// conversation's KV cache between turns so a chat re-reads only what is new.
+// A Session keeps a conversation's KV cache between turns so a chat re-reads
+// only what is new.
+//
+// Concurrency: the Sessions of one Engine may generate on different
+// goroutines at once, over one copy of the weights and of the draft head;
+// each Session has its own KV cache and compiled plans, and each draft beam
+// search its own draft-step plans and scratch. So may Engine.Generate calls
+// (each runs a fresh Session), Probes (each has its own cache),
+// Engine.NewSession, Engine.NewProbe, and the accessors (Context, Model,
+// Backend, DraftHead, DefaultBeam, Embeddings, Tokenizer). One Session, or
+// one Probe, is not safe for concurrent use: its calls must not overlap.
+// Engine.LoadDrafter and Engine.Close must not run concurrently with
+// anything else on the Engine, and Sessions and Probes must not be used after
+// Close. Concurrent Sessions share the backend's cores (on the CPU, one pool
+// of workers), so they add throughput only where one Session leaves the
+// hardware idle; each one's output is what it gives alone.
 //
 // Tools that measure or train against the model (benchmarks, draft-head
 // distillation) use the narrow hooks Engine.NewProbe, Engine.Embeddings,

@@ -135,8 +135,10 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 // gives the same sums however its rows are split between calls.
 func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, rowLen, stride := heads/kvh, past+n, kvh*d
-	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(w, lo, hi int) {
-		sc := b.scratch(w, group*rowLen+group*d) // scores [group, rowLen], then the scaled queries
+	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(lo, hi int) {
+		scratch := b.scratch(group*rowLen + group*d) // scores [group, rowLen], then the scaled queries
+		defer b.release(scratch)
+		sc := *scratch
 		qs := sc[group*rowLen:]
 		for t := lo; t < hi; t++ {
 			qi, g := t/kvh, t%kvh

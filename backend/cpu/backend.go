@@ -21,21 +21,39 @@ func init() {
 // Backend runs plans on the CPU. Reference backends run every op with its
 // plain single-threaded loop (in the op family's file); the others use the
 // fast kernels.
+//
+// A Backend is safe for concurrent use: plans of their own (the Sessions of
+// one Engine) may Run on different goroutines at once, over the same weights.
+// A Run keeps its state in the plan's buffers and in scratch space it takes
+// for the length of one op's chunk of work (scratch); what Runs share is
+// read-only (the weights) or locked (a weight's tiles, packed at first use;
+// the worker pool's queue). One Plan must not Run on two goroutines at once.
 type Backend struct {
 	reference bool
 	pool      *pool
-	scratches [][]float32 // per worker
+	scratches sync.Pool // of *[]float32; see scratch
 
 	repackedInPlace, repackedCopies atomic.Int64 // see Repacked
 }
 
-// scratch returns worker w's scratch space of at least n floats.
-func (b *Backend) scratch(w, n int) []float32 {
-	if cap(b.scratches[w]) < n {
-		b.scratches[w] = make([]float32, n)
+// scratch returns scratch space of n floats for the caller alone, until it
+// hands it back with release. It belongs to one call, never to the backend
+// or a worker: concurrent Runs each take their own.
+func (b *Backend) scratch(n int) *[]float32 {
+	s, _ := b.scratches.Get().(*[]float32)
+	if s == nil {
+		s = new([]float32)
 	}
-	return b.scratches[w][:n]
+	if cap(*s) < n {
+		*s = make([]float32, n)
+	}
+	*s = (*s)[:n]
+	return s
 }
+
+// release returns scratch space taken with scratch; it must not be used
+// afterwards.
+func (b *Backend) release(s *[]float32) { b.scratches.Put(s) }
 
 // New returns a backend that uses up to threads goroutines per op
 // (0 means GOMAXPROCS).
@@ -43,13 +61,13 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{pool: newPool(threads), scratches: make([][]float32, threads)}
+	return &Backend{pool: newPool(threads)}
 }
 
 // NewReference returns a backend that runs only the pure-Go reference
 // kernels, single-threaded. Tests compare every other backend with it.
 func NewReference() *Backend {
-	return &Backend{reference: true, pool: newPool(1), scratches: make([][]float32, 1)}
+	return &Backend{reference: true, pool: newPool(1)}
 }
 
 // Threads is the number of goroutines an op may use.

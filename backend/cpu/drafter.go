@@ -13,8 +13,10 @@ func (b *Backend) rnnStep(out graph.Operand, in []graph.Operand) error {
 	if err := b.matmul(out, e, w); err != nil {
 		return err
 	}
-	// s·uᵀ goes to scratch memory that no worker of the pool is using.
-	su := b.scratch(0, m*n)
+	// s·uᵀ goes to scratch memory of this call's own.
+	scratch := b.scratch(m * n)
+	defer b.release(scratch)
+	su := *scratch
 	tmp := out
 	tmp.Buf, tmp.Off = &buffer{b: graph.AsBytes(su)}, 0
 	if err := b.matmul(tmp, s, u); err != nil {

@@ -22,13 +22,13 @@ func (b *Backend) matmul(out, x, w graph.Operand) error {
 	switch w.DType {
 	case graph.F32:
 		ws := f32(w)
-		b.pool.parallel(n, rowAlign, minRows, func(_, lo, hi int) {
+		b.pool.parallel(n, rowAlign, minRows, func(lo, hi int) {
 			matmulF32(y[lo:], n, xs, m, ws[lo*k:hi*k])
 		})
 	case graph.F16, graph.BF16:
 		ws := u16(w)
 		bf := w.DType == graph.BF16
-		b.pool.parallel(n, rowAlign, minRows, func(_, lo, hi int) {
+		b.pool.parallel(n, rowAlign, minRows, func(lo, hi int) {
 			matmulHalf(y[lo:], n, xs, m, ws[lo*k:hi*k], bf)
 		})
 	default:

@@ -84,7 +84,7 @@ func (b *Backend) dequantize(out graph.Operand, in []graph.Operand, op graph.Deq
 	y, k := f32(out), w.K
 	groups := k / w.GroupSize
 	t := repackedTiles(in[0])
-	b.pool.parallel(out.Shape[0], 1, max(1, 1<<14/k), func(_, lo, hi int) {
+	b.pool.parallel(out.Shape[0], 1, max(1, 1<<14/k), func(lo, hi int) {
 		sc, bi, codes := make([]float32, groups), make([]float32, groups), make([]uint32, k*w.Bits/32)
 		for j := lo; j < hi; j++ {
 			dequantRow(y[j*k:(j+1)*k], &w, t, j, sc, bi, codes)
@@ -145,7 +145,7 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 	}
 	if t != nil {
 		px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize)
-		b.pool.parallel(n, tileRows, minRows, func(_, lo, hi int) {
+		b.pool.parallel(n, tileRows, minRows, func(lo, hi int) {
 			kernels.MatMulAffineTilesX(y[lo:], n, px, t.Rows(lo, hi))
 		})
 		px.Release()
@@ -153,7 +153,7 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 	}
 	const rowAlign = 8
 	px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize) // once, shared by the workers
-	b.pool.parallel(n, rowAlign, minRows, func(_, lo, hi int) {
+	b.pool.parallel(n, rowAlign, minRows, func(lo, hi int) {
 		kernels.MatMulAffineX(y[lo:], n, px, w.Rows(lo, hi))
 	})
 	px.Release()

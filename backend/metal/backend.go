@@ -13,6 +13,12 @@ import (
 // list of dispatches with its barriers and command-buffer cuts (kept in
 // Plan.BackendState), and each Run replays it: one concurrent compute
 // encoder per command buffer, the first committed early, one wait at the end.
+//
+// A Backend is safe for concurrent use: different plans (the Sessions of one
+// Engine) may Run on different goroutines at once. What Runs share is locked
+// (pipelines, the buffer pool, Stats) or read-only (the weights); each Run
+// encodes its own command buffers on the device's queue. One Plan must not
+// Run on two goroutines at once.
 type Backend struct {
 	dev    device
 	policy Policy

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/llama"
@@ -24,14 +25,51 @@ const (
 
 // Drafter is a draft head bound to a backend next to its LLM, whose input
 // embedding it shares.
+//
+// BeamSearch is safe for concurrent use (the Sessions of one Engine draft
+// at once): the head's weights are shared, and each search runs on a
+// searcher of its own, with its own compiled step plans and host scratch,
+// taken from those idle and given back when it returns. So there are as many
+// searchers as searches ever ran at once. Close must not run concurrently
+// with a search.
 type Drafter struct {
-	Head  *Head
-	llm   *llama.Runner
-	bind  *llama.Binding
+	Head *Head
+	llm  *llama.Runner
+	bind *llama.Binding
+
+	mu   sync.Mutex
+	idle []*searcher // searchers not in use
+	all  []*searcher // every searcher made, for Close
+}
+
+// searcher is what one beam search runs on: the head's step compiled for
+// each row count, with its own plan buffers, and host scratch.
+type searcher struct {
 	steps map[int]*stepGraph // by rows
 	// host scratch
 	logits, state []float32
 	heap          []float32 // warpLogSoftmax's top-50
+}
+
+// acquire takes an idle searcher, or makes one.
+func (d *Drafter) acquire() *searcher {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.idle); n > 0 {
+		s := d.idle[n-1]
+		d.idle = d.idle[:n-1]
+		return s
+	}
+	s := &searcher{steps: map[int]*stepGraph{}}
+	d.all = append(d.all, s)
+	return s
+}
+
+// release gives a searcher back for the next search.
+func (d *Drafter) release(s *searcher) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.idle = append(d.idle, s)
 }
 
 // NewDrafter binds h to llm's backend after checking that it was made for
@@ -40,7 +78,7 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 	if err := h.Check(llm.Model.Config); err != nil {
 		return nil, err
 	}
-	d := &Drafter{Head: h, llm: llm, bind: llama.NewBinding(llm.Backend), steps: map[int]*stepGraph{}}
+	d := &Drafter{Head: h, llm: llm, bind: llama.NewBinding(llm.Backend)}
 	if err := d.bind.Add(h.weights()...); err != nil {
 		d.Close()
 		return nil, err
@@ -50,10 +88,15 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 
 // Close frees the plans and the weights' backend views.
 func (d *Drafter) Close() {
-	for _, s := range d.steps {
-		s.plan.Free()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sr := range d.all {
+		for _, s := range sr.steps {
+			s.plan.Free()
+		}
+		sr.steps = nil
 	}
-	d.steps = nil
+	d.all, d.idle = nil, nil
 	d.bind.Close()
 }
 
@@ -100,17 +143,17 @@ func (d *Drafter) build(rows int) (*stepGraph, error) {
 	return s, nil
 }
 
-// step runs the head over rows beams: their last tokens and states, with
-// the context h shared. It returns views of the new states [rows, H] and the
-// logits [rows, V], valid until the next step.
-func (d *Drafter) step(tok []int32, state, context []float32) (newState, logits []float32, err error) {
+// step runs the head on sr over rows beams: their last tokens and states,
+// with the context h shared. It returns views of the new states [rows, H]
+// and the logits [rows, V], valid until sr's next step.
+func (d *Drafter) step(sr *searcher, tok []int32, state, context []float32) (newState, logits []float32, err error) {
 	rows := len(tok)
-	s := d.steps[rows]
+	s := sr.steps[rows]
 	if s == nil {
 		if s, err = d.build(rows); err != nil {
 			return nil, nil, err
 		}
-		d.steps[rows] = s
+		sr.steps[rows] = s
 	}
 	c := d.Head.Config
 	zeros := make([]int32, rows)
@@ -126,15 +169,15 @@ func (d *Drafter) step(tok []int32, state, context []float32) (newState, logits 
 	if err := p.Run(); err != nil {
 		return nil, nil, fmt.Errorf("drafter: %w", err)
 	}
-	d.state = grow(d.state, rows*c.HiddenSize)
-	d.logits = grow(d.logits, rows*c.VocabSize)
-	if err := p.Read(s.newState, d.state); err != nil {
+	sr.state = grow(sr.state, rows*c.HiddenSize)
+	sr.logits = grow(sr.logits, rows*c.VocabSize)
+	if err := p.Read(s.newState, sr.state); err != nil {
 		return nil, nil, err
 	}
-	if err := p.Read(s.logits, d.logits); err != nil {
+	if err := p.Read(s.logits, sr.logits); err != nil {
 		return nil, nil, err
 	}
-	return d.state, d.logits, nil
+	return sr.state, sr.logits, nil
 }
 
 func grow(s []float32, n int) []float32 {
@@ -162,6 +205,7 @@ type Beams struct {
 // start at [0, -5e4, ...] so that only beam 0 expands on the first step,
 // each step takes the global top-w of the w×V joint scores (ties: lowest
 // beam, then lowest token), and beams carry their states and histories.
+// Searches may run on different goroutines at once (see Drafter).
 func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (*Beams, error) {
 	c := d.Head.Config
 	if w < 1 || w > MaxBeamWidth {
@@ -174,6 +218,8 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 		panic(fmt.Sprintf("drafter: BeamSearch: context of %d for hidden size %d", len(h), c.HiddenSize))
 	}
 	v := c.VocabSize
+	sr := d.acquire()
+	defer d.release(sr)
 	beams := &Beams{Tokens: make([][]int32, w)}
 	for i := range beams.Tokens {
 		beams.Tokens[i] = append(make([]int32, 0, l), init)
@@ -195,13 +241,13 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 	nextScore := make([]float64, w)
 	src := make([]int, w)
 	for t := 1; t < l; t++ {
-		newState, logits, err := d.step(tok, state, h)
+		newState, logits, err := d.step(sr, tok, state, h)
 		if err != nil {
 			return nil, err
 		}
 		rows := len(tok)
 		for r := range rows {
-			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &d.heap)
+			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &sr.heap)
 		}
 		// Global top-w over the joint scores score[i] + lp[rowOf[i]][tok].
 		n := topJoint(score, rowOf, lp, v, w, src, nextTok, nextScore)
