@@ -69,7 +69,9 @@ func rate(n int, d time.Duration) float64 {
 
 // Generate runs prompt through a fresh session. onText receives the text as
 // it is produced, in pieces that never split a UTF-8 character or a stop
-// string; an error from it ends the generation with that error.
+// string; an error from it ends the generation with that error. A model
+// whose logits hold NaN or Inf (broken weights) ends it with a
+// *llama.NonFiniteError that names the value and the token's position.
 func (e *Engine) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
 	s, err := e.NewSession()
 	if err != nil {
@@ -193,16 +195,20 @@ type decoder struct {
 }
 
 // pick chooses the next token from logits: argmax, or a draw from the
-// sampling distribution.
-func (d *decoder) pick(logits []float32) int32 {
+// sampling distribution. The logits are finite (llama.State.Forward checks
+// them as it reads them back); an error here would be a distribution that
+// filtering left empty.
+func (d *decoder) pick(logits []float32) (int32, error) {
 	if d.opt.Sampling.Greedy() {
-		return sample.Argmax(logits)
+		return sample.Argmax(logits), nil
 	}
 	if len(d.probs) != len(logits) {
 		d.probs = make([]float64, len(logits))
 	}
-	sample.Probs(d.probs, logits, d.opt.Sampling)
-	return sample.Draw(d.probs, d.rng)
+	if err := sample.Probs(d.probs, logits, d.opt.Sampling); err != nil {
+		return 0, fmt.Errorf("redrafter: after position %d: %w", d.s.state.Len()-1, err)
+	}
+	return sample.Draw(d.probs, d.rng), nil
 }
 
 // autoregressive decodes one token per forward pass.
@@ -212,7 +218,10 @@ func (d *decoder) autoregressive(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		next := d.pick(s.logits)
+		next, err := d.pick(s.logits)
+		if err != nil {
+			return err
+		}
 		if done, err := d.em.push(next); done || err != nil {
 			return err
 		}

@@ -152,7 +152,10 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 	nodeProbs := make([][]float64, maxN)
 	scratch := make([]float64, c.Vocab)
 
-	init := d.pick(s.logits) // the first token comes from the prefill
+	init, err := d.pick(s.logits) // the first token comes from the prefill
+	if err != nil {
+		return err
+	}
 	h := append([]float32(nil), s.hidden...)
 	if done, err := d.em.push(init); done || err != nil {
 		return err
@@ -172,7 +175,7 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 		t0 := time.Now()
 		beams, err := p.d.BeamSearch(h, init, p.w, p.l, p.accept == AcceptApple && !d.opt.Sampling.Greedy())
 		if err != nil {
-			return err
+			return fmt.Errorf("redrafter: drafting after position %d: %w", s.state.Len(), err)
 		}
 		t1 := time.Now()
 		tree, err := builder.Build(beams.Tokens)
@@ -198,10 +201,17 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 			next = argmax[path[len(path)-1]]
 		} else {
 			clear(nodeProbs)
+			var perr error // the first distribution that could not be made
 			probs := func(u int) []float64 {
 				if nodeProbs[u] == nil {
 					nodeProbs[u] = make([]float64, c.Vocab)
-					sample.Probs(nodeProbs[u], row(u), d.opt.Sampling)
+					if err := sample.Probs(nodeProbs[u], row(u), d.opt.Sampling); err != nil {
+						if perr == nil {
+							perr = fmt.Errorf("redrafter: after position %d: %w", s.state.Len()+int(tree.Depth[u]), err)
+						}
+						clear(nodeProbs[u]) // a stand-in the rules can draw from; perr ends the step
+						nodeProbs[u][0] = 1
+					}
 				}
 				return nodeProbs[u]
 			}
@@ -216,6 +226,9 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 				path, next = drafter.AcceptApple(tree, probs, drafts, d.rng, scratch)
 			} else {
 				path, next = drafter.AcceptSample(tree, probs, d.rng, scratch)
+			}
+			if perr != nil {
+				return perr
 			}
 		}
 		path = append([]int32(nil), path...)

@@ -62,29 +62,33 @@ const topPSlack = 1e-6
 // greedy decoding. Otherwise the logits are divided by Temperature, filtered
 // by TopK then TopP (see the package comment for the order), and
 // softmax-normalised in float64. Ties in the nucleus are broken towards the
-// lower token id. Logits may be -Inf (masked) but not NaN or +Inf, and at
-// least one must be finite.
-func Probs(dst []float64, logits []float32, p Params) {
+// lower token id.
+//
+// Logits may be -Inf (masked). A NaN or +Inf logit, or no finite one, has no
+// distribution: Probs returns an error and dst holds nothing usable (greedy
+// parameters still give the one-hot at Argmax, which skips NaN). It panics
+// only when len(dst) != len(logits) or they are empty.
+func Probs(dst []float64, logits []float32, p Params) error {
 	if len(dst) != len(logits) || len(logits) == 0 {
 		panic(fmt.Sprintf("sample: Probs: len(dst) = %d, len(logits) = %d", len(dst), len(logits)))
 	}
 	if p.Greedy() {
 		clear(dst)
 		dst[Argmax(logits)] = 1
-		return
+		return nil
 	}
 	invT := 1 / float64(p.Temperature)
 	maxv := math.Inf(-1)
 	for i, l := range logits {
 		v := float64(l) * invT
 		if math.IsNaN(v) || math.IsInf(v, 1) {
-			panic(fmt.Sprintf("sample: Probs: logit %d is %v", i, l))
+			return fmt.Errorf("sample: logit %d is %v", i, l)
 		}
 		dst[i] = v
 		maxv = max(maxv, v)
 	}
 	if math.IsInf(maxv, -1) {
-		panic("sample: Probs: no finite logit")
+		return fmt.Errorf("sample: no finite logit among %d", len(logits))
 	}
 	if p.TopK > 0 && p.TopK < len(dst) {
 		kth := kthLargest(dst, p.TopK)
@@ -109,6 +113,7 @@ func Probs(dst []float64, logits []float32, p Params) {
 	if p.TopP > 0 && p.TopP < 1 {
 		nucleus(dst, float64(p.TopP))
 	}
+	return nil
 }
 
 // nucleus keeps the smallest set of most probable entries of the normalised

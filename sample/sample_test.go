@@ -221,14 +221,37 @@ func TestDrawUsesOneUniform(t *testing.T) {
 	}
 }
 
+// Logits without a distribution (a model whose weights hold NaN or Inf
+// makes them) are an error, not a panic: they are data, not a programmer's
+// mistake.
+func TestProbsRefusesNonFinite(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for name, logits := range map[string][]float32{
+		"NaN":      {1, nan, 2},
+		"+Inf":     {1, 2, inf},
+		"all NaN":  {nan, nan},
+		"all -Inf": {-inf, -inf},
+	} {
+		for _, p := range []Params{{Temperature: 1}, {Temperature: 0.5, TopK: 1, TopP: 0.5}} {
+			dst := make([]float64, len(logits))
+			if err := Probs(dst, logits, p); err == nil {
+				t.Errorf("%s %v: no error, dst %v", name, p, dst)
+			}
+		}
+	}
+	// Greedy skips NaN as Argmax does.
+	dst := make([]float64, 3)
+	if err := Probs(dst, []float32{nan, 1, 0}, Params{}); err != nil || dst[1] != 1 {
+		t.Errorf("greedy over NaN: %v, %v", dst, err)
+	}
+}
+
 func TestPanics(t *testing.T) {
 	for name, f := range map[string]func(){
-		"Probs length":   func() { Probs(make([]float64, 2), []float32{1, 2, 3}, Params{Temperature: 1}) },
-		"Probs empty":    func() { Probs(nil, nil, Params{}) },
-		"Probs all -Inf": func() { Probs(make([]float64, 1), []float32{float32(math.Inf(-1))}, Params{Temperature: 1}) },
-		"Probs NaN":      func() { Probs(make([]float64, 1), []float32{float32(math.NaN())}, Params{Temperature: 1}) },
-		"Argmax empty":   func() { Argmax(nil) },
-		"Draw zero":      func() { Draw([]float64{0, 0}, rand.New(rand.NewPCG(1, 1))) },
+		"Probs length": func() { Probs(make([]float64, 2), []float32{1, 2, 3}, Params{Temperature: 1}) },
+		"Probs empty":  func() { Probs(nil, nil, Params{}) },
+		"Argmax empty": func() { Argmax(nil) },
+		"Draw zero":    func() { Draw([]float64{0, 0}, rand.New(rand.NewPCG(1, 1))) },
 	} {
 		func() {
 			defer func() {

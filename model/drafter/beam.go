@@ -245,6 +245,9 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 		if err != nil {
 			return nil, err
 		}
+		if err := checkFinite(logits, v, t); err != nil {
+			return nil, err
+		}
 		rows := len(tok)
 		for r := range rows {
 			warpLogSoftmax(lp[r*v:(r+1)*v], logits[r*v:(r+1)*v], &sr.heap)

@@ -284,10 +284,32 @@ func (s *State) Forward(b Batch, logits, hidden []float32) error {
 		if err := p.Read(f.logits, logits); err != nil {
 			return err
 		}
+		if err := s.checkFinite("logits", b, pos, logits, s.r.Model.Config.Vocab); err != nil {
+			return err
+		}
 	}
 	if hidden != nil {
 		if err := p.Read(f.hidden, hidden); err != nil {
 			return err
+		}
+		if err := s.checkFinite("hidden state", b, pos, hidden, s.r.Model.Config.Dim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFinite returns a *NonFiniteError for the first NaN or ±Inf in the
+// output rows of b (out is [len(b.Rows), width]). Every value a token is
+// chosen from passes here once, where it is read back: one comparison per
+// float, next to a forward pass that did a multiply-add per weight.
+func (s *State) checkFinite(what string, b Batch, pos []int32, out []float32, width int) error {
+	for r, tok := range b.Rows {
+		row := out[r*width : (r+1)*width]
+		for i, x := range row {
+			if x-x != 0 { // NaN and ±Inf alone give NaN
+				return &NonFiniteError{What: what, Pos: int(pos[tok]), Index: i, Value: x}
+			}
 		}
 	}
 	return nil
@@ -353,4 +375,24 @@ func (s *State) Keep(idx []int32) error {
 	}
 	s.Advance(n)
 	return nil
+}
+
+// NonFiniteError reports a forward pass whose logits (or hidden states)
+// hold NaN or ±Inf: the model's weights, or its arithmetic, are broken, and
+// no token can be chosen from them.
+type NonFiniteError struct {
+	What  string  // "logits" or "hidden state"
+	Pos   int     // position in the sequence (from 0) of the token whose output it is
+	Index int     // the first bad entry of that row (a vocabulary id for logits)
+	Value float32 // NaN, +Inf or -Inf
+}
+
+func (e *NonFiniteError) Error() string {
+	v := "NaN"
+	if math.IsInf(float64(e.Value), 1) {
+		v = "+Inf"
+	} else if math.IsInf(float64(e.Value), -1) {
+		v = "-Inf"
+	}
+	return fmt.Sprintf("llama: the model produced %s %s at position %d (entry %d); its weights may hold NaN or Inf", v, e.What, e.Pos, e.Index)
 }
