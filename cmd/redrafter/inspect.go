@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -110,7 +109,7 @@ func orNone(name string, present bool) string {
 // isDrafterDir reports whether path holds a ReDrafter head (its config.json
 // has the head's fields).
 func isDrafterDir(path string) bool {
-	raw, err := os.ReadFile(filepath.Join(path, "config.json"))
+	raw, err := formats.ReadFile(filepath.Join(path, "config.json"))
 	if err != nil {
 		return false
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -53,7 +52,7 @@ type Block struct {
 // Load reads a draft head from a directory holding config.json and
 // model.safetensors (or its shards), the reference checkpoint layout.
 func Load(dir string) (*Head, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	raw, err := formats.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("drafter: %s is not a draft head checkpoint: %w", dir, err)

@@ -33,7 +33,7 @@ const (
 // not name are included. Close releases every file.
 func OpenSafetensorsDir(dir string) (*Checkpoint, error) {
 	index := filepath.Join(dir, stIndexFile)
-	raw, err := os.ReadFile(index)
+	raw, err := ReadFile(index)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		single := filepath.Join(dir, stSingleFile)

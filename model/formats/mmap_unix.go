@@ -13,18 +13,11 @@ import (
 // mapFile maps path read-only. unmap releases the mapping; it is safe to call
 // once. A file of size 0 gives empty data.
 func mapFile(path string) (data []byte, unmap func() error, err error) {
-	f, err := os.Open(path)
+	f, st, err := OpenFile(path) // refuses a named pipe without blocking on it
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	size := st.Size()
 	if size == 0 {
 		return []byte{}, func() error { return nil }, nil

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -34,7 +33,7 @@ func (c *Checkpoint) Close() error {
 // Open loads a .gguf file or an HF checkpoint directory (config.json with
 // model.safetensors or its shards).
 func Open(path string) (*Checkpoint, error) {
-	st, err := os.Stat(path)
+	st, err := formats.CheckFileOrDir(path) // a named pipe would block the open
 	if err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/dlclark/regexp2"
+
+	"github.com/seed9b8f47b1/redrafter/model/formats"
 )
 
 // LoadHF reads a Hugging Face tokenizer directory: tokenizer.json, plus
@@ -28,7 +29,7 @@ import (
 // normalizer (Qwen) is not applied: text is tokenized as given.
 func LoadHF(dir string) (*Vocab, error) {
 	path := filepath.Join(dir, "tokenizer.json")
-	data, err := os.ReadFile(path)
+	data, err := formats.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -37,7 +38,7 @@ func LoadHF(dir string) (*Vocab, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 	}
 	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	cfg, err := os.ReadFile(cfgPath)
+	cfg, err := formats.ReadFile(cfgPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -48,7 +49,7 @@ func LoadHF(dir string) (*Vocab, error) {
 		}
 	}
 	if v.ChatTemplate == "" {
-		if t, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		if t, err := formats.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
 			v.ChatTemplate = string(t)
 		}
 	}

@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
+
+	"github.com/seed9b8f47b1/redrafter/model/formats"
 )
 
 // LoadSentencePiece reads a SentencePiece tokenizer.model (a serialized
 // sentencepiece ModelProto) of a BPE model, as Llama 1/2, Vicuna and Mistral
 // ship it.
 func LoadSentencePiece(path string) (*Vocab, error) {
-	data, err := os.ReadFile(path)
+	data, err := formats.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

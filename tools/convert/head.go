@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/model/formats"
 	"github.com/seed9b8f47b1/redrafter/model/llama"
 )
 
 // IsHead reports whether dir holds a ReDrafter draft head (its config.json
 // says model_type "recurrent_drafting_drafter").
 func IsHead(dir string) bool {
-	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	raw, err := formats.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return false
 	}

@@ -184,7 +184,7 @@ func torchDType(d formats.DType) string {
 
 // hfConfig is the input's config.json with the quantization block replaced.
 func hfConfig(path string, e *encoder) ([]byte, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := formats.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
