@@ -75,10 +75,17 @@ cross:
 bench:
 	$(GO) test -run '^$$' -bench . -count 10 ./backend/cpu/... . | tee bench.txt
 
-# Run each parser fuzzer for a while (the seed corpora run in `make test`).
+# Run every fuzz target (found by name, so a new one is never left out) for
+# FUZZTIME each; their seed corpora run in `make test`.
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseGGUF -fuzztime 60s ./model/formats/
-	$(GO) test -run '^$$' -fuzz FuzzParseSafetensors -fuzztime 60s ./model/formats/
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		pkg=$$(dirname $$f); \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$t ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 clean:
 	rm -rf bin bench.txt
