@@ -25,6 +25,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/quant"
@@ -45,7 +46,7 @@ type Options struct {
 	// Force replaces an existing output directory; without it, an existing
 	// output is an error (ErrExists).
 	Force bool
-	// Progress, if set, is called before each tensor is written.
+	// Progress, if set, is called before each tensor is encoded.
 	Progress func(done, total int, name, what string)
 }
 
@@ -79,6 +80,27 @@ func (o *Options) kept(path, alias string) bool {
 		}
 	}
 	return false
+}
+
+// keepAliases are the Keep names that need not match a matrix of every
+// input: a tied model has no lm_head, a draft head no embedding.
+var keepAliases = []string{"lm_head", "embed", "vocab"}
+
+// checkKeep fails if an entry of Keep other than an alias names none of
+// the matrices (module paths) about to be written: a misspelt name would
+// otherwise quantize what the user meant to keep.
+func (o *Options) checkKeep(paths []string) error {
+	for _, k := range o.Keep {
+		k = strings.TrimSuffix(strings.TrimSpace(k), ".weight")
+		if k == "" || slices.Contains(keepAliases, k) {
+			continue
+		}
+		if !slices.ContainsFunc(paths, func(p string) bool { return p == k || strings.HasSuffix(p, "."+k) }) {
+			return fmt.Errorf("convert: keep %q names no matrix of the input: give lm_head, embed, vocab, a module path (%s) or its last part (%s)",
+				k, paths[0], paths[0][strings.LastIndex(paths[0], ".")+1:])
+		}
+	}
+	return nil
 }
 
 // counts summarises what was written.

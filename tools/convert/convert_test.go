@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,13 +202,16 @@ func TestWriteAtomic(t *testing.T) {
 	base := t.TempDir()
 	out := filepath.Join(base, "out")
 	os.Mkdir(out, 0o755)
-	os.WriteFile(filepath.Join(out, "keep"), []byte("old"), 0o644)
+	// An earlier output: --force may replace it.
+	for _, name := range []string{"config.json", "model.safetensors", "keep"} {
+		os.WriteFile(filepath.Join(out, name), []byte("old"), 0o644)
+	}
 	// An existing output is ErrExists, with the path and no CLI flag.
 	if _, err := Model(stories, out, Options{Bits: 4, GroupSize: 32}); !errors.Is(err, ErrExists) ||
 		err.Error() != "convert: "+out+": output already exists" {
 		t.Errorf("existing output: %v", err)
 	}
-	if err := writeDir(filepath.Join(base, "raced"), false, func(string) error {
+	if err := writeDir(context.Background(), filepath.Join(base, "raced"), false, func(string) error {
 		return os.Mkdir(filepath.Join(base, "raced"), 0o755) // something else writes the output meanwhile
 	}); !errors.Is(err, ErrExists) || strings.Contains(err.Error(), "--") {
 		t.Errorf("output that appeared while writing: %v", err)
@@ -214,7 +219,7 @@ func TestWriteAtomic(t *testing.T) {
 	os.Remove(filepath.Join(base, "raced"))
 	boom := errors.New("boom")
 	fresh := filepath.Join(base, "fresh")
-	err := writeDir(fresh, false, func(dir string) error {
+	err := writeDir(context.Background(), fresh, false, func(dir string) error {
 		os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("half"), 0o644)
 		return boom
 	})
@@ -225,7 +230,7 @@ func TestWriteAtomic(t *testing.T) {
 	if len(ents) != 1 || ents[0].Name() != "out" {
 		t.Errorf("after a failed write the directory holds %v", ents)
 	}
-	if err := writeDir(out, true, func(dir string) error { return boom }); !errors.Is(err, boom) {
+	if err := writeDir(context.Background(), out, true, func(dir string) error { return boom }); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "keep")); string(b) != "old" {
@@ -244,6 +249,90 @@ func TestWriteAtomic(t *testing.T) {
 		if _, err := Model(stories, filepath.Join(base, "x"), o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// Force replaces an earlier output, never a directory or file of
+// anything else: the error names what it found, and nothing is touched.
+func TestForceRefusesOtherFiles(t *testing.T) {
+	base := t.TempDir()
+	thesis := filepath.Join(base, "thesis")
+	os.Mkdir(thesis, 0o755)
+	os.WriteFile(filepath.Join(thesis, "thesis.txt"), []byte("four years"), 0o644)
+	notes := filepath.Join(base, "notes.txt")
+	os.WriteFile(notes, []byte("notes"), 0o644)
+	nested := filepath.Join(base, "nested")
+	os.MkdirAll(filepath.Join(nested, "sub"), 0o755)
+	os.WriteFile(filepath.Join(nested, "config.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(nested, "model.safetensors"), []byte("x"), 0o644)
+	for _, c := range []struct{ out, want string }{
+		{thesis, "it holds thesis.txt"},
+		{notes, "is a file"},
+		{nested, "holds sub, which is not a file"},
+	} {
+		_, err := Model(stories, c.out, Options{Bits: 4, GroupSize: 32, Force: true})
+		if !errors.Is(err, ErrNotOutput) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrNotOutput saying %q", c.out, err, c.want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(thesis, "thesis.txt")); err != nil || string(b) != "four years" {
+		t.Errorf("the thesis is gone: %q %v", b, err)
+	}
+	if _, err := os.Stat(notes); err != nil {
+		t.Error(err)
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 3 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// A cancelled conversion stops, returns the context's error and leaves
+// neither its output nor a temporary directory.
+func TestCancelLeavesNothing(t *testing.T) {
+	base := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	opt := Options{Bits: 4, GroupSize: 32, Progress: func(done, total int, name, what string) {
+		if n++; n == 3 {
+			cancel()
+		}
+	}}
+	if _, err := ModelContext(ctx, stories, filepath.Join(base, "q"), opt); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while encoding: %v", err)
+	}
+	if n != 3 {
+		t.Errorf("went on for %d tensors after the cancellation", n-3)
+	}
+	// Cancelled while writing: the writer stops at its next buffer.
+	ctx, cancel = context.WithCancel(context.Background())
+	err := writeDir(ctx, filepath.Join(base, "w"), false, func(dir string) error {
+		return writeFile(ctx, filepath.Join(dir, "model.safetensors"), func(w *bufio.Writer) error {
+			cancel()
+			_, err := w.Write(make([]byte, 4<<20))
+			return err
+		})
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while writing: %v", err)
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// Keep names what exists: a misspelt matrix is an error naming it, the
+// aliases are accepted whether or not the input has them.
+func TestKeepMustNameMatrices(t *testing.T) {
+	base := t.TempDir()
+	for _, keep := range []string{"foo", "down_prj", "model.layers.9.mlp.down_proj"} {
+		_, err := Model(stories, filepath.Join(base, "q"), Options{Bits: 4, GroupSize: 32, Keep: []string{keep}})
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(keep)) {
+			t.Errorf("keep %q: %v", keep, err)
+		}
+	}
+	if _, err := Model(stories, filepath.Join(base, "q"), Options{Bits: 4, GroupSize: 32,
+		Keep: []string{"lm_head", "embed", "vocab", "down_proj", "model.layers.0.self_attn.q_proj.weight"}}); err != nil {
+		t.Error(err)
 	}
 }
 

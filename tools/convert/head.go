@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,6 +31,11 @@ func IsHead(dir string) bool {
 // projection, which dominates its size) quantized as opt says, its biases
 // kept, and config.json with the quantization block added.
 func Head(in, out string, opt Options) (Summary, error) {
+	return HeadContext(context.Background(), in, out, opt)
+}
+
+// HeadContext is Head, stopped when ctx is done (as ModelContext is).
+func HeadContext(ctx context.Context, in, out string, opt Options) (Summary, error) {
 	if err := opt.check(); err != nil {
 		return Summary{}, err
 	}
@@ -51,15 +57,25 @@ func Head(in, out string, opt Options) (Summary, error) {
 		src = h.Vocab.Quant.Scales.DType
 	}
 	n := 0
+	var matrices []string
 	for _, w := range ws {
 		if w.Present() {
 			n++
+			if len(w.Shape) == 2 {
+				matrices = append(matrices, strings.TrimSuffix(w.Name, ".weight"))
+			}
 		}
+	}
+	if err := opt.checkKeep(matrices); err != nil {
+		return Summary{}, err
 	}
 	e := newEncoder(&opt, src, n)
 	for _, w := range ws {
 		if !w.Present() {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return Summary{}, fmt.Errorf("convert: %w", err)
 		}
 		v := values(*w)
 		if len(w.Shape) == 1 {
@@ -78,8 +94,8 @@ func Head(in, out string, opt Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	err = writeDir(out, opt.Force, func(dir string) error {
-		if err := writeCheckpoint(dir, e.tensors); err != nil {
+	err = writeDir(ctx, out, opt.Force, func(dir string) error {
+		if err := writeCheckpoint(ctx, dir, e.tensors); err != nil {
 			return fmt.Errorf("convert: %w", err)
 		}
 		return os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)

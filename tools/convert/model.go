@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -95,6 +96,13 @@ func formatsDType(d graph.DType) formats.DType {
 // Model converts the model at in (an HF checkpoint directory or a .gguf
 // file) to an HF-style checkpoint directory out, quantized as opt says.
 func Model(in, out string, opt Options) (Summary, error) {
+	return ModelContext(context.Background(), in, out, opt)
+}
+
+// ModelContext is Model, stopped when ctx is done: it checks ctx between
+// tensors and while writing, removes what it wrote, and returns ctx's
+// error.
+func ModelContext(ctx context.Context, in, out string, opt Options) (Summary, error) {
 	if err := opt.check(); err != nil {
 		return Summary{}, err
 	}
@@ -116,9 +124,21 @@ func Model(in, out string, opt Options) (Summary, error) {
 		return Summary{}, fmt.Errorf("convert: %s: rope_freqs (llama3 rope scaling) cannot be expressed in config.json; convert from the HF checkpoint", in)
 	}
 	ws := hfWeights(m)
+	var matrices []string
+	for _, n := range ws {
+		if len(n.w.Shape) == 2 {
+			matrices = append(matrices, strings.TrimSuffix(n.name, ".weight"))
+		}
+	}
+	if err := opt.checkKeep(matrices); err != nil {
+		return Summary{}, err
+	}
 	src := srcDType(m)
 	e := newEncoder(&opt, src, len(ws))
 	for _, n := range ws {
+		if err := ctx.Err(); err != nil {
+			return Summary{}, fmt.Errorf("convert: %w", err)
+		}
 		v := values(*n.w)
 		if len(n.w.Shape) == 1 {
 			e.vector(n.name, v, formatsDType(src))
@@ -156,8 +176,8 @@ func Model(in, out string, opt Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	err = writeDir(out, opt.Force, func(dir string) error {
-		if err := writeCheckpoint(dir, e.tensors); err != nil {
+	err = writeDir(ctx, out, opt.Force, func(dir string) error {
+		if err := writeCheckpoint(ctx, dir, e.tensors); err != nil {
 			return fmt.Errorf("convert: %w", err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {

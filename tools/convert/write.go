@@ -2,13 +2,16 @@ package convert
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/formats"
@@ -119,7 +122,7 @@ var shardBytes int64 = 4 << 30
 
 // writeCheckpoint writes the tensors as model.safetensors, or shards and
 // model.safetensors.index.json, into dir.
-func writeCheckpoint(dir string, tensors []formats.Tensor) error {
+func writeCheckpoint(ctx context.Context, dir string, tensors []formats.Tensor) error {
 	slices.SortFunc(tensors, func(a, b formats.Tensor) int {
 		switch {
 		case a.Name < b.Name:
@@ -143,7 +146,7 @@ func writeCheckpoint(dir string, tensors []formats.Tensor) error {
 	}
 	meta := map[string]string{"format": "mlx"}
 	if len(shards) <= 1 {
-		return writeFile(filepath.Join(dir, "model.safetensors"), func(w *bufio.Writer) error {
+		return writeFile(ctx, filepath.Join(dir, "model.safetensors"), func(w *bufio.Writer) error {
 			return formats.WriteSafetensors(w, tensors, meta)
 		})
 	}
@@ -153,7 +156,7 @@ func writeCheckpoint(dir string, tensors []formats.Tensor) error {
 		for _, t := range sh {
 			weightMap[t.Name] = name
 		}
-		if err := writeFile(filepath.Join(dir, name), func(w *bufio.Writer) error {
+		if err := writeFile(ctx, filepath.Join(dir, name), func(w *bufio.Writer) error {
 			return formats.WriteSafetensors(w, sh, meta)
 		}); err != nil {
 			return err
@@ -166,12 +169,12 @@ func writeCheckpoint(dir string, tensors []formats.Tensor) error {
 	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), append(idx, '\n'), 0o644)
 }
 
-func writeFile(path string, write func(*bufio.Writer) error) error {
+func writeFile(ctx context.Context, path string, write func(*bufio.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(ctxWriter{ctx, f}, 1<<20)
 	err = write(w)
 	if err == nil {
 		err = w.Flush()
@@ -185,10 +188,30 @@ func writeFile(path string, write func(*bufio.Writer) error) error {
 	return err
 }
 
+// ctxWriter fails every write once ctx is done, so that writing a large
+// file stops within one buffer of a cancellation.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
 // ErrExists is the error of Model and Head, wrapped with the path, when
 // the output already exists (or appeared while it was being written) and
 // Options.Force is false; check for it with errors.Is.
 var ErrExists = errors.New("output already exists")
+
+// ErrNotOutput is the error of Model and Head, wrapped with what was
+// found, when Options.Force asks to replace something that is not a
+// checkpoint directory such as they write: Force never deletes a folder
+// of other files.
+var ErrNotOutput = errors.New("not a model or draft head directory")
 
 // checkOut fails early if out exists and may not be replaced.
 func checkOut(out string, force bool) error {
@@ -196,14 +219,56 @@ func checkOut(out string, force bool) error {
 		return fmt.Errorf("convert: %s: %w", out, ErrExists)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("convert: %w", err)
+	} else if err == nil {
+		return checkReplaceable(out)
 	}
 	return nil
+}
+
+// checkReplaceable fails unless out looks like a checkpoint this package
+// (or a checkpoint tool) writes: a directory of plain files holding
+// config.json and model.safetensors or its shards' index, and nothing
+// below it.
+func checkReplaceable(out string) error {
+	st, err := os.Lstat(out)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("convert: %s is a file, %w: not replacing it", out, ErrNotOutput)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	names := map[string]bool{}
+	var listed []string
+	for _, ent := range ents {
+		if !ent.Type().IsRegular() {
+			return fmt.Errorf("convert: %s holds %s, which is not a file: %w, not replacing it", out, ent.Name(), ErrNotOutput)
+		}
+		names[ent.Name()] = true
+		if len(listed) < 3 {
+			listed = append(listed, ent.Name())
+		}
+	}
+	if names["config.json"] && (names["model.safetensors"] || names["model.safetensors.index.json"]) {
+		return nil
+	}
+	found := "it is empty"
+	if len(listed) > 0 {
+		found = "it holds " + strings.Join(listed, ", ")
+		if len(ents) > len(listed) {
+			found += fmt.Sprintf(" and %d more", len(ents)-len(listed))
+		}
+	}
+	return fmt.Errorf("convert: %s is %w (config.json with model.safetensors); %s: not replacing it", out, ErrNotOutput, found)
 }
 
 // writeDir creates a temporary directory beside out, lets fill write into
 // it, and renames it to out (replacing an existing out only if force). On
 // any error the temporary directory is removed and out is untouched.
-func writeDir(out string, force bool, fill func(dir string) error) (err error) {
+func writeDir(ctx context.Context, out string, force bool, fill func(dir string) error) (err error) {
 	if err := checkOut(out, force); err != nil {
 		return err
 	}
@@ -226,9 +291,15 @@ func writeDir(out string, force bool, fill func(dir string) error) (err error) {
 	if err := fill(tmp); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
 	if _, err := os.Lstat(out); err == nil {
 		if !force {
 			return fmt.Errorf("convert: %s appeared while writing: %w", out, ErrExists)
+		}
+		if err := checkReplaceable(out); err != nil {
+			return err
 		}
 		old := tmp + ".old"
 		if err := os.Rename(out, old); err != nil {

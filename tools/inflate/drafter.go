@@ -1,6 +1,7 @@
 package inflate
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -78,7 +79,11 @@ func (p *Plan) Head(h *drafter.Head, dt graph.DType) (*drafter.Head, error) {
 		vec(&out.Blocks[k].B, b.B, exit, exitMap)
 	}
 	mat(&out.Vocab, h.Vocab, c.VocabSize, exit, identity, exitMap)
-	for i, t := range runJobs(jobs, dt) {
+	tensors, err := runJobs(context.Background(), jobs, dt, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tensors {
 		w, err := llama.WeightOf(&t)
 		if err != nil {
 			return nil, err

@@ -2,11 +2,13 @@ package inflate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -438,5 +440,32 @@ func writeQwen(t *testing.T, path string) {
 	}
 	if err := writeFile(path, func(f *os.File) error { return formats.WriteGGUF(f, kv, tensors, 0) }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A cancelled inflation stops handing out tensors, or stops writing, and
+// leaves neither its output nor its temporary file.
+func TestCancelLeavesNothing(t *testing.T) {
+	small := Shape{Dim: 128, Heads: 8, KVHeads: 4, Layers: 6, FFN: 256}
+	for _, at := range []string{"building", "writing"} {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		built := 0
+		opt := Options{DType: graph.F16, Progress: func(done, total int, name string) {
+			built = done
+			if (at == "building" && done == 2) || (at == "writing" && done == total) {
+				cancel()
+			}
+		}}
+		_, err := ModelContext(ctx, stories, filepath.Join(dir, "big.gguf"), small, opt)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want context.Canceled", at, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%s: left behind %v", at, ents)
+		}
+		if at == "building" && built > 2+runtime.GOMAXPROCS(0) {
+			t.Errorf("built %d tensors after the cancellation at 2", built-2)
+		}
 	}
 }

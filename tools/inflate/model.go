@@ -1,8 +1,10 @@
 package inflate
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -25,6 +27,9 @@ type Options struct {
 	DType graph.DType
 	// Seed draws the weights of the added layers.
 	Seed uint64
+	// Progress, if set, is called after each tensor is built (done of
+	// total) and once before the file is written (done == total).
+	Progress func(done, total int, name string)
 }
 
 func (o Options) dtype() (graph.DType, error) {
@@ -41,6 +46,13 @@ func (o Options) dtype() (graph.DType, error) {
 // a temporary file, renamed when complete). It returns the plan, which also
 // inflates the model's draft heads.
 func Model(in, out string, s Shape, opt Options) (*Plan, error) {
+	return ModelContext(context.Background(), in, out, s, opt)
+}
+
+// ModelContext is Model, stopped when ctx is done: it checks ctx between
+// tensors and while writing, removes its temporary file, and returns
+// ctx's error.
+func ModelContext(ctx context.Context, in, out string, s Shape, opt Options) (*Plan, error) {
 	dt, err := opt.dtype()
 	if err != nil {
 		return nil, err
@@ -64,15 +76,30 @@ func Model(in, out string, s Shape, opt Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, in)
 	}
-	tensors, err := p.Tensors(ck.Model, dt, opt.Seed)
+	tensors, err := p.tensors(ctx, ck.Model, dt, opt.Seed, opt.Progress)
 	if err != nil {
 		return nil, err
 	}
 	kv := p.Metadata(g.KVs(), dt)
-	if err := writeFile(out, func(f *os.File) error { return formats.WriteGGUF(f, kv, tensors, 0) }); err != nil {
+	err = writeFile(out, func(f *os.File) error { return formats.WriteGGUF(ctxWriter{ctx, f}, kv, tensors, 0) })
+	if err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// ctxWriter fails every write once ctx is done, so that writing a large
+// file stops within one tensor of a cancellation.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // writeFile writes path through a temporary file in the same directory.
@@ -194,6 +221,11 @@ type job struct {
 // Tensors builds the inflated model's tensors in GGUF names. The added
 // layers' random weights come from seed.
 func (p *Plan) Tensors(m *llama.Model, dt graph.DType, seed uint64) ([]formats.Tensor, error) {
+	return p.tensors(context.Background(), m, dt, seed, nil)
+}
+
+func (p *Plan) tensors(ctx context.Context, m *llama.Model, dt graph.DType, seed uint64,
+	progress func(done, total int, name string)) ([]formats.Tensor, error) {
 	if _, err := (Options{DType: dt}).dtype(); err != nil {
 		return nil, err
 	}
@@ -289,14 +321,26 @@ func (p *Plan) Tensors(m *llama.Model, dt graph.DType, seed uint64) ([]formats.T
 		rnd("ffn_up.weight", t.FFN, t.Dim)
 		zeros("ffn_down.weight", t.Dim, t.FFN)
 	}
-	return runJobs(jobs, dt), nil
+	return runJobs(ctx, jobs, dt, progress)
 }
 
-// runJobs fills the tensors on every core.
-func runJobs(jobs []job, dt graph.DType) []formats.Tensor {
+// runJobs fills the tensors on every core, and stops handing out jobs
+// when ctx is done.
+func runJobs(ctx context.Context, jobs []job, dt graph.DType, progress func(done, total int, name string)) ([]formats.Tensor, error) {
 	out := make([]formats.Tensor, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	report := func(name string) {
+		if progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		progress(done, len(jobs), name)
+	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := range next {
@@ -304,20 +348,28 @@ func runJobs(jobs []job, dt graph.DType) []formats.Tensor {
 				n := graph.Shape(j.shape).Numel()
 				if j.fill == nil {
 					out[i] = zeros(j.name, j.shape, n, dt, j.vector)
-					continue
+				} else {
+					buf := make([]float32, n)
+					j.fill(buf)
+					out[i] = encode(j.name, j.shape, buf, dt, j.vector)
 				}
-				buf := make([]float32, n)
-				j.fill(buf)
-				out[i] = encode(j.name, j.shape, buf, dt, j.vector)
+				report(j.name)
 			}
 		})
 	}
+	var err error
 	for i := range jobs {
+		if err = ctx.Err(); err != nil {
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return out
+	if err != nil {
+		return nil, fmt.Errorf("inflate: %w", err)
+	}
+	return out, nil
 }
 
 func zeros(name string, shape []int, n int, dt graph.DType, vector bool) formats.Tensor {
