@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/model/formats"
@@ -62,13 +61,9 @@ line.`,
 			}
 			cfg := bench.Config{Widths: widths, Lengths: lengths, MaxTokens: maxTokens, Template: template}
 			stderr := cmd.ErrOrStderr()
-			if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-				cfg.Progress = func(done, total int, what string) {
-					fmt.Fprintf(f, "\r\033[K[%d/%d] %s", done, total, what)
-					if done == total {
-						fmt.Fprint(f, "\r\033[K")
-					}
-				}
+			pl := newProgressLine(stderr, "bench")
+			cfg.Progress = func(done, total int, what string) {
+				pl.update(done == total, fmt.Sprintf("[%d/%d] %s", done, total, what), "done", done, "total", total, "run", what)
 			}
 			if profile != "" {
 				f, err := os.Create(profile)
@@ -81,6 +76,7 @@ line.`,
 				}
 			}
 			r, err := bench.Run(cmd.Context(), e, ps, cfg)
+			pl.finish()
 			if profile != "" {
 				pprof.StopCPUProfile()
 			}

@@ -41,7 +41,9 @@ other weights are random, so they cost real work), RMSNorm weights and epsilon
 rescaled for the wider mean, heads embedded so that RoPE frequencies and the
 attention scale are preserved. The default shape is TinyLlama-1.1B's. The
 vocabulary is not padded (that would change the function), so the inflated
-model moves fewer bytes per token than a real one with a 32k vocabulary.`,
+model moves fewer bytes per token than a real one with a 32k vocabulary.
+The file is written beside OUT and renamed into place; Ctrl-C stops the
+work, removes it, and exits with status 130.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var dt graph.DType
@@ -62,6 +64,9 @@ model moves fewer bytes per token than a real one with a 32k vocabulary.`,
 			if out == model {
 				return errors.New("--out must differ from --model")
 			}
+			if err := checkModelPath("--model", model); err != nil {
+				return err
+			}
 			var h *drafter.Head
 			if head != "" {
 				// Refuse a wrong head before the long part.
@@ -81,9 +86,21 @@ model moves fewer bytes per token than a real one with a 32k vocabulary.`,
 				}
 			}
 			start := time.Now()
-			p, err := inflate.Model(model, out, shape, inflate.Options{DType: dt, Seed: seed})
+			pl := newProgressLine(cmd.ErrOrStderr(), "inflate")
+			p, err := inflate.ModelContext(cmd.Context(), model, out, shape, inflate.Options{DType: dt, Seed: seed,
+				Progress: func(done, total int, name string) {
+					line := fmt.Sprintf("inflate: [%d/%d] %s", done, total, name)
+					if done == total {
+						line = fmt.Sprintf("inflate: %d tensors built, writing %s", total, out)
+					}
+					pl.update(done == total, line, "done", done, "total", total, "tensor", name)
+				}})
+			pl.finish()
 			if err != nil {
 				return err
+			}
+			if err := cmd.Context().Err(); err != nil {
+				return err // Ctrl-C after the model was written: the head is not started
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%s: %v → %v (%s), original layers at %v, rms eps %g → %g (%.1fs)\n", out,

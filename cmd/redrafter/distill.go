@@ -3,13 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/tools/train"
@@ -61,7 +57,7 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 					return err
 				}
 			}
-			pl := newProgressLine(cmd.ErrOrStderr())
+			pl := newProgressLine(cmd.ErrOrStderr(), "distill")
 			res, err := train.Distill(cmd.Context(), e, out, train.DistillOptions{
 				Prompts: ps, PromptsFile: prompts, Model: model, Template: tmpl, MaxTokens: maxTokens,
 				Temperature: temperature, SamplesPerPrompt: samples, Seed: seed, Batch: batch,
@@ -95,47 +91,6 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
-}
-
-// progressLine shows a progress line on a terminal, rewritten in place, or
-// logs it (slog, info level) every few seconds otherwise.
-type progressLine struct {
-	w     io.Writer
-	tty   bool
-	last  time.Time
-	shown bool
-}
-
-func newProgressLine(w io.Writer) *progressLine {
-	f, ok := w.(*os.File)
-	return &progressLine{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
-}
-
-// update shows line (or logs attrs) unless the last update was too recent;
-// force always shows it.
-func (p *progressLine) update(force bool, line string, attrs ...any) {
-	every := 10 * time.Second
-	if p.tty {
-		every = 100 * time.Millisecond
-	}
-	if !force && time.Since(p.last) < every {
-		return
-	}
-	p.last = time.Now()
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s", line)
-		p.shown = true
-		return
-	}
-	slog.Info("progress", attrs...)
-}
-
-// finish ends the terminal line.
-func (p *progressLine) finish() {
-	if p.tty && p.shown {
-		fmt.Fprintln(p.w)
-		p.shown = false
-	}
 }
 
 func eta(d time.Duration) string {

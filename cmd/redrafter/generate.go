@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,36 +31,49 @@ type modelFlags struct {
 	beamWidth   int
 	beamLength  int
 	accept      string
+
+	cmd *cobra.Command // to ask which flags were given
 }
 
 func (m *modelFlags) register(cmd *cobra.Command) {
+	m.cmd = cmd
 	f := cmd.Flags()
-	f.StringVar(&m.model, "model", "", "model: a .gguf file or an HF checkpoint directory (required)")
-	f.IntVar(&m.context, "context", 0, "maximum tokens in the context (0: the model's)")
+	f.StringVarP(&m.model, "model", "m", "", "model: a .gguf file or an HF checkpoint directory (required)")
+	f.IntVar(&m.context, "context", 0, "maximum tokens in the context, at most the model's (0: the model's)")
 	f.StringVar(&m.kvCache, "kv-cache", "f32", "KV cache element type: f32, or f16 for half the memory (keys and values rounded to halves)")
-	f.IntVar(&m.maxTokens, "max-tokens", 256, "stop after this many new tokens (0: until the context is full)")
-	f.Float32Var(&m.temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	f.IntVarP(&m.maxTokens, "max-tokens", "n", 256, "stop after this many new tokens (0: until the context is full)")
+	f.Float32Var(&m.temperature, "temperature", 0, "sampling temperature, also --temp (0: greedy)")
+	// --temp is llama.cpp's and mlx-lm's name; both set one value.
+	f.Float32Var(&m.temperature, "temp", 0, "alias of --temperature")
+	_ = f.MarkHidden("temp")
 	f.IntVar(&m.topK, "top-k", 0, "sample from the k most likely tokens only (0: all)")
 	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability")
-	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run)")
+	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run, shown by --stats and --json)")
 	f.StringArrayVar(&m.stops, "stop", nil, "stop before this text (repeatable)")
 	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head directory (config.json + model.safetensors): speculative decoding")
-	f.IntVar(&m.beamWidth, "beam-width", 0, "ReDrafter beams per step, 1-50 (0: the backend's default)")
-	f.IntVar(&m.beamLength, "beam-length", 0, "ReDrafter tokens per beam including the last accepted one, >= 2 (0: the backend's default)")
-	f.StringVar(&m.accept, "accept", "exact", "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased)")
+	f.IntVar(&m.beamWidth, "beam-width", 0, "ReDrafter beams per step, 1-50 (0: the backend's default; needs --drafter)")
+	f.IntVar(&m.beamLength, "beam-length", 0, "ReDrafter tokens per beam including the last accepted one, >= 2 (0: the backend's default; needs --drafter)")
+	f.StringVar(&m.accept, "accept", redrafter.AcceptExact, "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased; needs --drafter)")
 	_ = cmd.MarkFlagRequired("model")
 }
 
+// options checks the flags and returns the generation options; a sampled
+// run with no --seed gets a random seed, which opt.Seed holds.
 func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
+	t := float64(m.temperature)
 	switch {
 	case m.maxTokens < 0:
 		return redrafter.GenerateOptions{}, errors.New("--max-tokens must not be negative")
-	case m.temperature < 0:
-		return redrafter.GenerateOptions{}, errors.New("--temperature must not be negative")
+	case math.IsNaN(t) || math.IsInf(t, 0) || t < 0:
+		return redrafter.GenerateOptions{}, fmt.Errorf("--temperature %v: want a number >= 0 (0: greedy)", m.temperature)
 	case m.topK < 0:
 		return redrafter.GenerateOptions{}, errors.New("--top-k must not be negative")
 	case !(m.topP > 0 && m.topP <= 1):
 		return redrafter.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
+	case m.context < 0:
+		return redrafter.GenerateOptions{}, fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", m.context)
+	case m.accept != redrafter.AcceptExact && m.accept != redrafter.AcceptApple:
+		return redrafter.GenerateOptions{}, fmt.Errorf("--accept %q: want %s or %s", m.accept, redrafter.AcceptExact, redrafter.AcceptApple)
 	}
 	seed := uint64(m.seed)
 	if m.seed < 0 {
@@ -71,18 +88,96 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	}, nil
 }
 
+// warnUnused says on stderr which given flags have no effect without
+// --drafter: a run that silently ignores them measures something else
+// than the user thinks.
+func (m *modelFlags) warnUnused(w io.Writer) {
+	if m.drafter != "" || m.cmd == nil {
+		return
+	}
+	for _, name := range []string{"beam-width", "beam-length", "accept"} {
+		if m.cmd.Flags().Changed(name) {
+			fmt.Fprintf(w, "redrafter: warning: --%s has no effect without --drafter\n", name)
+		}
+	}
+}
+
 func (m *modelFlags) load(g *globalFlags) (*redrafter.Engine, error) {
+	if err := checkModelPath("--model", m.model); err != nil {
+		return nil, err
+	}
 	e, err := redrafter.Load(m.model, redrafter.Options{Backend: g.backend, Context: m.context, KVCache: m.kvCache})
 	if err != nil {
 		return nil, err
 	}
+	if max := e.Model().TrainedContext; m.context > max {
+		e.Close()
+		return nil, fmt.Errorf("--context %d: the model holds at most %d tokens (pass 0 for all of them)", m.context, max)
+	}
 	if m.drafter != "" {
+		if err := checkDrafterPath(m.drafter); err != nil {
+			e.Close()
+			return nil, err
+		}
 		if err := e.LoadDrafter(m.drafter); err != nil {
 			e.Close()
 			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// readPrompt returns the prompt of generate: --prompt, --prompt-file (-
+// is stdin), or stdin when it is a pipe or a file and neither flag is
+// given, as `echo text | redrafter generate -m model` expects.
+func readPrompt(cmd *cobra.Command, prompt, promptFile string) (string, error) {
+	given := cmd.Flags().Changed("prompt")
+	switch {
+	case given && promptFile != "":
+		return "", errors.New("give --prompt or --prompt-file, not both")
+	case given:
+		return prompt, nil
+	case promptFile == "-":
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return "", fmt.Errorf("--prompt-file -: reading stdin: %w", err)
+		}
+		return trimNewline(string(b)), nil
+	case promptFile != "":
+		b, err := os.ReadFile(promptFile)
+		if err != nil {
+			return "", fmt.Errorf("--prompt-file %s: %w", promptFile, plainErr(err))
+		}
+		return string(b), nil
+	case stdinPiped(cmd.InOrStdin()):
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return "", fmt.Errorf("reading the prompt from stdin: %w", err)
+		}
+		return trimNewline(string(b)), nil
+	}
+	return "", nil
+}
+
+// trimNewline drops the one newline that echo and a here-string end
+// their text with: the prompt is the line, not the line and a newline.
+func trimNewline(s string) string {
+	s = strings.TrimSuffix(s, "\n")
+	return strings.TrimSuffix(s, "\r")
+}
+
+// stdinPiped reports whether r is a pipe or a regular file (not a
+// terminal or /dev/null); a reader that is not a file (a test's) counts.
+func stdinPiped(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return true
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return st.Mode()&os.ModeNamedPipe != 0 || st.Mode().IsRegular()
 }
 
 func newGenerateCmd(g *globalFlags) *cobra.Command {
@@ -94,24 +189,23 @@ func newGenerateCmd(g *globalFlags) *cobra.Command {
 		asJSON     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "generate --model PATH [--prompt TEXT | --prompt-file FILE]",
+		Use:   "generate -m PATH [-p TEXT | --prompt-file FILE|-]",
 		Short: "Generate a continuation of a prompt",
-		Args:  cobra.NoArgs,
+		Long: `Generate a continuation of a prompt and stream it to stdout. The prompt is
+--prompt, or the contents of --prompt-file (- for stdin), or stdin when it is
+piped and neither is given (one trailing newline dropped). Ctrl-C stops the generation, ends the line,
+prints the stats so far (--stats) and exits with status 130.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if prompt != "" && promptFile != "" {
-				return errors.New("give --prompt or --prompt-file, not both")
-			}
-			if promptFile != "" {
-				b, err := os.ReadFile(promptFile)
-				if err != nil {
-					return err
-				}
-				prompt = string(b)
+			text, err := readPrompt(cmd, prompt, promptFile)
+			if err != nil {
+				return err
 			}
 			opt, err := m.options()
 			if err != nil {
 				return err
 			}
+			m.warnUnused(cmd.ErrOrStderr())
 			e, err := m.load(g)
 			if err != nil {
 				return err
@@ -125,25 +219,39 @@ func newGenerateCmd(g *globalFlags) *cobra.Command {
 			if asJSON {
 				stream = nil
 			}
-			res, err := e.Generate(cmd.Context(), prompt, opt, stream)
-			if err != nil {
+			res, err := e.Generate(cmd.Context(), text, opt, stream)
+			// On Ctrl-C the result so far, when the library returns one, is
+			// reported as a finished one is; the error follows (exit 130).
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			if res == nil {
+				if !asJSON {
+					fmt.Fprintln(out)
+				}
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(out).Encode(jsonResult(res, e))
+				j := jsonResult(res, e)
+				j.Stats.Seed = opt.Seed
+				if jerr := json.NewEncoder(out).Encode(j); jerr != nil {
+					return jerr
+				}
+				return err
 			}
 			fmt.Fprintln(out)
 			if stats {
 				printStats(cmd.ErrOrStderr(), res, e)
+				printSeed(cmd.ErrOrStderr(), opt)
 			}
-			return nil
+			return err
 		},
 	}
 	m.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&prompt, "prompt", "", "prompt text (default: empty, the model starts from BOS)")
-	f.StringVar(&promptFile, "prompt-file", "", "read the prompt from this file")
-	f.BoolVar(&stats, "stats", false, "print token counts and speeds to stderr")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object with text, tokens and stats to stdout")
+	f.StringVarP(&prompt, "prompt", "p", "", "prompt text (default: stdin when piped, else empty: the model starts from BOS)")
+	f.StringVar(&promptFile, "prompt-file", "", "read the prompt from this file (-: stdin)")
+	f.BoolVar(&stats, "stats", false, "print token counts, speeds and the seed to stderr")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object with text, tokens and stats (the seed too) to stdout")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -50,14 +51,19 @@ func newSelftestCmd(g *globalFlags) *cobra.Command {
 func newDevicesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "devices",
-		Short: "List GPUs with their family, memory and recommended ReDrafter beam",
+		Short: "List the CPU, and on macOS the GPUs with their family, memory and recommended ReDrafter beam",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			writeCPU(out, readCPUInfo())
 			rs, err := metal.Devices()
-			if err != nil {
-				return err
+			switch {
+			case err == nil:
+				metal.WriteDevices(out, rs)
+			case runtime.GOOS == "darwin":
+				// The CPU still runs every model; say why there is no GPU.
+				fmt.Fprintf(out, "metal: none (%v)\n", err)
 			}
-			metal.WriteDevices(cmd.OutOrStdout(), rs)
 			return nil
 		},
 	}

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/sample"
@@ -35,27 +33,37 @@ gains a "quantization" block. Quantization is round-to-nearest with a scale
 and bias from each group's min and max, as MLX does. Matrices whose rows are
 not whole groups, and those named by --keep-fp16, stay in f16. --bits 16 or 32
 converts without quantizing. The output is written beside DIR and renamed
-into place, so nothing is left half written on an error. generate --model
-and --drafter read the result.`,
+into place, so nothing is left half written on an error or Ctrl-C (which
+exits with status 130). --force replaces an earlier output (a directory
+with config.json and model.safetensors), never a directory of other files.
+generate --model and --drafter read the result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keep != "" {
 				opt.Keep = strings.Split(keep, ",")
 			}
-			prog := newQuantProgress(cmd.ErrOrStderr())
-			opt.Progress = prog.update
+			if _, err := os.Stat(in); err != nil {
+				return fmt.Errorf("--in %s: %w", in, plainErr(err))
+			}
+			pl := newProgressLine(cmd.ErrOrStderr(), "quantize")
+			opt.Progress = func(done, total int, name, what string) {
+				pl.update(done == total, fmt.Sprintf("quantize: [%d/%d] %s (%s)", done, total, name, what),
+					"done", done, "total", total, "tensor", name, "as", what)
+			}
 			start := time.Now()
 			what := "model"
-			run := convert.Model
+			run := convert.ModelContext
 			if convert.IsHead(in) {
-				what, run = "draft head", convert.Head
+				what, run = "draft head", convert.HeadContext
 			}
-			sum, err := run(in, out, opt)
-			prog.finish()
-			if errors.Is(err, convert.ErrExists) {
+			sum, err := run(cmd.Context(), in, out, opt)
+			pl.finish()
+			switch {
+			case errors.Is(err, convert.ErrExists):
 				return fmt.Errorf("%w: pass --force to replace it", err)
-			}
-			if err != nil {
+			case errors.Is(err, convert.ErrNotOutput):
+				return fmt.Errorf("%w; --force replaces only an earlier output of quantize: choose another --out", err)
+			case err != nil:
 				return err
 			}
 			mode := fmt.Sprintf("%d-bit, groups of %d", opt.Bits, opt.GroupSize)
@@ -76,38 +84,12 @@ and --drafter read the result.`,
 	f.StringVar(&out, "out", "", "output directory (required)")
 	f.IntVar(&opt.Bits, "bits", opt.Bits, "bits per weight: 4 or 8 (16 or 32: convert without quantizing)")
 	f.IntVar(&opt.GroupSize, "group-size", opt.GroupSize, "weights per scale and bias: 32, 64 or 128")
-	f.StringVar(&keep, "keep-fp16", "", "comma-separated matrices to keep in f16: lm_head, embed, vocab (a draft head's), module paths or names")
-	f.BoolVar(&opt.Force, "force", false, "replace an existing output directory")
+	f.StringVar(&keep, "keep-fp16", "", "comma-separated matrices to keep in f16: lm_head, embed, vocab (a draft head's), module paths (model.layers.0.mlp.down_proj) or their last part (down_proj); a name that matches no matrix is an error")
+	f.BoolVar(&opt.Force, "force", false, "replace an existing output directory written by quantize (a directory of other files is refused)")
 	for _, name := range []string{"in", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
-}
-
-// quantProgress rewrites one line on a terminal and stays quiet otherwise.
-type quantProgress struct {
-	w     io.Writer
-	tty   bool
-	shown bool
-}
-
-func newQuantProgress(w io.Writer) *quantProgress {
-	f, ok := w.(*os.File)
-	return &quantProgress{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
-}
-
-func (p *quantProgress) update(done, total int, name, what string) {
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[Kquantize: [%d/%d] %s (%s)", done, total, name, what)
-		p.shown = true
-	}
-}
-
-func (p *quantProgress) finish() {
-	if p.shown {
-		fmt.Fprintln(p.w)
-		p.shown = false
-	}
 }
 
 // storySeparator ends each text of a perplexity file, as in TinyStories.

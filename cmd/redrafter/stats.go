@@ -19,6 +19,9 @@ type statsJSON struct {
 	PrefillTokPerS  float64 `json:"prefill_tokens_per_s"`
 	DecodeTokPerS   float64 `json:"decode_tokens_per_s"`
 	StopReason      string  `json:"stop_reason"`
+	// Seed is the sampling seed, given or drawn: --seed with it repeats
+	// a sampled run.
+	Seed uint64 `json:"seed"`
 	// ReDrafter, when a draft head was used.
 	Draft *draftJSON `json:"redrafter,omitempty"`
 }
@@ -86,6 +89,13 @@ func printStats(w io.Writer, r *redrafter.Result, e *redrafter.Engine) {
 	fmt.Fprintf(w, "decode:  %d tokens in %.1f ms (%.1f tokens/s), stop: %s\n", s.GeneratedTokens, ms(s.Decode.Seconds()), s.DecodeRate(), r.Reason)
 	if d := s.Draft; d != nil {
 		fmt.Fprintf(w, "redrafter W=%d L=%d:\n%s", s.BeamWidth, s.BeamLength, d)
+	}
+}
+
+// printSeed says which seed a sampled run used, so that it can be repeated.
+func printSeed(w io.Writer, opt redrafter.GenerateOptions) {
+	if !opt.Sampling.Greedy() {
+		fmt.Fprintf(w, "seed %d (--seed %d repeats this run)\n", opt.Seed, opt.Seed)
 	}
 }
 

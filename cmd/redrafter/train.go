@@ -81,7 +81,7 @@ WxL) and the tokens per step are reported; --eval-only does just that for the he
 			defer e.Close()
 			out := cmd.OutOrStdout()
 			if !evalOnly {
-				pl := newProgressLine(cmd.ErrOrStderr())
+				pl := newProgressLine(cmd.ErrOrStderr(), "train-drafter")
 				o.Progress = func(p train.Progress) { showTrainProgress(pl, p) }
 				rep, err := train.Train(cmd.Context(), e, o)
 				pl.finish()
