@@ -44,6 +44,15 @@ line.`,
 			case len(widths) == 0 || len(lengths) == 0:
 				return errors.New("--beam-width and --beam-length need at least one value each")
 			}
+			if err := checkInput("--prompts", prompts); err != nil {
+				return err
+			}
+			if err := checkModelPath("--model", model); err != nil {
+				return err
+			}
+			if err := checkDrafterPath(head); err != nil {
+				return err
+			}
 			ps, err := bench.ReadPrompts(prompts)
 			if err != nil {
 				return err

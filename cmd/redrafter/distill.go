@@ -42,6 +42,12 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 			case batch < 1:
 				return errors.New("--batch must be at least 1")
 			}
+			if err := checkInput("--prompts", prompts); err != nil {
+				return err
+			}
+			if err := checkModelPath("--model", model); err != nil {
+				return err
+			}
 			ps, err := train.ReadPrompts(prompts)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -30,6 +31,13 @@ func newInspectCmd() *cobra.Command {
 }
 
 func inspect(w io.Writer, path string, listTensors bool) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, plainErr(err))
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a model file or directory (it is a %s)", path, fileKind(st.Mode()))
+	}
 	if isDrafterDir(path) {
 		return inspectDrafter(w, path, listTensors)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 )
 
 // exitInterrupted is the shell's code for a command stopped by SIGINT
@@ -50,7 +51,8 @@ func exitCode(ctx context.Context, err error) int {
 		fmt.Fprintln(os.Stderr, "redrafter: interrupted")
 		return exitInterrupted
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "redrafter:", err)
+		// Errors of the redrafter package already start with its name.
+		fmt.Fprintln(os.Stderr, "redrafter:", strings.TrimPrefix(err.Error(), "redrafter: "))
 		return 1
 	}
 	return 0

@@ -49,6 +49,18 @@ func checkDrafterPath(path string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("--drafter %s: a draft head is a directory (config.json + model.safetensors), not a file", path)
 	}
+	if exists(filepath.Join(path, "config.json")) && !isDrafterDir(path) {
+		return fmt.Errorf("--drafter %s is a model, not a ReDrafter draft head: pass it as --model, or make a head for it with distill and train-drafter", path)
+	}
+	return nil
+}
+
+// checkInput checks that the input file or directory given as flag
+// exists, so that its error names the flag.
+func checkInput(flag, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, plainErr(err))
+	}
 	return nil
 }
 

@@ -118,6 +118,14 @@ hand, and scoring other versions of the model (quantized, f16) on that file
 measures what they lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkModelPath("--model", model); err != nil {
+				return err
+			}
+			if sampleN == 0 {
+				if err := checkInput("--text", textFile); err != nil {
+					return err
+				}
+			}
 			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend})
 			if err != nil {
 				return err
