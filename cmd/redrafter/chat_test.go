@@ -92,7 +92,7 @@ func runChat(t *testing.T, c *chat, input string, interrupts chan os.Signal) {
 // cache of everything before it.
 func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	// The whole first reply, uninterrupted, to compare with.
-	full, fullOut, _ := newTestChat(t, 0, 200, "")
+	full, _, _ := newTestChat(t, 0, 200, "")
 	runChat(t, full, "Tell me a story\n", make(chan os.Signal, 1))
 	wholeReply := full.turns[1].Content
 
@@ -100,13 +100,13 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	interrupts := make(chan os.Signal, 1)
 	pressed := false
 	c.out = writerFunc(func(p []byte) (int, error) {
-		if !pressed { // the first piece of text presses Ctrl-C
+		n, err := out.Write(p)
+		if !pressed && strings.TrimSpace(out.String()) != "" { // the first word presses Ctrl-C
 			pressed = true
 			interrupts <- os.Interrupt
 		}
-		return out.Write(p)
+		return n, err
 	})
-	var firstPrompt int
 	r := newPlainReader(strings.NewReader("Tell me a story\nTell me another story\n"), nil, interrupts)
 	defer r.close()
 	// Run the turns one at a time to look at each.
@@ -114,7 +114,7 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, firstPrompt, _ = c.render([]tokenizer.Message{{Role: "user", Content: text}})
+	_, firstPrompt, _ := c.render([]tokenizer.Message{{Role: "user", Content: text}})
 	if err := c.turn(context.Background(), text, interrupts); err != nil {
 		t.Fatalf("the interrupted turn ended the chat: %v", err)
 	}
@@ -150,7 +150,6 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	if errOut.String() != "" {
 		t.Errorf("stderr: %q", errOut.String())
 	}
-	_ = fullOut
 }
 
 // Ctrl-C at the prompt shows how to quit; a second one in a row quits,
