@@ -85,6 +85,9 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.close()
+			if err := cmd.Context().Err(); err != nil {
+				return err // Ctrl-C while the model loaded: the user left
+			}
 
 			// Ctrl-C stops a reply, not the chat. main cancels the command's
 			// context on the first interrupt, so the chat runs on a context
@@ -252,6 +255,10 @@ func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signa
 		}
 		return err
 	}
+	// A Ctrl-C that came before the reply (as the last one ended, or in
+	// the moment liner shows its prompt before it reads keys) is not meant
+	// for this reply.
+	drain(interrupts)
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	replyDone := make(chan struct{})

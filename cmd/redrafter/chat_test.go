@@ -152,6 +152,20 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	}
 }
 
+// A Ctrl-C that came before a reply started (left over from the last one,
+// or pressed as the prompt appeared) does not stop it.
+func TestChatEarlierInterruptDoesNotStopTheReply(t *testing.T) {
+	c, _, _ := newTestChat(t, 0, 16, "")
+	interrupts := make(chan os.Signal, 1)
+	interrupts <- os.Interrupt
+	if err := c.turn(context.Background(), "Tell me a story", interrupts); err != nil {
+		t.Fatal(err)
+	}
+	if c.lastStopped || c.last == nil || c.last.Stats.GeneratedTokens != 16 {
+		t.Errorf("the reply was stopped by an earlier Ctrl-C: %+v", c.last)
+	}
+}
+
 // Ctrl-C at the prompt shows how to quit; a second one in a row quits,
 // but one after a line was entered only shows the hint again.
 func TestChatInterruptAtPrompt(t *testing.T) {
