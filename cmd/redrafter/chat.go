@@ -102,7 +102,9 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			} else {
 				var prompt io.Writer
 				if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-					prompt = cmd.ErrOrStderr() // stdout is redirected: keep it for the replies
+					// No line editing (stdout redirected, or TERM=dumb): the
+					// terminal edits the line, the prompt goes to stderr.
+					prompt = cmd.ErrOrStderr()
 				}
 				r = newPlainReader(in, prompt, interrupts)
 			}
