@@ -1,21 +1,52 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 
+	"github.com/peterh/liner"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
 )
+
+const chatHelp = `Chat with a model in the terminal. Each turn renders the whole conversation
+with the chat template; the session's KV cache keeps what the previous turns
+computed, so a turn runs only its new tokens.
+
+On a terminal, lines are edited as in a shell (arrows, Ctrl-A/E/K/U/W, Up and
+Down for the history of this session, Ctrl-R to search it). A message may span
+lines: end a line with \ to continue it, or open a block with """ and close it
+with """. Piped input is read one message per line, lines of any length.
+
+Keys:
+  Ctrl-C    during a reply: stop it; the conversation goes on, and the part
+            already shown stays in it (as llama.cpp keeps it). A reply stopped
+            before its first word is dropped with its message.
+            at the prompt: clear the line and show how to quit; a second
+            Ctrl-C in a row quits.
+  Ctrl-D    on an empty line: quit.
+
+Commands (/help lists them):
+` + chatCommandsHelp + `
+When the next message and room for its reply (--max-tokens, at most a quarter
+of the context) would not fit in the context, the oldest turns are dropped
+(never the system prompt) until the conversation fills at most half of it, as
+llama.cpp's context shift discards half; stderr says so the first time. The
+cache is reused for the start of the conversation that did not change: the
+system prompt.
+
+--template auto takes the template from the model's metadata; when it finds
+none it recognises, it guesses vicuna and warns.`
 
 func newChatCmd(g *globalFlags) *cobra.Command {
 	var (
@@ -25,7 +56,8 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "chat --model PATH [--drafter DIR] [--template vicuna|llama2|chatml|llama3|auto]",
-		Short: "Chat with a model in the terminal (one line per message; Ctrl-C stops a reply, Ctrl-D quits)",
+		Short: "Chat with a model in the terminal (Ctrl-C stops a reply, Ctrl-D or /bye quits, /help lists commands)",
+		Long:  chatHelp,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opt, err := m.options()
@@ -41,19 +73,60 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if w := templateWarning(template, e.ChatTemplate); w != "" {
+				slog.Warn(w)
+			}
 			// The rendered conversation carries the special tokens; templates
 			// that write BOS themselves must not get a second one.
 			opt.ParseSpecial = true
 			opt.NoBOS = tokenizer.TemplateAddsBOS(tmpl)
-			return chatLoop(cmd.Context(), e, tmpl, system, opt, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			c, err := newChat(e, tmpl, system, opt, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer c.close()
+
+			// Ctrl-C stops a reply, not the chat: from here on the chat takes
+			// every interrupt and main no longer cancels the command's context
+			// (nor reports the exit as interrupted).
+			if !takeInterrupts(cmd.Context()) {
+				return cmd.Context().Err() // Ctrl-C while the model loaded: the user left
+			}
+			interrupts := make(chan os.Signal, 1)
+			signal.Notify(interrupts, os.Interrupt)
+			defer signal.Stop(interrupts)
+			in := cmd.InOrStdin()
+			var r lineReader
+			if useLiner(in, cmd.OutOrStdout()) {
+				r = newLinerReader()
+			} else {
+				var prompt io.Writer
+				if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					// No line editing (stdout redirected, or TERM=dumb): the
+					// terminal edits the line, the prompt goes to stderr.
+					prompt = cmd.ErrOrStderr()
+				}
+				r = newPlainReader(in, prompt, interrupts)
+			}
+			defer r.close()
+			return c.run(cmd.Context(), r, interrupts)
 		},
 	}
 	m.register(cmd)
-	cmd.Flags().StringVar(&template, "template", "auto", "chat template: vicuna, llama2, chatml, llama3, or auto (from the model's metadata)")
-	cmd.Flags().StringVar(&system, "system", "", "system prompt")
+	cmd.Flags().StringVar(&template, "template", "auto", "chat template: vicuna, llama2, chatml, llama3, or auto (from the model's metadata; vicuna, with a warning, when it has none we know)")
+	cmd.Flags().StringVar(&system, "system", "", "system prompt (also /set system)")
 	return cmd
 }
 
+// useLiner reports whether line editing can run: stdin and stdout are this
+// process's own and both a terminal liner can drive.
+func useLiner(in io.Reader, out io.Writer) bool {
+	return in == io.Reader(os.Stdin) && out == io.Writer(os.Stdout) &&
+		term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd())) && liner.TerminalSupported()
+}
+
+// chooseTemplate picks the chat template: the name given, or for auto the
+// one the model's metadata matches, else vicuna (see templateWarning).
 func chooseTemplate(name, modelTemplate string) (string, error) {
 	switch name {
 	case "vicuna", "llama2", "chatml", "llama3":
@@ -67,55 +140,258 @@ func chooseTemplate(name, modelTemplate string) (string, error) {
 	return "", fmt.Errorf("--template %q: want vicuna, llama2, chatml, llama3 or auto", name)
 }
 
-// chatLoop reads one user message per line. The session keeps the KV cache
-// between turns, so each turn runs only the newly rendered tokens.
-func chatLoop(ctx context.Context, e *redrafter.Engine, tmpl, system string, opt redrafter.GenerateOptions,
-	in io.Reader, out, errOut io.Writer) error {
+// templateWarning is the warning to give when chooseTemplate guesses
+// vicuna for auto because the model names no template it recognises, or "".
+func templateWarning(name, modelTemplate string) string {
+	switch {
+	case name != "auto" || tokenizer.DetectTemplate(modelTemplate) != "":
+		return ""
+	case strings.TrimSpace(modelTemplate) == "":
+		return "the model has no chat template: guessing vicuna (choose with --template vicuna|llama2|chatml|llama3)"
+	}
+	return "the model's chat template is not one redrafter recognises: guessing vicuna (choose with --template vicuna|llama2|chatml|llama3)"
+}
+
+// chat is one conversation over one Session.
+type chat struct {
+	e      *redrafter.Engine
+	s      *redrafter.Session
+	tmpl   string
+	opt    redrafter.GenerateOptions
+	system string
+	// turns are the messages after the system prompt, user and assistant
+	// alternating, oldest first: what the model sees of the conversation.
+	turns []tokenizer.Message
+	// last is the last reply's result, for /stats (nil before the first,
+	// or when a stopped reply came back without one); lastStopped says
+	// that reply was stopped by Ctrl-C.
+	last        *redrafter.Result
+	lastStopped bool
+	// dropped counts turns dropped to fit the context.
+	dropped     int
+	out, errOut io.Writer
+}
+
+func newChat(e *redrafter.Engine, tmpl, system string, opt redrafter.GenerateOptions, out, errOut io.Writer) (*chat, error) {
 	s, err := e.NewSession()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer s.Close()
-	interactive := false
-	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		interactive = true
+	return &chat{e: e, s: s, tmpl: tmpl, opt: opt, system: system, out: out, errOut: errOut}, nil
+}
+
+func (c *chat) close() { c.s.Close() }
+
+// run reads messages and commands until the end of the input, /bye, or a
+// second Ctrl-C at the prompt. interrupts carries Ctrl-C while a reply is
+// being generated (and, for plain input, while it waits for a line).
+func (c *chat) run(ctx context.Context, r lineReader, interrupts <-chan os.Signal) error {
+	endPrompt := func() {
+		if w := r.promptOut(); w != nil {
+			fmt.Fprintln(w)
+		}
 	}
-	var msgs []tokenizer.Message
-	if system != "" {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: system})
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	interrupted := false // the last prompt ended with Ctrl-C
 	for {
-		if interactive {
-			fmt.Fprint(errOut, ">>> ")
+		drain(interrupts) // a Ctrl-C pressed as a reply ended is spent
+		text, err := readMessage(r)
+		switch {
+		case err == io.EOF:
+			endPrompt()
+			return nil
+		case errors.Is(err, errUnfinished):
+			endPrompt()
+			fmt.Fprintln(c.errOut, "the input ended inside a multi-line message: that message was not sent")
+			return nil
+		case errors.Is(err, errPromptInterrupted):
+			if interrupted {
+				return nil
+			}
+			interrupted = true
+			fmt.Fprintln(c.errOut, "(press Ctrl-C again or Ctrl-D or /bye to quit)")
+			continue
+		case errors.Is(err, errLineTooLong):
+			fmt.Fprintln(c.errOut, err)
+			continue
+		case err != nil:
+			return err
 		}
-		if !sc.Scan() {
-			return sc.Err()
-		}
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
+		interrupted = false
+		text = strings.TrimSpace(text)
+		if text == "" {
 			continue
 		}
-		msgs = append(msgs, tokenizer.Message{Role: "user", Content: line})
-		prompt, err := tokenizer.RenderChat(tmpl, msgs, true)
-		if err != nil {
-			return err
-		}
-		turnCtx, cancel := signal.NotifyContext(ctx, os.Interrupt)
-		res, err := s.Generate(turnCtx, prompt, opt, func(t string) error {
-			_, err := fmt.Fprint(out, t)
-			return err
-		})
-		cancel()
-		fmt.Fprintln(out)
-		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-				msgs = msgs[:len(msgs)-1] // the interrupted turn is dropped
-				continue
+		if strings.HasPrefix(text, "/") && !strings.Contains(text, "\n") {
+			if quit := c.command(text); quit {
+				return nil
 			}
+			continue
+		}
+		if err := c.turn(ctx, text, interrupts); err != nil {
 			return err
 		}
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: strings.TrimSpace(res.Text)})
 	}
+}
+
+func drain(ch <-chan os.Signal) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// turn sends one user message and streams the reply. A message that cannot
+// fit in the context is refused with a message and the chat goes on; Ctrl-C
+// stops the reply and the chat goes on; any other error ends the chat.
+func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signal) error {
+	user := tokenizer.Message{Role: "user", Content: text}
+	prompt, err := c.fit(user)
+	if err != nil {
+		var tooLong *messageTooLongError
+		if errors.As(err, &tooLong) {
+			fmt.Fprintln(c.errOut, err)
+			return nil
+		}
+		return err
+	}
+	// A Ctrl-C that came before the reply (as the last one ended, or in
+	// the moment liner shows its prompt before it reads keys) is not meant
+	// for this reply.
+	drain(interrupts)
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	replyDone := make(chan struct{})
+	go func() {
+		select {
+		case <-interrupts:
+			cancel()
+		case <-replyDone:
+		}
+	}()
+	var shown strings.Builder
+	res, err := c.s.Generate(turnCtx, prompt, c.opt, func(t string) error {
+		shown.WriteString(t)
+		_, err := fmt.Fprint(c.out, t)
+		return err
+	})
+	close(replyDone)
+	fmt.Fprintln(c.out)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			// Stopped by Ctrl-C. The session's cache holds the prompt and
+			// the tokens decided so far, so the next turn reuses it.
+			c.last, c.lastStopped = res, true
+			if reply := strings.TrimSpace(shown.String()); reply != "" {
+				c.turns = append(c.turns, tokenizer.Message{Role: "assistant", Content: reply})
+			} else {
+				c.turns = c.turns[:len(c.turns)-1]
+			}
+			return nil
+		}
+		c.turns = c.turns[:len(c.turns)-1]
+		return err
+	}
+	c.last, c.lastStopped = res, false
+	c.turns = append(c.turns, tokenizer.Message{Role: "assistant", Content: strings.TrimSpace(res.Text)})
+	return nil
+}
+
+// messageTooLongError is a message that does not fit in the context even
+// alone; it is not sent and nothing is dropped for it.
+type messageTooLongError struct{ tokens, context int }
+
+func (e *messageTooLongError) Error() string {
+	return fmt.Sprintf("this message is %d tokens with the template and system prompt, more than the context holds (%d): not sent (a larger --context may help)",
+		e.tokens, e.context)
+}
+
+// replyRoom is how many tokens the next reply should have room for:
+// --max-tokens, at most a quarter of the context.
+func (c *chat) replyRoom() int {
+	room := c.e.Context() / 4
+	if c.opt.MaxTokens > 0 && c.opt.MaxTokens < room {
+		room = c.opt.MaxTokens
+	}
+	return room
+}
+
+// render gives the prompt for the system prompt and turns, and its length
+// in tokens as Session.Generate will encode it.
+func (c *chat) render(turns []tokenizer.Message) (string, int, error) {
+	msgs := make([]tokenizer.Message, 0, len(turns)+1)
+	if c.system != "" {
+		msgs = append(msgs, tokenizer.Message{Role: "system", Content: c.system})
+	}
+	msgs = append(msgs, turns...)
+	prompt, err := tokenizer.RenderChat(c.tmpl, msgs, true)
+	if err != nil {
+		return "", 0, err
+	}
+	return prompt, len(c.e.Tokenizer.EncodeSpecial(prompt, !c.opt.NoBOS)), nil
+}
+
+// fit appends the user message to the turns, dropping the oldest turns when
+// the conversation and room for the reply would not fit in the context, and
+// returns the prompt to send.
+func (c *chat) fit(user tokenizer.Message) (string, error) {
+	ctxLen := c.e.Context()
+	alone := []tokenizer.Message{user}
+	prompt, n, err := c.render(alone)
+	if err != nil {
+		return "", err
+	}
+	if n >= ctxLen {
+		return "", &messageTooLongError{n, ctxLen}
+	}
+	with := func(kept []tokenizer.Message) []tokenizer.Message {
+		return append(append(make([]tokenizer.Message, 0, len(kept)+1), kept...), user)
+	}
+	if len(c.turns) > 0 {
+		if prompt, n, err = c.render(with(c.turns)); err != nil {
+			return "", err
+		}
+	}
+	if n+c.replyRoom() <= ctxLen || len(c.turns) == 0 {
+		c.turns = with(c.turns)
+		return prompt, nil
+	}
+	// Drop the fewest oldest turns (user and reply) that bring the
+	// conversation down to half the context, or all of them. Each render
+	// encodes the conversation, so search rather than drop one at a time.
+	old := len(c.turns) / 2
+	var failed error
+	drop := 1 + sort.Search(old, func(i int) bool {
+		_, n, err := c.render(with(c.turns[2*(i+1):]))
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return n <= ctxLen/2
+	})
+	if failed != nil {
+		return "", failed
+	}
+	drop = min(drop, old)
+	if prompt, _, err = c.render(with(c.turns[2*drop:])); err != nil {
+		return "", err
+	}
+	c.turns = with(c.turns[2*drop:])
+	if c.dropped == 0 {
+		fmt.Fprintf(c.errOut, "context full: dropped the oldest %s (the context holds %d tokens); older turns are dropped as needed from now on\n",
+			plural(drop, "turn"), ctxLen)
+	} else {
+		slog.Debug("context full: dropped the oldest turns", "turns", drop, "context", ctxLen)
+	}
+	c.dropped += drop
+	return prompt, nil
+}
+
+// plural is "1 turn" or "n turns".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

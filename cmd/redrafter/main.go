@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 )
 
 // exitInterrupted is the shell's code for a command stopped by SIGINT
@@ -28,11 +29,15 @@ func main() {
 func runMain(args []string) int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	owner := new(interruptOwner)
+	ctx = context.WithValue(ctx, interruptOwnerKey{}, owner)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	go func() {
-		if _, ok := <-sigs; ok {
-			cancel(errInterrupted)
+		for range sigs {
+			if !owner.taken.Load() {
+				cancel(errInterrupted)
+			}
 		}
 	}()
 	cmd := newRootCmd()
@@ -41,6 +46,21 @@ func runMain(args []string) int {
 	signal.Stop(sigs)
 	close(sigs)
 	return exitCode(ctx, err)
+}
+
+// interruptOwner records that a command handles Ctrl-C itself (chat, where
+// it stops a reply), so the command context is no longer cancelled by it.
+type interruptOwner struct{ taken atomic.Bool }
+
+type interruptOwnerKey struct{}
+
+// takeInterrupts makes the running command the only receiver of Ctrl-C from
+// now on. It reports false when Ctrl-C already cancelled ctx.
+func takeInterrupts(ctx context.Context) bool {
+	if owner, ok := ctx.Value(interruptOwnerKey{}).(*interruptOwner); ok {
+		owner.taken.Store(true)
+	}
+	return ctx.Err() == nil
 }
 
 // exitCode prints err and returns the code it exits with.
