@@ -17,6 +17,15 @@
 // A Session keeps a conversation's KV cache between turns so a chat re-reads
 // only what is new.
 //
+// Errors, not panics: options without meaning (MaxTokens < 0, a negative
+// or NaN temperature, TopK < 0, TopP outside [0, 1]) fail before any work;
+// a cancelled or failed generation returns its partial Result (tokens, text
+// and stats so far, Reason StopCanceled or StopError) with the error; a
+// model whose logits turn NaN or Inf stops with *llama.NonFiniteError; the
+// KV cache is sized against the backend's memory before it is allocated
+// (the model's context is lowered to fit, with a warning; a context asked
+// for that cannot fit is an error).
+//
 // Concurrency: the Sessions of one Engine may generate on different
 // goroutines at once, over one copy of the weights and of the draft head;
 // each Session has its own KV cache and compiled plans, and each draft beam
@@ -26,8 +35,8 @@
 // Backend, DraftHead, DefaultBeam, Embeddings, Tokenizer). One Session, or
 // one Probe, is not safe for concurrent use: its calls must not overlap.
 // Engine.LoadDrafter and Engine.Close must not run concurrently with
-// anything else on the Engine, and Sessions and Probes must not be used after
-// Close. Concurrent Sessions share the backend's cores (on the CPU, one pool
+// anything else on the Engine. After Close, an Engine's methods and those of
+// its Sessions and Probes return ErrClosed (Close itself may be repeated). Concurrent Sessions share the backend's cores (on the CPU, one pool
 // of workers), so they add throughput only where one Session leaves the
 // hardware idle; each one's output is what it gives alone.
 //

@@ -21,7 +21,8 @@ import (
 type Options struct {
 	// Backend is "auto" (the default), "cpu", "metal" or "cuda".
 	Backend string
-	// Context caps the tokens a session can hold (0: the model's context).
+	// Context caps the tokens a session can hold (0: the model's context;
+	// more than the model's is capped to it; negative is an error).
 	Context int
 	// KVCache is the KV cache's element type: "f32" (the default, "" too)
 	// or "f16" (half the memory; keys and values rounded to halves).
@@ -48,7 +49,12 @@ type Engine struct {
 	draftSource beamSource
 	context     int
 	log         *slog.Logger
+	closed      bool
 }
+
+// minTokenizerCover is the share of the embedding rows, in percent, that the
+// tokenizer must name.
+const minTokenizerCover = 99
 
 // Load opens a model: a .gguf file or an HF checkpoint directory.
 func Load(path string, opts Options) (*Engine, error) {
@@ -56,6 +62,9 @@ func Load(path string, opts Options) (*Engine, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if opts.Context < 0 {
+		return nil, fmt.Errorf("redrafter: context %d: want 0 (the model's) or more", opts.Context)
 	}
 	name := opts.Backend
 	if name == "" {
@@ -89,8 +98,14 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
-	if len(vocab.Tokens) > e.cfg.Vocab {
-		return fail(fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", path, len(vocab.Tokens), e.cfg.Vocab))
+	// Embedding tables are often padded past the tokenizer (Qwen2 adds
+	// 0.2%), but a tokenizer that covers much less than the table is
+	// another model's: the tokens it lacks would decode to nothing.
+	switch n := len(vocab.Tokens); {
+	case n > e.cfg.Vocab:
+		return fail(fmt.Errorf("%s: the tokenizer has %d tokens but the model only %d", path, n, e.cfg.Vocab))
+	case n*100 < e.cfg.Vocab*minTokenizerCover:
+		return fail(fmt.Errorf("%s: the tokenizer has %d tokens for the model's %d embedding rows: it belongs to another model", path, n, e.cfg.Vocab))
 	}
 	if e.Tokenizer, err = tokenizer.New(vocab); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
@@ -106,15 +121,61 @@ func Load(path string, opts Options) (*Engine, error) {
 	default:
 		return fail(fmt.Errorf("KV cache type %q: want f32 or f16", opts.KVCache))
 	}
-	e.context = e.cfg.Context
-	if opts.Context > 0 && opts.Context < e.context {
-		e.context = opts.Context
+	if e.context, err = e.fitContext(opts.Context); err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	e.LoadTime = time.Since(start)
 	log.Debug("model loaded", "path", path, "arch", e.cfg.Arch, "backend", be.Name(),
 		"layers", e.cfg.Layers, "dim", e.cfg.Dim, "vocab", e.cfg.Vocab, "load_ms", e.LoadTime.Milliseconds())
 	return e, nil
 }
+
+// fitContext picks the tokens a session holds: the model's context, or the
+// smaller one asked for, such that one session's KV cache fits in what the
+// backend can hold. Asked for, a context that does not fit is an error;
+// by default the model's context is lowered to what fits in half the
+// backend's memory (the weights and other sessions need the rest), with a
+// warning.
+func (e *Engine) fitContext(asked int) (int, error) {
+	n := e.cfg.Context
+	if asked > 0 && asked < n {
+		n = asked
+	}
+	need, err := e.runner.KVBytes(n)
+	if err != nil {
+		return 0, err
+	}
+	limit := e.runner.MemoryLimit()
+	switch {
+	case limit <= 0:
+		return n, nil
+	case asked > 0:
+		if need > limit {
+			return 0, fmt.Errorf("a context of %d tokens needs a %.1f GiB KV cache, more than the %.1f GiB the %s backend can hold",
+				n, gib(need), gib(limit), e.be.Name())
+		}
+		return n, nil
+	case need <= limit/2:
+		return n, nil
+	}
+	perToken, _ := e.runner.KVBytes(1)
+	fits := int(limit / 2 / perToken)
+	if fits >= contextStep {
+		fits -= fits % contextStep
+	}
+	if fits < 1 {
+		return 0, fmt.Errorf("one token's KV cache (%d bytes) does not fit in the %s backend", perToken, e.be.Name())
+	}
+	e.log.Warn("the model's context does not fit in memory: using a smaller one (set the context to choose)",
+		"model_context", e.cfg.Context, "kv_cache_gib", fmt.Sprintf("%.1f", gib(need)), "context", fits,
+		"memory_gib", fmt.Sprintf("%.1f", gib(limit)))
+	return fits, nil
+}
+
+// contextStep rounds a context lowered to fit memory.
+const contextStep = 1024
+
+func gib(n int64) float64 { return float64(n) / (1 << 30) }
 
 // Context is the number of tokens a session can hold.
 func (e *Engine) Context() int { return e.context }
@@ -157,14 +218,21 @@ func (e *Engine) Backend() string { return e.be.Name() }
 // model's output projection.
 func (e *Engine) Embeddings() (embed, output []float32, err error) {
 	if e.ckpt == nil {
-		return nil, nil, errors.New("redrafter: the engine is closed")
+		return nil, nil, ErrClosed
 	}
 	m := e.ckpt.Model
 	return llama.F32Values(m.Embed), llama.F32Values(m.Output), nil
 }
 
-// Close releases the model and its mapping.
+// Close releases the model and its mapping. Later calls of the engine's
+// methods, and of its sessions', return ErrClosed; closing again does
+// nothing. Sessions still open should be closed first: Close must not run
+// while a generation does.
 func (e *Engine) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
 	if e.drafter != nil {
 		e.drafter.Close()
 		e.drafter.Head.Close()

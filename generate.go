@@ -29,10 +29,27 @@ type GenerateOptions struct {
 
 // Stop reasons.
 const (
-	StopEOS    = "eos"    // the model ended the text
-	StopString = "stop"   // a stop string was produced
-	StopLength = "length" // MaxTokens or the context was reached
+	StopEOS      = "eos"      // the model ended the text
+	StopString   = "stop"     // a stop string was produced
+	StopLength   = "length"   // MaxTokens or the context was reached
+	StopCanceled = "canceled" // the context was cancelled (a partial Result)
+	StopError    = "error"    // an error ended the generation (a partial Result)
 )
+
+// ErrClosed is returned by methods of an Engine or a Session after its
+// Close (a Session's too after its Engine's).
+var ErrClosed = errors.New("redrafter: closed")
+
+// validate refuses options that have no meaning, before any work.
+func (o GenerateOptions) validate() error {
+	if o.MaxTokens < 0 {
+		return fmt.Errorf("redrafter: MaxTokens %d: want 0 (until the context is full) or more", o.MaxTokens)
+	}
+	if err := o.Sampling.Validate(); err != nil {
+		return fmt.Errorf("redrafter: %w", err)
+	}
+	return nil
+}
 
 // Result is what a generation produced.
 type Result struct {
@@ -72,6 +89,11 @@ func rate(n int, d time.Duration) float64 {
 // string; an error from it ends the generation with that error. A model
 // whose logits hold NaN or Inf (broken weights) ends it with a
 // *llama.NonFiniteError that names the value and the token's position.
+//
+// Options without meaning (MaxTokens < 0, see sample.Params.Validate) are
+// an error before any work. Once the prompt is accepted, an error (ctx's
+// cancellation among them) comes with the partial Result: the tokens and
+// text delivered so far, their stats, and Reason StopCanceled or StopError.
 func (e *Engine) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
 	s, err := e.NewSession()
 	if err != nil {
@@ -96,6 +118,9 @@ type Session struct {
 
 // NewSession allocates a KV cache of Engine.Context() tokens.
 func (e *Engine) NewSession() (*Session, error) {
+	if e.runner == nil {
+		return nil, ErrClosed
+	}
 	st, err := e.runner.NewState(e.context)
 	if err != nil {
 		return nil, err
@@ -103,8 +128,15 @@ func (e *Engine) NewSession() (*Session, error) {
 	return &Session{e: e, state: st, logits: make([]float32, e.cfg.Vocab), hidden: make([]float32, e.cfg.Dim)}, nil
 }
 
-// Close frees the session's cache.
-func (s *Session) Close() { s.state.Close() }
+// Close frees the session's cache. Closing twice is harmless; the session
+// must not be in use (Close is not safe concurrently with Generate).
+func (s *Session) Close() {
+	if s.state != nil {
+		s.state.Close()
+		s.state = nil
+	}
+	s.tokens = nil
+}
 
 // Tokens are the tokens currently cached.
 func (s *Session) Tokens() []int32 { return s.tokens }
@@ -112,6 +144,12 @@ func (s *Session) Tokens() []int32 { return s.tokens }
 // Generate continues the session with prompt; see Engine.Generate.
 func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
 	e := s.e
+	if s.state == nil || e.runner == nil {
+		return nil, ErrClosed
+	}
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
 	tok := e.Tokenizer
 	var ids []int32
 	if opt.ParseSpecial {
@@ -130,30 +168,45 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 		return nil, err
 	}
 	res := &Result{Reason: StopLength}
-	start := time.Now()
-	if err := s.prefill(ctx, ids); err != nil {
-		return nil, err
-	}
-	res.Stats.PromptTokens = len(ids) - s.reused
-	res.Stats.Prefill = time.Since(start)
-
-	start = time.Now()
 	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
+	// partial ends the generation with err and what it produced so far.
+	var decodeStart time.Time
+	partial := func(err error) (*Result, error) {
+		res.Reason = StopError
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			res.Reason = StopCanceled
+		}
+		res.Text = em.out.text.String()
+		res.Stats.GeneratedTokens = len(res.Tokens)
+		if !decodeStart.IsZero() {
+			res.Stats.Decode = time.Since(decodeStart)
+		}
+		return res, err
+	}
+	start := time.Now()
+	err = s.prefill(ctx, ids)
+	res.Stats.PromptTokens = max(0, len(s.tokens)-s.reused)
+	res.Stats.Prefill = time.Since(start)
+	if err != nil {
+		return partial(err)
+	}
+
+	decodeStart = time.Now()
 	d := &decoder{s: s, opt: opt, em: em, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
 	if spec != nil {
 		err = d.speculative(ctx, spec)
 	} else {
 		err = d.autoregressive(ctx)
 	}
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = em.out.flush()
 	}
-	if err := em.out.flush(); err != nil {
-		return nil, err
+	if err != nil {
+		return partial(err)
 	}
 	res.Text = em.out.text.String()
 	res.Stats.GeneratedTokens = len(res.Tokens)
-	res.Stats.Decode = time.Since(start)
+	res.Stats.Decode = time.Since(decodeStart)
 	return res, nil
 }
 

@@ -22,7 +22,7 @@ type Probe struct {
 // NewProbe returns a probe with an empty cache.
 func (e *Engine) NewProbe() (*Probe, error) {
 	if e.runner == nil {
-		return nil, errors.New("redrafter: the engine is closed")
+		return nil, ErrClosed
 	}
 	st, err := e.runner.NewState(e.context)
 	if err != nil {
@@ -40,6 +40,8 @@ func (p *Probe) Forward(tokens []int32, logits, hidden []float32) error {
 	n := len(tokens)
 	c := p.e.cfg
 	switch {
+	case p.st == nil || p.e.runner == nil:
+		return ErrClosed
 	case n == 0:
 		return errors.New("redrafter: probe: no tokens")
 	case logits != nil && len(logits) < n*c.Vocab:
@@ -54,6 +56,9 @@ func (p *Probe) Forward(tokens []int32, logits, hidden []float32) error {
 
 // Keep keeps the first n entries of the last Forward in the cache.
 func (p *Probe) Keep(n int) error {
+	if p.st == nil || p.e.runner == nil {
+		return ErrClosed
+	}
 	if n < 0 || p.st.Len()+n > p.st.Cap() {
 		return fmt.Errorf("redrafter: probe: cannot keep %d more entries after %d in a cache of %d", n, p.st.Len(), p.st.Cap())
 	}
@@ -62,10 +67,24 @@ func (p *Probe) Keep(n int) error {
 }
 
 // Reset empties the cache.
-func (p *Probe) Reset() { p.st.Trim(0) }
+func (p *Probe) Reset() {
+	if p.st != nil {
+		p.st.Trim(0)
+	}
+}
 
-// Cached is the number of entries kept.
-func (p *Probe) Cached() int { return p.st.Len() }
+// Cached is the number of entries kept (0 after Close).
+func (p *Probe) Cached() int {
+	if p.st == nil {
+		return 0
+	}
+	return p.st.Len()
+}
 
-// Close releases the probe's cache.
-func (p *Probe) Close() { p.st.Close() }
+// Close releases the probe's cache; closing again does nothing.
+func (p *Probe) Close() {
+	if p.st != nil {
+		p.st.Close()
+		p.st = nil
+	}
+}

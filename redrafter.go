@@ -52,6 +52,9 @@ const cpuBeamWidth, cpuBeamLength = 1, 5
 // model.safetensors) and binds it next to the model. A head made for
 // another model (vocabulary or hidden size) is refused.
 func (e *Engine) LoadDrafter(dir string) error {
+	if e.runner == nil {
+		return ErrClosed
+	}
 	h, err := drafter.Load(dir)
 	if err != nil {
 		return err

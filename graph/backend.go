@@ -43,6 +43,16 @@ type Adopter interface {
 	AdoptHost(data []byte) (Buffer, error)
 }
 
+// MemoryLimiter is a Backend that knows how many bytes it can hold in all:
+// the machine's memory for the CPU, the working set a GPU recommends. Model
+// code checks large allocations (the KV cache) against it before making
+// them, so a size from a file or a flag that cannot fit is an error rather
+// than the runtime's fatal out-of-memory.
+type MemoryLimiter interface {
+	// MemoryLimit is the limit in bytes; 0 when unknown.
+	MemoryLimit() int64
+}
+
 // Registry of backends, filled by backend packages' init functions.
 var (
 	regMu    sync.Mutex

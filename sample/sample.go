@@ -26,16 +26,32 @@ import (
 
 // Params selects a sampling distribution. The zero value is greedy decoding.
 type Params struct {
-	// Temperature divides the logits. 0 (or less) means greedy: the
-	// distribution is one-hot at the argmax.
+	// Temperature divides the logits. 0 means greedy: the distribution is
+	// one-hot at the argmax (Validate refuses a negative one).
 	Temperature float32
 	// TopK keeps the K largest logits; 0 (or K >= vocabulary size) keeps all.
 	// As in transformers, logits tied with the K-th largest are kept too, so
 	// more than K tokens can survive.
 	TopK int
 	// TopP keeps the smallest set of most probable tokens whose mass is at
-	// least TopP (at least one token); 0 or 1 (or outside (0,1)) keeps all.
+	// least TopP (at least one token); 0 or 1 keeps all (Validate refuses
+	// a TopP outside [0, 1]).
 	TopP float32
+}
+
+// Validate reports parameters that have no meaning: a Temperature that is
+// negative, NaN or infinite, a negative TopK, a TopP outside [0, 1] or NaN.
+func (p Params) Validate() error {
+	t := float64(p.Temperature)
+	switch {
+	case math.IsNaN(t) || math.IsInf(t, 0) || t < 0:
+		return fmt.Errorf("sample: temperature %g: want a finite number >= 0 (0: greedy)", p.Temperature)
+	case p.TopK < 0:
+		return fmt.Errorf("sample: top-k %d: want 0 (off) or more", p.TopK)
+	case !(p.TopP >= 0 && p.TopP <= 1):
+		return fmt.Errorf("sample: top-p %g: want a number in (0, 1] (0: off)", p.TopP)
+	}
+	return nil
 }
 
 // Greedy reports whether p means greedy (argmax) decoding.

@@ -287,3 +287,18 @@ func BenchmarkProbs(b *testing.B) {
 		})
 	}
 }
+
+func TestValidate(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, p := range []Params{{}, {Temperature: 0.7, TopK: 40, TopP: 0.95}, {Temperature: 1, TopP: 1}, {Temperature: 2, TopP: 0}} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
+	}
+	for _, p := range []Params{{Temperature: -1}, {Temperature: nan}, {Temperature: inf}, {TopK: -1},
+		{Temperature: 1, TopP: -0.1}, {Temperature: 1, TopP: 1.01}, {Temperature: 1, TopP: nan}} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("%+v: no error", p)
+		}
+	}
+}

@@ -73,6 +73,9 @@ func NewReference() *Backend {
 // Threads is the number of goroutines an op may use.
 func (b *Backend) Threads() int { return b.pool.n }
 
+// MemoryLimit is the machine's physical memory (graph.MemoryLimiter).
+func (b *Backend) MemoryLimit() int64 { return physicalMemory() }
+
 // Name implements graph.Backend.
 func (b *Backend) Name() string {
 	if b.reference {

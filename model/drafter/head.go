@@ -107,6 +107,16 @@ func bindHead(c Config, find func(string) (*formats.Tensor, bool)) (*Head, error
 	}
 	hs := c.HiddenSize
 	var errs []error
+	if !c.RNN {
+		// A head without the recurrence has no rnn_* tensors; one that has
+		// them was trained with it, and running it without would draft
+		// garbage rather than fail.
+		for _, name := range []string{"rnn_w.weight", "rnn_u.weight"} {
+			if _, ok := find(name); ok {
+				return nil, fmt.Errorf("config.json says \"rnn\": false but the checkpoint holds %s, a recurrent head's weight: the config does not match the weights", name)
+			}
+		}
+	}
 	if c.RNN {
 		errs = append(errs, get(&h.RnnW, "rnn_w.weight", false, hs, hs),
 			get(&h.RnnU, "rnn_u.weight", false, hs, hs), get(&h.RnnUBias, "rnn_u.bias", false, hs))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // HFConfig is a Hugging Face config.json of a Llama-family model (Llama 1-3,
@@ -240,8 +241,8 @@ func tokenIDs(raw json.RawMessage) ([]int, error) {
 //
 //	num_key_value_heads      num_attention_heads (no GQA: Llama 1, Vicuna)
 //	head_dim                 hidden_size / num_attention_heads
-//	rope_theta               10000 (Llama 1/2)
-//	rms_norm_eps             1e-6 (transformers' LlamaConfig default; Llama 2 files say 1e-5)
+//	rope_theta               10000 (Llama 1/2; an explicit 0 is an error)
+//	rms_norm_eps             1e-6 (transformers' LlamaConfig default; Llama 2 files say 1e-5; 0 is an error)
 //	max_position_embeddings  2048 (transformers' LlamaConfig default)
 //	hidden_act               "silu"
 //	quantization             group_size 64, bits 4, mode "affine" (MLX blocks: no quant_method)
@@ -303,6 +304,25 @@ func (c *HFConfig) setDefaults(present map[string]json.RawMessage) error {
 		return fmt.Errorf("rope_theta is %g, want > 0", c.RopeTheta)
 	case c.RMSNormEps < 0:
 		return fmt.Errorf("rms_norm_eps is %g, want > 0", c.RMSNormEps)
+	}
+	// rope_theta and rms_norm_eps written as 0 are broken values, not
+	// "use the default": GGUF's readers refuse them, and so do we.
+	for _, k := range []string{"rope_theta", "rms_norm_eps"} {
+		if v, ok := present[k]; ok && string(v) != "null" {
+			if f, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64); err == nil && f == 0 {
+				return fmt.Errorf("%s is 0, want > 0", k)
+			}
+		}
+	}
+	// Special token ids must name a row of the vocabulary.
+	ids := c.EOSTokenIDs
+	if c.BOSTokenID != nil {
+		ids = append([]int{*c.BOSTokenID}, ids...)
+	}
+	for _, id := range ids {
+		if id < 0 || id >= c.VocabSize {
+			return fmt.Errorf("special token id %d (bos_token_id or eos_token_id) is outside the vocabulary of %d", id, c.VocabSize)
+		}
 	}
 	if c.NumKeyValueHeads == 0 {
 		c.NumKeyValueHeads = c.NumAttentionHeads

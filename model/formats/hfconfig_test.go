@@ -153,6 +153,11 @@ func TestHFConfigErrors(t *testing.T) {
 		{"bad override", `{` + base + `, "quantization": {"bits": 4, "m": {"bits": "x"}}}`, `module "m"`},
 		{"not json", `{`, `unexpected end of JSON input`},
 		{"wrong type", `{` + base + `, "rope_theta": "big"}`, `cannot unmarshal string`},
+		{"rope_theta 0", `{` + base + `, "rope_theta": 0}`, `rope_theta is 0, want > 0`},
+		{"rms_norm_eps 0", `{` + base + `, "rms_norm_eps": 0.0}`, `rms_norm_eps is 0, want > 0`},
+		{"bos outside the vocabulary", `{` + base + `, "bos_token_id": 99999}`, `special token id 99999`},
+		{"eos outside the vocabulary", `{` + base + `, "eos_token_id": [2, 10]}`, `special token id 10`},
+		{"negative bos", `{` + base + `, "bos_token_id": -1}`, `special token id -1`},
 	}
 	for _, c := range cases {
 		_, err := ParseHFConfig("m/config.json", []byte(c.json))

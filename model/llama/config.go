@@ -42,8 +42,22 @@ type RopeScaling struct {
 	FreqFactors []float32
 }
 
+// maxConfigSize bounds every count in a config, as GGUF's readers do.
+const maxConfigSize = 1 << 31
+
 // validate checks that the numbers describe a buildable model.
 func (c *Config) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"vocabulary", c.Vocab}, {"hidden size", c.Dim}, {"intermediate size", c.FFN}, {"layer count", c.Layers},
+		{"head count", c.Heads}, {"KV head count", c.KVHeads}, {"head dimension", c.HeadDim}, {"context length", c.Context}} {
+		// GGUF stores these as 32-bit counts; a JSON config can say
+		// anything, so it is held to the same range.
+		if f.v > maxConfigSize {
+			return fmt.Errorf("llama: %s %d is out of range (at most %d)", f.name, f.v, maxConfigSize)
+		}
+	}
 	switch {
 	case c.Vocab <= 0 || c.Dim <= 0 || c.FFN <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0:
 		return fmt.Errorf("llama: config has non-positive sizes: %+v", *c)

@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
@@ -163,15 +164,55 @@ type State struct {
 	compact map[int]*compactGraph
 }
 
+// KVBytes is the size of a KV cache of capacity tokens, all layers, keys
+// and values; an error when it does not fit in an int64.
+func (r *Runner) KVBytes(capacity int) (int64, error) {
+	c := &r.Model.Config
+	total := uint64(r.kvType().Size())
+	for _, n := range []int{2, c.Layers, c.KVHeads, c.HeadDim, capacity} {
+		hi, lo := bits.Mul64(total, uint64(max(n, 0)))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("llama: a KV cache of %d tokens is larger than any memory", capacity)
+		}
+		total = lo
+	}
+	return int64(total), nil
+}
+
+// MemoryLimit is what the backend says it can hold (graph.MemoryLimiter),
+// 0 when it does not say.
+func (r *Runner) MemoryLimit() int64 {
+	if m, ok := r.Backend.(graph.MemoryLimiter); ok {
+		return m.MemoryLimit()
+	}
+	return 0
+}
+
+// formatBytes writes n as GiB or MiB with one decimal.
+func formatBytes(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
 // NewState allocates a KV cache for up to capacity tokens.
 func (r *Runner) NewState(capacity int) (*State, error) {
 	c := &r.Model.Config
 	if capacity <= 0 || capacity > c.Context {
 		return nil, fmt.Errorf("llama: cache capacity %d outside the model's context of %d", capacity, c.Context)
 	}
+	total, err := r.KVBytes(capacity)
+	if err != nil {
+		return nil, err
+	}
+	if limit := r.MemoryLimit(); limit > 0 && total > limit {
+		return nil, fmt.Errorf("llama: a KV cache of %d tokens needs %s, more than the %s the %s backend can hold: choose a smaller context",
+			capacity, formatBytes(total), formatBytes(limit), r.Backend.Name())
+	}
 	s := &State{r: r, cap: capacity, plans: map[[2]int]*forwardGraph{}, kvArrs: map[*graph.Graph][]*graph.Array{},
 		compact: map[int]*compactGraph{}}
-	size := capacity * c.KVHeads * c.HeadDim * r.kvType().Size()
+	size := int(total / int64(2*c.Layers))
 	for range 2 * c.Layers {
 		b, err := r.Backend.Alloc(size)
 		if err != nil {

@@ -302,3 +302,27 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// The KV cache's size is computed without overflow, and a cache larger
+// than the backend can hold is refused before it is allocated.
+func TestKVCacheSize(t *testing.T) {
+	big := &Runner{Model: &Model{Config: Config{Layers: 1 << 31, KVHeads: 1 << 31, HeadDim: 1 << 31}}}
+	if n, err := big.KVBytes(1 << 31); err == nil {
+		t.Errorf("KVBytes of 2^127 bytes = %d, want an error", n)
+	}
+	r := &Runner{Model: &Model{Config: Config{Layers: 32, KVHeads: 8, HeadDim: 128, Context: 131072}}, KVCache: graph.F16}
+	if n, err := r.KVBytes(131072); err != nil || n != 16<<30 {
+		t.Errorf("Llama 3.1 8B at 128k in f16: %d bytes, %v; want 16 GiB", n, err)
+	}
+	r.Binding = &Binding{Backend: limitedBackend{cpu.New(1), 1 << 30}}
+	if _, err := r.NewState(131072); err == nil || !strings.Contains(err.Error(), "16.0 GiB") {
+		t.Errorf("NewState of 16 GiB on a 1 GiB backend: %v, want an error naming the size", err)
+	}
+}
+
+type limitedBackend struct {
+	graph.Backend
+	limit int64
+}
+
+func (b limitedBackend) MemoryLimit() int64 { return b.limit }

@@ -89,7 +89,10 @@ type lookup func(name string) (Weight, bool)
 // gguf) for names, and checks every shape against the config.
 func bindWeights(m *Model, tag string, find lookup) error {
 	c := &m.Config
-	m.Layers = make([]Layer, c.Layers)
+	// Layers are bound one at a time, so a config that claims more layers
+	// than the file holds fails at the first missing tensor, before its
+	// count is ever allocated.
+	m.Layers = nil
 	bind := func(v reflect.Value, t reflect.StructField, prefix string) error {
 		name := prefix + t.Tag.Get(tag)
 		w, ok := find(name)
@@ -121,11 +124,13 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		return err
 	}
 	layerTag, _ := reflect.TypeOf(*m).FieldByName("Layers")
-	for i := range m.Layers {
+	for i := range c.Layers {
+		var l Layer
 		prefix := fmt.Sprintf(layerTag.Tag.Get(tag), i)
-		if err := bindStruct(reflect.ValueOf(&m.Layers[i]).Elem(), tag, prefix, bind); err != nil {
-			return err
+		if err := bindStruct(reflect.ValueOf(&l).Elem(), tag, prefix, bind); err != nil {
+			return fmt.Errorf("layer %d of the %d the config declares: %w", i, c.Layers, err)
 		}
+		m.Layers = append(m.Layers, l)
 	}
 	for _, w := range []*Weight{&m.Embed, &m.Output} {
 		w.disown()
