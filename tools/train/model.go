@@ -47,6 +47,20 @@ type net struct {
 	emb     []float32 // [V, H] the LLM's input embedding table (frozen)
 	threads int
 	w       work
+	// done, when closed, makes every matrix product a no-op: a step of a
+	// large head takes seconds, and Ctrl-C must stop it within one product.
+	// The caller then discards the pass (its result is garbage).
+	done <-chan struct{}
+}
+
+// stopped reports whether done is closed.
+func (m *net) stopped() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // work holds a pass's activations and scratch, grown as needed.
@@ -339,12 +353,20 @@ func (m *net) loss(b *batch, klWeight float32, grad bool) result {
 func (m *net) matmul(y []float32, ldy int, x []float32, rows int, wt []float32) {
 	k := len(x) / max(rows, 1)
 	n := len(wt) / max(k, 1)
+	if m.stopped() {
+		return
+	}
 	if m.threads <= 1 || rows < 2*m.threads || rows*n*k < 1<<18 {
 		hostmath.MatMul(y, ldy, x, rows, wt)
 		return
 	}
+	// Large products go in slices of rows, so a stop is seen between them.
+	const slice = 16
 	m.parallel(rows, func(lo, hi int) {
-		hostmath.MatMul(y[lo*ldy:], ldy, x[lo*k:hi*k], hi-lo, wt)
+		for r := lo; r < hi && !m.stopped(); r += slice {
+			e := min(r+slice, hi)
+			hostmath.MatMul(y[r*ldy:], ldy, x[r*k:e*k], e-r, wt)
+		}
 	})
 }
 

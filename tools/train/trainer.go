@@ -468,12 +468,17 @@ func (t *Trainer) loop(ctx context.Context) error {
 		t.rep.Final, last = ev, &ev
 	}
 	var ema, emaNorm, emaW float64 // bias-corrected moving averages of the loss and gradient norm
+	t.net.done = ctx.Done()
+	defer func() { t.net.done = nil }()
 	for t.step < o.Steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		b := t.makeBatch(t.train, t.batchRows(t.step), o.KLWeight > 0)
 		res := t.net.forward(b, float32(o.KLWeight), t.g)
+		if err := ctx.Err(); err != nil {
+			return err // the pass was cut short: nothing of it is kept
+		}
 		norm := clipNorm(t.g, o.Clip)
 		lr := schedule(o.LR, t.step, o.Steps, warmup)
 		t.opt.update(t.p, t.g, lr)
@@ -484,6 +489,9 @@ func (t *Trainer) loop(ctx context.Context) error {
 		ema, emaNorm, emaW = 0.95*ema+0.05*res.Loss, 0.95*emaNorm+0.05*norm, 0.95*emaW+0.05
 		if t.step%o.EvalEvery == 0 || t.step == o.Steps {
 			ev := t.evaluate()
+			if err := ctx.Err(); err != nil {
+				return err // the evaluation was cut short
+			}
 			last = &ev
 			t.rep.Final = ev
 			o.Log.Info("eval", "step", t.step, "loss", ev.Loss, "acc", ev.Acc)
