@@ -21,8 +21,9 @@ const (
 	qmvValues        = 16  // QMV_VALUES
 )
 
-// MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ.
-type MatmulArgs struct{ M, N, K int32 }
+// MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ; Vec4 = 1 when rows can be read
+// 4 elements at a time (see vec4Aligned).
+type MatmulArgs struct{ M, N, K, Vec4 int32 }
 
 // EmbedArgs: out[N,D] = table[ids[N]], table [V,D].
 type EmbedArgs struct{ N, D, V int32 }

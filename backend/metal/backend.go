@@ -188,7 +188,7 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 	case graph.DequantizeOp:
 		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("dequant", op.Bits), dt(1))
 	case graph.MatMulOp:
-		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
+		return dt(0) == graph.F32 && hasKernel("matvec", matvecVariant(matvecMaxM), dt(1)) && hasKernel("matmul", "nt", dt(1))
 	case graph.KVWriteOp:
 		return dt(1) == graph.F32 && hasKernel("kv", "write", dt(0))
 	case graph.KVCompactOp:

@@ -110,9 +110,11 @@ func opCases(r *rand.Rand) []opCase {
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
 		cs = append(cs, opCase{name: name, tol: tol, build: build})
 	}
-	// MatMul: matvec (M <= 16 by default) and matmul shapes with tails in every dim.
+	// MatMul: matvec (M <= 16 by default: the 1-, 4- and 8-row variants,
+	// 4-wide loads when K is a multiple of 4, with K past the last full
+	// 128-element step and not) and matmul shapes with tails in every dim.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {3, 100, 37}, {4, 257, 65}, {5, 31, 9}, {8, 40, 17}, {9, 15, 33}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := randF32(r, m*k, 1), weights(r, dt, n*k)
 			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {

@@ -145,3 +145,44 @@ func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestMatvecLoadWidthKeepsBits: matvec reads rows 4 elements at a time only
+// when the operands are aligned for it, and a misaligned weight (a tensor
+// at an odd offset of a mapped file) takes the scalar path; both must give
+// the same bits, or a decode step and a verification tree whose buffers
+// happen to differ in alignment would disagree.
+func TestMatvecLoadWidthKeepsBits(t *testing.T) {
+	be, _ := newEmuBackend(t, nil)
+	r := rand.New(rand.NewPCG(seed(t), 14))
+	const k, n = 260, 13
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for _, m := range []int{1, 3, 7} {
+			x := randF32(r, m*k, 1)
+			wb := graph.AsBytes(weights(r, dt, n*k))
+			product := func(off int) []float32 {
+				buf, err := be.Alloc(off + len(wb))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(buf)
+				if err := be.Write(buf, off, wb); err != nil {
+					t.Fatal(err)
+				}
+				g := graph.New()
+				xa, wa := g.Input("x", graph.F32, m, k), g.Var("w", buf, off, dt, n, k)
+				out := graph.MatMul(xa, wa)
+				res := make([]float32, m*n)
+				if err := graph.Eval(be, map[*graph.Array]any{xa: x}, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			aligned, odd := product(0), product(dt.Size())
+			for i := range aligned {
+				if math.Float32bits(aligned[i]) != math.Float32bits(odd[i]) {
+					t.Fatalf("%v, m=%d: [%d]: aligned weights %v, misaligned %v", dt, m, i, aligned[i], odd[i])
+				}
+			}
+		}
+	}
+}

@@ -71,6 +71,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
 		// The w tile's row offset loses its simdgroup column.
 		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
+		// matvec's 4-wide f16 load swaps two weights.
+		{"matvec.metal", "v[1] = float(t.y);", "v[1] = float(t.z);", "MatMul/f16/M1_K132_N9"},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
 		// The RNN step reads the state where it should read the embedding.

@@ -16,7 +16,10 @@ var kernelFamilies = []struct {
 	family, variant string
 	dtypes          []graph.DType
 }{
-	{"matvec", "nt", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	// matvec: nt<rows of x per threadgroup> (matvecMs).
+	{"matvec", "nt1", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	{"matvec", "nt4", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	{"matvec", "nt8", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"matmul", "nt", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"embed", "rows", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"norm", "rms", []graph.DType{graph.F32}},

@@ -6,8 +6,8 @@
 // the struct is always buffer(0) of its kernel, set with setBytes.
 #pragma once
 
-// matvec.metal: outputs per simdgroup, simdgroups per threadgroup, and rows
-// of x per threadgroup.
+// matvec.metal: outputs per simdgroup, simdgroups per threadgroup, and the
+// most rows of x per threadgroup (variants take 1, 4 or MATVEC_MAX_M).
 #define MATVEC_ROWS 4
 #define MATVEC_SIMDGROUPS 2
 #define MATVEC_MAX_M 8
@@ -33,11 +33,14 @@
 #define QMV_MAX_M 8
 #define QMV_VALUES 16
 
-// out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul).
+// out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul). vec4 is 1 when rows of
+// x and w may be read 4 elements at a time: K is a multiple of 4 and both
+// buffers are aligned to 4 elements (the host checks the addresses).
 struct MatmulArgs {
 	int M;
 	int N;
 	int K;
+	int vec4;
 };
 
 // out[N,D] = table[ids[N]], table [V,D].
