@@ -78,7 +78,9 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		// The RNN step reads the state where it should read the embedding.
 		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
 		// The quantized matvec forgets to multiply the bias by the x sum.
-		{"quant.metal", "acc[r][j] += s[r] * d + b[r] * xsum;", "acc[r][j] += s[r] * d + b[r];", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// The pre-scaled x of qmv is off by one place in a 16-bit half.
+		{"quant.metal", "xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));", "xs[i] = v * (1.0f / float(1u << uint(BITS * ((i + 1) % PER_HALF))));", "QMatMul/4-bit/g64/bf16/M1_K128_N5"},
 	} {
 		raw, err := msl.Raw(bug.file)
 		if err != nil {

@@ -12,10 +12,7 @@ import (
 // names are "<family>_<variant>_<dtype>"; kernelName builds them and refuses
 // anything not listed here, so this table is the host half of the contract
 // that TestKernelNames checks against the library.
-var kernelFamilies = []struct {
-	family, variant string
-	dtypes          []graph.DType
-}{
+var kernelFamilies = append([]kernelEntry{
 	// matvec: nt<rows of x per threadgroup> (matvecMs).
 	{"matvec", "nt1", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"matvec", "nt4", []graph.DType{graph.F32, graph.F16, graph.BF16}},
@@ -41,10 +38,29 @@ var kernelFamilies = []struct {
 	{"gather", "take", []graph.DType{graph.F32}},
 	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	// quant: <variant><bits>, by the dtype of the scales and biases.
-	{"quant", "qmv4", scaleDTypes}, {"quant", "qmv8", scaleDTypes},
 	{"quant", "qmm4", scaleDTypes}, {"quant", "qmm8", scaleDTypes},
 	{"quant", "embed4", scaleDTypes}, {"quant", "embed8", scaleDTypes},
 	{"quant", "dequant4", scaleDTypes}, {"quant", "dequant8", scaleDTypes},
+}, qmvEntries()...)
+
+// kernelEntry is one row of kernelFamilies.
+type kernelEntry struct {
+	family, variant string
+	dtypes          []graph.DType
+}
+
+// qmvEntries are quant.metal's matvecs: qmv<bits>g<group size>m<rows of x
+// per threadgroup>, each by the dtype of the scales.
+func qmvEntries() []kernelEntry {
+	var es []kernelEntry
+	for _, bits := range quantBits {
+		for _, gs := range quantGroupSizes {
+			for _, m := range matvecMs {
+				es = append(es, kernelEntry{"quant", qmvVariant(bits, gs, m), scaleDTypes})
+			}
+		}
+	}
+	return es
 }
 
 // hasKernel reports whether the host has a kernel for family, variant and dt.

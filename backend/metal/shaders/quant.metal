@@ -6,11 +6,14 @@
 //
 //   quant_qmv  out[M,N] = x[M,K]·wᵀ for few rows of x (decode, verification).
 //              MLX qmv_fast-style: each lane takes QMV_VALUES consecutive
-//              codes of a row per step (one group: G is a multiple of 32),
-//              so a row costs s·Σ(x·q) + b·Σx per lane and step; each
-//              simdgroup computes QMV_ROWS outputs for up to QMV_MAX_M rows
-//              of x, reading every weight once.
-//              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/QMV_MAX_M));
+//              codes of a row per step (within one group: GS is a multiple
+//              of 32), so a row costs s·Σ(x·q) + b·Σx per lane and step;
+//              x is pre-scaled so that codes are masked, never shifted
+//              (qmv_load_x). Each simdgroup computes QMV_ROWS outputs for
+//              MAXM rows of x, reading every weight once. The group size
+//              GS and MAXM (1, 4 or QMV_MAX_M) are template parameters:
+//              divisions by GS are shifts and the accumulators registers.
+//              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/MAXM));
 //              threadgroup: 32·QMV_SIMDGROUPS.
 //   quant_qmm  the same for many rows of x (prefill): matmul.metal's 32×32
 //              tiles of 8×8 simdgroup matrices, the weight tile dequantized
@@ -37,7 +40,42 @@ inline float dequant(device const uint *w, device const S *scales, device const 
 	return to_float(scales[g]) * q + to_float(biases[g]);
 }
 
-template <int BITS, typename S>
+// qmv_load_x reads QMV_VALUES values of x into xs, pre-scaled for
+// qmv_dot, and returns their plain sum. Codes are masked in place within
+// 16-bit halves of their word, never shifted down: code i of a half is
+// worth q·2^(BITS·i) there, so xs[i] is x[i] / 2^(BITS·(i mod codes per
+// half)). Scaling by a power of two is exact, so every product xs·(masked
+// code) is the bits of x·q: the same sums as a shift-and-mask loop, with
+// one multiply per x instead of a shift per code.
+template <int BITS>
+inline float qmv_load_x(device const float *x, thread float *xs) {
+	constexpr int PER_HALF = 16 / BITS;
+	float sum = 0.0f;
+	for (int i = 0; i < QMV_VALUES; i++) {
+		const float v = x[i];
+		sum += v;
+		xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));
+	}
+	return sum;
+}
+
+// qmv_dot is Σ xs[i]·(code i at its place) over a lane's QMV_VALUES codes,
+// packed in words; xs comes from qmv_load_x.
+template <int BITS>
+inline float qmv_dot(thread const uint *words, thread const float *xs) {
+	constexpr int PER_HALF = 16 / BITS;
+	constexpr uint MASK = (1u << BITS) - 1u;
+	float d = 0.0f;
+	for (int i = 0; i < QMV_VALUES; i++) {
+		const int half_index = i / PER_HALF; // which 16-bit half of the codes
+		const uint word = words[half_index / 2];
+		const uint h = (half_index % 2 == 0) ? (word & 0xffffu) : (word >> 16);
+		d = fma(xs[i], float(h & (MASK << uint(BITS * (i % PER_HALF)))), d);
+	}
+	return d;
+}
+
+template <int BITS, int GS, typename S, int MAXM>
 kernel void quant_qmv(
 		constant QuantArgs &args [[buffer(0)]],
 		device const float *x [[buffer(1)]],
@@ -49,62 +87,63 @@ kernel void quant_qmv(
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
 	constexpr int WORDS = QMV_VALUES * BITS / 32; // words of codes per lane and step
-	constexpr uint MASK = (1u << BITS) - 1u;
 	constexpr int PER = 32 / BITS;
+	static_assert(GS % QMV_VALUES == 0, "a lane's codes lie in one group");
 	const int n0 = (int(tgpig.x) * QMV_SIMDGROUPS + int(sgitg)) * QMV_ROWS;
-	const int m0 = int(tgpig.y) * QMV_MAX_M;
+	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
 		return; // the whole simdgroup leaves together
 	}
 	const int K = args.K;
-	const int rowWords = K * BITS / 32;
-	const int groups = K / args.G;
-	const int mrows = min(QMV_MAX_M, args.M - m0);
-	// Rows past the end repeat the last one (valid memory) and are not stored.
-	int rows[QMV_ROWS];
+	const int rowWords = K / PER;
+	const int groups = K / GS;
+	// Rows past the end repeat the last one (valid memory) and are not
+	// stored: of w, so that every row is read; of x, so that the loops
+	// below have compile-time bounds.
+	device const uint *wr[QMV_ROWS];
+	device const S *sr[QMV_ROWS];
+	device const S *br[QMV_ROWS];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		rows[r] = min(n0 + r, args.N - 1);
+		const ulong n = ulong(min(n0 + r, args.N - 1));
+		wr[r] = w + n * ulong(rowWords);
+		sr[r] = scales + n * ulong(groups);
+		br[r] = biases + n * ulong(groups);
 	}
-	float acc[QMV_ROWS][QMV_MAX_M];
+	device const float *xr[MAXM];
+	for (int j = 0; j < MAXM; j++) {
+		xr[j] = x + ulong(min(m0 + j, args.M - 1)) * ulong(K);
+	}
+	float acc[QMV_ROWS][MAXM];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		for (int j = 0; j < QMV_MAX_M; j++) {
+		for (int j = 0; j < MAXM; j++) {
 			acc[r][j] = 0.0f;
 		}
 	}
+	// K is a multiple of GS, so of QMV_VALUES: a lane's codes all exist.
 	for (int k = int(lane) * QMV_VALUES; k < K; k += 32 * QMV_VALUES) {
 		uint packed[QMV_ROWS][WORDS];
 		float s[QMV_ROWS];
 		float b[QMV_ROWS];
 		for (int r = 0; r < QMV_ROWS; r++) {
-			device const uint *wr = w + ulong(rows[r]) * ulong(rowWords) + ulong(k / PER);
 			for (int i = 0; i < WORDS; i++) {
-				packed[r][i] = wr[i];
+				packed[r][i] = wr[r][k / PER + i];
 			}
-			const ulong g = ulong(rows[r]) * ulong(groups) + ulong(k / args.G);
-			s[r] = to_float(scales[g]);
-			b[r] = to_float(biases[g]);
+			s[r] = to_float(sr[r][k / GS]);
+			b[r] = to_float(br[r][k / GS]);
 		}
-		for (int j = 0; j < mrows; j++) {
-			device const float *xr = x + ulong(m0 + j) * ulong(K) + ulong(k);
-			float xv[QMV_VALUES];
-			float xsum = 0.0f;
-			for (int i = 0; i < QMV_VALUES; i++) {
-				xv[i] = xr[i];
-				xsum += xv[i];
-			}
+		for (int j = 0; j < MAXM; j++) {
+			float xs[QMV_VALUES];
+			const float xsum = qmv_load_x<BITS>(xr[j] + k, xs);
 			for (int r = 0; r < QMV_ROWS; r++) {
-				float d = 0.0f;
-				for (int i = 0; i < QMV_VALUES; i++) {
-					d += xv[i] * float((packed[r][i / PER] >> uint(BITS * (i % PER))) & MASK);
-				}
-				acc[r][j] += s[r] * d + b[r] * xsum;
+				const float d = qmv_dot<BITS>(packed[r], xs);
+				acc[r][j] += fma(s[r], d, b[r] * xsum);
 			}
 		}
 	}
 	for (int r = 0; r < QMV_ROWS; r++) {
-		for (int j = 0; j < QMV_MAX_M; j++) {
+		for (int j = 0; j < MAXM; j++) {
 			const float v = simd_sum(acc[r][j]);
-			if (lane == 0 && n0 + r < args.N && j < mrows) {
+			if (lane == 0 && n0 + r < args.N && m0 + j < args.M) {
 				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] = v;
 			}
 		}
@@ -214,12 +253,60 @@ kernel void quant_dequant(
 	out[i] = dequant<BITS, S>(w, scales, biases, int(i / uint(args.K)), int(i % uint(args.K)), args.K, args.G);
 }
 
-instantiate_kernel("quant_qmv4_f16", quant_qmv, 4, half)
-instantiate_kernel("quant_qmv4_bf16", quant_qmv, 4, bf16)
-instantiate_kernel("quant_qmv4_f32", quant_qmv, 4, float)
-instantiate_kernel("quant_qmv8_f16", quant_qmv, 8, half)
-instantiate_kernel("quant_qmv8_bf16", quant_qmv, 8, bf16)
-instantiate_kernel("quant_qmv8_f32", quant_qmv, 8, float)
+instantiate_kernel("quant_qmv4g32m1_f16", quant_qmv, 4, 32, half, 1)
+instantiate_kernel("quant_qmv4g32m1_bf16", quant_qmv, 4, 32, bf16, 1)
+instantiate_kernel("quant_qmv4g32m1_f32", quant_qmv, 4, 32, float, 1)
+instantiate_kernel("quant_qmv4g32m4_f16", quant_qmv, 4, 32, half, 4)
+instantiate_kernel("quant_qmv4g32m4_bf16", quant_qmv, 4, 32, bf16, 4)
+instantiate_kernel("quant_qmv4g32m4_f32", quant_qmv, 4, 32, float, 4)
+instantiate_kernel("quant_qmv4g32m8_f16", quant_qmv, 4, 32, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g32m8_bf16", quant_qmv, 4, 32, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g32m8_f32", quant_qmv, 4, 32, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m1_f16", quant_qmv, 4, 64, half, 1)
+instantiate_kernel("quant_qmv4g64m1_bf16", quant_qmv, 4, 64, bf16, 1)
+instantiate_kernel("quant_qmv4g64m1_f32", quant_qmv, 4, 64, float, 1)
+instantiate_kernel("quant_qmv4g64m4_f16", quant_qmv, 4, 64, half, 4)
+instantiate_kernel("quant_qmv4g64m4_bf16", quant_qmv, 4, 64, bf16, 4)
+instantiate_kernel("quant_qmv4g64m4_f32", quant_qmv, 4, 64, float, 4)
+instantiate_kernel("quant_qmv4g64m8_f16", quant_qmv, 4, 64, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m8_bf16", quant_qmv, 4, 64, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m8_f32", quant_qmv, 4, 64, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m1_f16", quant_qmv, 4, 128, half, 1)
+instantiate_kernel("quant_qmv4g128m1_bf16", quant_qmv, 4, 128, bf16, 1)
+instantiate_kernel("quant_qmv4g128m1_f32", quant_qmv, 4, 128, float, 1)
+instantiate_kernel("quant_qmv4g128m4_f16", quant_qmv, 4, 128, half, 4)
+instantiate_kernel("quant_qmv4g128m4_bf16", quant_qmv, 4, 128, bf16, 4)
+instantiate_kernel("quant_qmv4g128m4_f32", quant_qmv, 4, 128, float, 4)
+instantiate_kernel("quant_qmv4g128m8_f16", quant_qmv, 4, 128, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m8_bf16", quant_qmv, 4, 128, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m8_f32", quant_qmv, 4, 128, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m1_f16", quant_qmv, 8, 32, half, 1)
+instantiate_kernel("quant_qmv8g32m1_bf16", quant_qmv, 8, 32, bf16, 1)
+instantiate_kernel("quant_qmv8g32m1_f32", quant_qmv, 8, 32, float, 1)
+instantiate_kernel("quant_qmv8g32m4_f16", quant_qmv, 8, 32, half, 4)
+instantiate_kernel("quant_qmv8g32m4_bf16", quant_qmv, 8, 32, bf16, 4)
+instantiate_kernel("quant_qmv8g32m4_f32", quant_qmv, 8, 32, float, 4)
+instantiate_kernel("quant_qmv8g32m8_f16", quant_qmv, 8, 32, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m8_bf16", quant_qmv, 8, 32, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m8_f32", quant_qmv, 8, 32, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m1_f16", quant_qmv, 8, 64, half, 1)
+instantiate_kernel("quant_qmv8g64m1_bf16", quant_qmv, 8, 64, bf16, 1)
+instantiate_kernel("quant_qmv8g64m1_f32", quant_qmv, 8, 64, float, 1)
+instantiate_kernel("quant_qmv8g64m4_f16", quant_qmv, 8, 64, half, 4)
+instantiate_kernel("quant_qmv8g64m4_bf16", quant_qmv, 8, 64, bf16, 4)
+instantiate_kernel("quant_qmv8g64m4_f32", quant_qmv, 8, 64, float, 4)
+instantiate_kernel("quant_qmv8g64m8_f16", quant_qmv, 8, 64, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m8_bf16", quant_qmv, 8, 64, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m8_f32", quant_qmv, 8, 64, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m1_f16", quant_qmv, 8, 128, half, 1)
+instantiate_kernel("quant_qmv8g128m1_bf16", quant_qmv, 8, 128, bf16, 1)
+instantiate_kernel("quant_qmv8g128m1_f32", quant_qmv, 8, 128, float, 1)
+instantiate_kernel("quant_qmv8g128m4_f16", quant_qmv, 8, 128, half, 4)
+instantiate_kernel("quant_qmv8g128m4_bf16", quant_qmv, 8, 128, bf16, 4)
+instantiate_kernel("quant_qmv8g128m4_f32", quant_qmv, 8, 128, float, 4)
+instantiate_kernel("quant_qmv8g128m8_f16", quant_qmv, 8, 128, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m8_bf16", quant_qmv, 8, 128, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m8_f32", quant_qmv, 8, 128, float, QMV_MAX_M)
 instantiate_kernel("quant_qmm4_f16", quant_qmm, 4, half)
 instantiate_kernel("quant_qmm4_bf16", quant_qmm, 4, bf16)
 instantiate_kernel("quant_qmm4_f32", quant_qmm, 4, float)
