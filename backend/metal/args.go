@@ -14,6 +14,8 @@ const (
 	matmulThreads    = 128 // MATMUL_THREADS
 	attnSimdgroups   = 4   // ATTN_SIMDGROUPS
 	attnMaxHeadDim   = 256 // ATTN_MAX_HEAD_DIM
+	attnChunk        = 256 // ATTN_CHUNK
+	attnBlock        = 8   // ATTN_BLOCK
 	rowThreads       = 256 // ROW_THREADS
 	qmvRows          = 4   // QMV_ROWS
 	qmvSimdgroups    = 2   // QMV_SIMDGROUPS
@@ -37,10 +39,12 @@ type RMSNormArgs struct {
 // RoPEArgs: x [M,H,D], the first 2·P dims of each head rotated.
 type RoPEArgs struct{ M, H, D, P int32 }
 
-// AttentionArgs: q [N,H,D], k and v [C,KVH,D].
+// AttentionArgs: q [N,H,D], k and v [C,KVH,D]; P chunks in the split
+// kernels' scratch; Vec4 as in MatmulArgs.
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
 	Scale           float32
+	P, Vec4         int32
 }
 
 // KVArgs: cache [C,Row]; N rows written or kept.
@@ -88,6 +92,8 @@ var argConstants = map[string]int{
 	"MATMUL_THREADS":    matmulThreads,
 	"ATTN_SIMDGROUPS":   attnSimdgroups,
 	"ATTN_MAX_HEAD_DIM": attnMaxHeadDim,
+	"ATTN_CHUNK":        attnChunk,
+	"ATTN_BLOCK":        attnBlock,
 	"ROW_THREADS":       rowThreads,
 	"QMV_ROWS":          qmvRows,
 	"QMV_SIMDGROUPS":    qmvSimdgroups,

@@ -166,7 +166,8 @@ func opCases(r *rand.Rand) []opCase {
 			})
 		}
 	}
-	// Attention: decode, causal prefill, trees; GQA; head dims around 32.
+	// Attention: decode, causal prefill, trees; GQA; head dims around 32
+	// and the largest.
 	for _, s := range []struct {
 		n, h, kvh, d, past int
 		kind               string
@@ -176,6 +177,13 @@ func opCases(r *rand.Rand) []opCase {
 		{6, 4, 2, 100, 9, "chain", graph.F32}, {7, 2, 1, 16, 5, "tree", graph.F32}, {9, 4, 4, 64, 30, "tree", graph.F32},
 		{13, 6, 2, 32, 3, "tree", graph.F32},
 		{1, 4, 2, 64, 40, "decode", graph.F16}, {9, 4, 2, 40, 30, "tree", graph.F16}, {5, 3, 1, 33, 0, "chain", graph.F16},
+		{1, 2, 1, 256, 20, "decode", graph.F32},
+		// Caches of more than one ATTN_CHUNK: few (head, query) pairs take
+		// the split kernels (D a multiple of 4 or not, f32 and f16)...
+		{1, 4, 2, 64, 300, "decode", graph.F32}, {1, 2, 1, 128, 600, "decode", graph.F16},
+		{9, 4, 2, 40, 270, "tree", graph.F32}, {5, 3, 1, 33, 260, "chain", graph.F16},
+		// ... and many walk the chunks in one threadgroup each.
+		{128, 4, 1, 8, 200, "chain", graph.F32},
 	} {
 		c := s.past + s.n + 3
 		q, k, v := randF32(r, s.n*s.h*s.d, 1), randF32(r, c*s.kvh*s.d, 1), randF32(r, c*s.kvh*s.d, 1)

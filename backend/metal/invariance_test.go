@@ -16,9 +16,9 @@ import (
 // each token alone after a cache holding the prefix and its ancestors (as
 // after acceptance and compaction), and returns the first token whose two
 // results differ in any bit, or -1.
-func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType) (int, string) {
+func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType, past int) (int, string) {
 	t.Helper()
-	const n, heads, kvh, d, past = 11, 4, 2, 40, 13
+	const n, heads, kvh, d = 11, 4, 2, 40
 	row := kvh * d
 	end := randomTree(r, n)
 	q := randF32(r, n*heads*d, 1)
@@ -67,24 +67,35 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DTyp
 	return -1, ""
 }
 
-// TestAttentionTreeEqualsDecode: through the emulated kernel, a verified
+// TestAttentionTreeEqualsDecode: through the emulated kernels, a verified
 // tree token gets the bits it gets decoded alone after its ancestors, which
-// greedy ReDrafter needs to reproduce greedy decoding exactly. Dealing keys
-// to simdgroups by cache row instead of by visible index breaks it, and the
-// test sees that.
+// greedy ReDrafter needs to reproduce greedy decoding exactly: over a short
+// cache (one chunk, attention_tree for both), and over a cache of three
+// chunks where decode takes the split kernels and the tree walks the chunks
+// in one threadgroup. Dealing key blocks to simdgroups by where the keys lie
+// in the cache instead of by their visible index breaks it, and the test
+// sees that.
 func TestAttentionTreeEqualsDecode(t *testing.T) {
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 11))
 	for trial, cache := range []graph.DType{graph.F32, graph.F32, graph.F16} {
-		if qi, why := treeVsDecode(t, be, r, cache); qi >= 0 {
+		if qi, why := treeVsDecode(t, be, r, cache, 13); qi >= 0 {
 			t.Fatalf("trial %d (%v cache): token %d differs: %s", trial, cache, qi, why)
 		}
 	}
+	defer func(old int) { attnSplitBelow = old }(attnSplitBelow)
+	attnSplitBelow = 5 // decode (4 heads) splits, the tree (44 pairs) does not
+	for _, cache := range []graph.DType{graph.F32, graph.F16} {
+		if qi, why := treeVsDecode(t, be, r, cache, 2*attnChunk+50); qi >= 0 {
+			t.Fatalf("%v cache of three chunks: token %d differs: %s", cache, qi, why)
+		}
+	}
+	attnSplitBelow = 512
 	raw, err := msl.Raw("attention.metal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const from, to = "if (seen % ATTN_SIMDGROUPS == int(sgitg))", "if ((past + j) % ATTN_SIMDGROUPS == int(sgitg))"
+	const from, to = "for (int b = int(sgitg); b < blocks; b += ATTN_SIMDGROUPS)", "for (int b = (int(sgitg) + past) % ATTN_SIMDGROUPS; b < blocks; b += ATTN_SIMDGROUPS)"
 	if !strings.Contains(raw, from) {
 		t.Fatalf("attention.metal no longer contains %q; update the planted change", from)
 	}
@@ -92,7 +103,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 	caught := false
 	r = rand.New(rand.NewPCG(seed(t), 12))
 	for range 3 {
-		if qi, _ := treeVsDecode(t, byRow, r, graph.F32); qi >= 0 {
+		if qi, _ := treeVsDecode(t, byRow, r, graph.F32, 13); qi >= 0 {
 			caught = true
 			break
 		}

@@ -71,8 +71,12 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
 		// The w tile's row offset loses its simdgroup column.
 		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
-		// matvec's 4-wide f16 load swaps two weights.
-		{"matvec.metal", "v[1] = float(t.y);", "v[1] = float(t.z);", "MatMul/f16/M1_K132_N9"},
+		// matvec's 4-wide path reads the first row of x for every row.
+		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11"},
+		// Attention forgets to rescale the values when a block raises the maximum.
+		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300"},
+		// Attention takes the new tokens' rows as if the tree were a chain.
+		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270"},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
 		// The RNN step reads the state where it should read the embedding.

@@ -24,6 +24,8 @@ var kernelFamilies = append([]kernelEntry{
 	{"rope", "adjacent", []graph.DType{graph.F32}},
 	// attention and kv: by the dtype of the cache.
 	{"attention", "tree", []graph.DType{graph.F32, graph.F16}},
+	{"attention", "split", []graph.DType{graph.F32, graph.F16}},
+	{"attention", "reduce", []graph.DType{graph.F32}}, // by the partials' type
 	{"kv", "write", []graph.DType{graph.F32, graph.F16}},
 	{"kv", "compact", []graph.DType{graph.F32, graph.F16}},
 	{"elementwise", "silu", []graph.DType{graph.F32}},

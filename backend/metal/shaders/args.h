@@ -19,9 +19,13 @@
 #define MATMUL_BK 16
 #define MATMUL_THREADS 128
 
-// attention.metal: simdgroups per (query, head) and the largest head dim.
+// attention.metal: simdgroups per threadgroup, the largest head dim, visible
+// keys per chunk (one threadgroup's share; fixed, so that the sums' order
+// depends on the visible length alone) and keys per simdgroup step.
 #define ATTN_SIMDGROUPS 4
 #define ATTN_MAX_HEAD_DIM 256
+#define ATTN_CHUNK 256
+#define ATTN_BLOCK 8
 
 // Threads per threadgroup of the row reductions (norm, reduce).
 #define ROW_THREADS 256
@@ -65,7 +69,9 @@ struct RoPEArgs {
 	int P;
 };
 
-// q [N,H,D], k and v [C,KVH,D]; kvLen comes from a buffer.
+// q [N,H,D], k and v [C,KVH,D]; kvLen comes from a buffer. P is the
+// number of chunks of the split kernels' scratch; vec4 is 1 when rows of q,
+// k and v may be read 4 elements at a time (D a multiple of 4, aligned).
 struct AttentionArgs {
 	int N;
 	int H;
@@ -73,6 +79,8 @@ struct AttentionArgs {
 	int D;
 	int C;
 	float scale;
+	int P;
+	int vec4;
 };
 
 // cache [C,row]; N rows written (KVWrite) or kept (KVCompact).
