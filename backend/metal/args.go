@@ -8,9 +8,9 @@ const (
 	matvecRows       = 4   // MATVEC_ROWS
 	matvecSimdgroups = 2   // MATVEC_SIMDGROUPS
 	matvecMaxM       = 8   // MATVEC_MAX_M
-	matmulBM         = 32  // MATMUL_BM
-	matmulBN         = 32  // MATMUL_BN
-	matmulBK         = 16  // MATMUL_BK
+	matmulBM         = 64  // MATMUL_BM
+	matmulBN         = 64  // MATMUL_BN
+	matmulBK         = 32  // MATMUL_BK
 	matmulThreads    = 128 // MATMUL_THREADS
 	attnSimdgroups   = 4   // ATTN_SIMDGROUPS
 	attnMaxHeadDim   = 256 // ATTN_MAX_HEAD_DIM
@@ -63,7 +63,7 @@ type RowArgs struct{ M, V, K int32 }
 type GatherArgs struct{ N, M, Row int32 }
 
 // QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
-type QuantArgs struct{ M, N, K, G int32 }
+type QuantArgs struct{ M, N, K, G, Vec4 int32 }
 
 // argStructs maps each args.h struct name to a value of its Go mirror, for
 // the layout test.

@@ -69,8 +69,10 @@ func TestKernels(t *testing.T) {
 // and checks that the same cases now fail.
 func TestHarnessCatchesPlantedBug(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
-		// The w tile's row offset loses its simdgroup column.
-		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
+		// The w tile is staged from x's tile rows.
+		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130"},
+		// qmm takes the scale of the wrong group.
+		{"quant.metal", "const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);", "const ulong g = ulong(n) * ulong(K / GS);", "QMatMul/4-bit/g64/f32/M40_K256_N19"},
 		// matvec's 4-wide path reads the first row of x for every row.
 		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11"},
 		// Attention forgets to rescale the values when a block raises the maximum.

@@ -40,7 +40,6 @@ var kernelFamilies = append([]kernelEntry{
 	{"gather", "take", []graph.DType{graph.F32}},
 	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	// quant: <variant><bits>, by the dtype of the scales and biases.
-	{"quant", "qmm4", scaleDTypes}, {"quant", "qmm8", scaleDTypes},
 	{"quant", "embed4", scaleDTypes}, {"quant", "embed8", scaleDTypes},
 	{"quant", "dequant4", scaleDTypes}, {"quant", "dequant8", scaleDTypes},
 }, qmvEntries()...)
@@ -51,8 +50,9 @@ type kernelEntry struct {
 	dtypes          []graph.DType
 }
 
-// qmvEntries are quant.metal's matvecs: qmv<bits>g<group size>m<rows of x
-// per threadgroup>, each by the dtype of the scales.
+// qmvEntries are quant.metal's matvecs and matmuls: qmv<bits>g<group
+// size>m<rows of x per threadgroup> and qmm<bits>g<group size>, each by the
+// dtype of the scales.
 func qmvEntries() []kernelEntry {
 	var es []kernelEntry
 	for _, bits := range quantBits {
@@ -60,6 +60,7 @@ func qmvEntries() []kernelEntry {
 			for _, m := range matvecMs {
 				es = append(es, kernelEntry{"quant", qmvVariant(bits, gs, m), scaleDTypes})
 			}
+			es = append(es, kernelEntry{"quant", qmmVariant(bits, gs), scaleDTypes})
 		}
 	}
 	return es

@@ -13,7 +13,8 @@ import (
 // codes per lane per step: s·Σx·q + b·Σx, x pre-scaled so that codes are
 // only masked; the group size and the rows of x are template parameters,
 // so the variant is quant_qmv<bits>g<group size>m<rows>), more to qmm
-// (matmul.metal's tiles with the weight tile dequantized as it is staged).
+// (quant_qmm<bits>g<group size>: matmul.metal's 64×64 tiles with the weight
+// tile dequantized as it is staged).
 
 // scaleDTypes are the scale and bias types the quant kernels are
 // instantiated for.
@@ -27,6 +28,8 @@ var (
 )
 
 func quantVariant(variant string, bits int) string { return fmt.Sprintf("%s%d", variant, bits) }
+
+func qmmVariant(bits, groupSize int) string { return fmt.Sprintf("qmm%dg%d", bits, groupSize) }
 
 func qmvVariant(bits, groupSize, rows int) string {
 	return fmt.Sprintf("qmv%dg%dm%d", bits, groupSize, rows)
@@ -43,8 +46,9 @@ func (e *encoder) qmatmul(op graph.QMatMulOp) error {
 			[3]int{(n + per - 1) / per, (m + rows - 1) / rows, 1}, threads1D(32*qmvSimdgroups), nil,
 			rd(x), rd(w), rd(s), rd(b), wr(out))
 	}
+	args.Vec4 = e.vec4(k, x)
 	shared := sharedBytes(max((matmulBM+matmulBN)*matmulBK, matmulBM*matmulBN))
-	return e.launch(kernelName("quant", quantVariant("qmm", op.Bits), s.DType), args,
+	return e.launch(kernelName("quant", qmmVariant(op.Bits, op.GroupSize), s.DType), args,
 		[3]int{(n + matmulBN - 1) / matmulBN, (m + matmulBM - 1) / matmulBM, 1}, threads1D(matmulThreads),
 		[]int{shared}, rd(x), rd(w), rd(s), rd(b), wr(out))
 }

@@ -13,10 +13,10 @@
 #define MATVEC_MAX_M 8
 
 // matmul.metal: tile of the output per threadgroup and K step; 4 simdgroups
-// of 16x16 each.
-#define MATMUL_BM 32
-#define MATMUL_BN 32
-#define MATMUL_BK 16
+// of 32x32 each.
+#define MATMUL_BM 64
+#define MATMUL_BN 64
+#define MATMUL_BK 32
 #define MATMUL_THREADS 128
 
 // attention.metal: simdgroups per threadgroup, the largest head dim, visible
@@ -119,9 +119,11 @@ struct GatherArgs {
 
 // Affine-quantized weights [N,K] in groups of G (quant.metal): out[M,N] =
 // x[M,K]·wᵀ (qmv, qmm); out[M,K] = w[ids[M]] (embed); out[N,K] = w (dequant).
+// vec4 (qmm): rows of x may be read 4 floats at a time.
 struct QuantArgs {
 	int M;
 	int N;
 	int K;
 	int G;
+	int vec4;
 };

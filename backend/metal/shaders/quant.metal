@@ -15,15 +15,17 @@
 //              divisions by GS are shifts and the accumulators registers.
 //              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/MAXM));
 //              threadgroup: 32·QMV_SIMDGROUPS.
-//   quant_qmm  the same for many rows of x (prefill): matmul.metal's 32×32
-//              tiles of 8×8 simdgroup matrices, the weight tile dequantized
-//              into threadgroup memory as it is staged.
+//   quant_qmm  the same for many rows of x (prefill): matmul.metal's 64×64
+//              tiles (mma.h), the weight tile dequantized into threadgroup
+//              memory as it is staged, one word of codes and one scale and
+//              bias per thread and row (the group size GS is a template
+//              parameter, and a multiple of MATMUL_BK).
 //              Grid: (ceil(N/MATMUL_BN), ceil(M/MATMUL_BM)); threadgroup:
 //              MATMUL_THREADS; threadgroup(0): as matmul.metal.
 //   quant_embed out[M,K] = w[ids[M]] dequantized (a row of zeros for an id
 //              outside the table). Grid: (ceil(M·K/256)); threadgroup: 256.
 //   quant_dequant out[N,K] = w dequantized. Grid: (ceil(N·K/256)); 256.
-#include "common.h"
+#include "mma.h"
 
 // code_at is element k of a row of packed codes.
 template <int BITS>
@@ -150,7 +152,41 @@ kernel void quant_qmv(
 	}
 }
 
-template <int BITS, typename S>
+// qmm_stage dequantizes rows [n0, n0+MATMUL_BN) × columns [k0,
+// k0+MATMUL_BK) of the weight into ws [MATMUL_BN][MATMUL_BK] (zeros past
+// N). K is a multiple of GS, and GS of MATMUL_BK, so the step lies in one
+// group of each row and is never cut by K: one scale and bias per row, and
+// whole words of codes. Every thread calls it.
+template <int BITS, int GS, typename S>
+inline void qmm_stage(device const uint *w, device const S *scales, device const S *biases, int N, int K, int n0, int k0,
+		threadgroup float *ws, uint tiitg) {
+	constexpr int PER = 32 / BITS;                  // codes per word
+	constexpr int WPR = MATMUL_BK / PER;            // words per row of the step
+	constexpr uint MASK = (1u << BITS) - 1u;
+	static_assert(GS % MATMUL_BK == 0, "a step lies in one group");
+	const int rowWords = K / PER;
+	for (int i = int(tiitg); i < MATMUL_BN * WPR; i += MATMUL_THREADS) {
+		const int r = i / WPR;
+		const int c = (i % WPR) * PER;
+		const int n = n0 + r;
+		threadgroup float *dst = ws + r * MATMUL_BK + c;
+		if (n >= N) {
+			for (int e = 0; e < PER; e++) {
+				dst[e] = 0.0f;
+			}
+			continue;
+		}
+		const uint word = w[ulong(n) * ulong(rowWords) + ulong((k0 + c) / PER)];
+		const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);
+		const float s = to_float(scales[g]);
+		const float b = to_float(biases[g]);
+		for (int e = 0; e < PER; e++) {
+			dst[e] = s * float((word >> uint(BITS * e)) & MASK) + b;
+		}
+	}
+}
+
+template <int BITS, int GS, typename S>
 kernel void quant_qmm(
 		constant QuantArgs &args [[buffer(0)]],
 		device const float *x [[buffer(1)]],
@@ -168,55 +204,24 @@ kernel void quant_qmm(
 	const int n0 = int(tgpig.x) * MATMUL_BN;
 	const int sm = int(sgitg) / 2;
 	const int sn = int(sgitg) % 2;
-	const int K = args.K;
+	// Rows of x are K floats with K a multiple of 32: 4-wide loads when the
+	// buffer allows.
+	const bool vec4 = args.vec4 != 0;
 
-	simdgroup_float8x8 c[2][2];
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
+	simdgroup_float8x8 c[4][4];
+	for (int i = 0; i < 4; i++) {
+		for (int j = 0; j < 4; j++) {
 			c[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
 		}
 	}
-	for (int k0 = 0; k0 < K; k0 += MATMUL_BK) {
-		for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BK; i += MATMUL_THREADS) {
-			const int r = i / MATMUL_BK;
-			const int gk = k0 + i % MATMUL_BK;
-			const int gm = m0 + r;
-			const int gn = n0 + r;
-			xs[i] = (gm < args.M && gk < K) ? x[ulong(gm) * ulong(K) + ulong(gk)] : 0.0f;
-			ws[i] = (gn < args.N && gk < K) ? dequant<BITS, S>(w, scales, biases, gn, gk, K, args.G) : 0.0f;
-		}
+	for (int k0 = 0; k0 < args.K; k0 += MATMUL_BK) {
+		matmul_stage<float>(x, args.M, args.K, m0, k0, vec4, xs, tiitg);
+		qmm_stage<BITS, GS, S>(w, scales, biases, args.N, args.K, n0, k0, ws, tiitg);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
-		for (int kk = 0; kk < MATMUL_BK; kk += 8) {
-			simdgroup_float8x8 a[2];
-			simdgroup_float8x8 bt[2];
-			for (int i = 0; i < 2; i++) {
-				simdgroup_load(a[i], xs + (sm * 16 + i * 8) * MATMUL_BK + kk, MATMUL_BK);
-			}
-			for (int j = 0; j < 2; j++) {
-				simdgroup_load(bt[j], ws + (sn * 16 + j * 8) * MATMUL_BK + kk, MATMUL_BK, ulong2(0), true);
-			}
-			for (int i = 0; i < 2; i++) {
-				for (int j = 0; j < 2; j++) {
-					simdgroup_multiply_accumulate(c[i][j], a[i], bt[j], c[i][j]);
-				}
-			}
-		}
+		matmul_tile<float>(xs, ws, sm, sn, c);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
 	}
-	threadgroup float *cs = shmem; // [BM][BN]
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
-			simdgroup_store(c[i][j], cs + (sm * 16 + i * 8) * MATMUL_BN + sn * 16 + j * 8, MATMUL_BN);
-		}
-	}
-	threadgroup_barrier(mem_flags::mem_threadgroup);
-	for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BN; i += MATMUL_THREADS) {
-		const int gm = m0 + i / MATMUL_BN;
-		const int gn = n0 + i % MATMUL_BN;
-		if (gm < args.M && gn < args.N) {
-			out[ulong(gm) * ulong(args.N) + ulong(gn)] = cs[i];
-		}
-	}
+	matmul_store(c, out, args.M, args.N, m0, n0, sm, sn, shmem, tiitg);
 }
 
 template <int BITS, typename S>
@@ -307,12 +312,24 @@ instantiate_kernel("quant_qmv8g128m4_f32", quant_qmv, 8, 128, float, 4)
 instantiate_kernel("quant_qmv8g128m8_f16", quant_qmv, 8, 128, half, QMV_MAX_M)
 instantiate_kernel("quant_qmv8g128m8_bf16", quant_qmv, 8, 128, bf16, QMV_MAX_M)
 instantiate_kernel("quant_qmv8g128m8_f32", quant_qmv, 8, 128, float, QMV_MAX_M)
-instantiate_kernel("quant_qmm4_f16", quant_qmm, 4, half)
-instantiate_kernel("quant_qmm4_bf16", quant_qmm, 4, bf16)
-instantiate_kernel("quant_qmm4_f32", quant_qmm, 4, float)
-instantiate_kernel("quant_qmm8_f16", quant_qmm, 8, half)
-instantiate_kernel("quant_qmm8_bf16", quant_qmm, 8, bf16)
-instantiate_kernel("quant_qmm8_f32", quant_qmm, 8, float)
+instantiate_kernel("quant_qmm4g32_f16", quant_qmm, 4, 32, half)
+instantiate_kernel("quant_qmm4g32_bf16", quant_qmm, 4, 32, bf16)
+instantiate_kernel("quant_qmm4g32_f32", quant_qmm, 4, 32, float)
+instantiate_kernel("quant_qmm4g64_f16", quant_qmm, 4, 64, half)
+instantiate_kernel("quant_qmm4g64_bf16", quant_qmm, 4, 64, bf16)
+instantiate_kernel("quant_qmm4g64_f32", quant_qmm, 4, 64, float)
+instantiate_kernel("quant_qmm4g128_f16", quant_qmm, 4, 128, half)
+instantiate_kernel("quant_qmm4g128_bf16", quant_qmm, 4, 128, bf16)
+instantiate_kernel("quant_qmm4g128_f32", quant_qmm, 4, 128, float)
+instantiate_kernel("quant_qmm8g32_f16", quant_qmm, 8, 32, half)
+instantiate_kernel("quant_qmm8g32_bf16", quant_qmm, 8, 32, bf16)
+instantiate_kernel("quant_qmm8g32_f32", quant_qmm, 8, 32, float)
+instantiate_kernel("quant_qmm8g64_f16", quant_qmm, 8, 64, half)
+instantiate_kernel("quant_qmm8g64_bf16", quant_qmm, 8, 64, bf16)
+instantiate_kernel("quant_qmm8g64_f32", quant_qmm, 8, 64, float)
+instantiate_kernel("quant_qmm8g128_f16", quant_qmm, 8, 128, half)
+instantiate_kernel("quant_qmm8g128_bf16", quant_qmm, 8, 128, bf16)
+instantiate_kernel("quant_qmm8g128_f32", quant_qmm, 8, 128, float)
 instantiate_kernel("quant_embed4_f16", quant_embed, 4, half)
 instantiate_kernel("quant_embed4_bf16", quant_embed, 4, bf16)
 instantiate_kernel("quant_embed4_f32", quant_embed, 4, float)
