@@ -8,12 +8,14 @@ const (
 	matvecRows       = 4   // MATVEC_ROWS
 	matvecSimdgroups = 2   // MATVEC_SIMDGROUPS
 	matvecMaxM       = 8   // MATVEC_MAX_M
-	matmulBM         = 32  // MATMUL_BM
-	matmulBN         = 32  // MATMUL_BN
-	matmulBK         = 16  // MATMUL_BK
+	matmulBM         = 64  // MATMUL_BM
+	matmulBN         = 64  // MATMUL_BN
+	matmulBK         = 32  // MATMUL_BK
 	matmulThreads    = 128 // MATMUL_THREADS
 	attnSimdgroups   = 4   // ATTN_SIMDGROUPS
 	attnMaxHeadDim   = 256 // ATTN_MAX_HEAD_DIM
+	attnChunk        = 256 // ATTN_CHUNK
+	attnBlock        = 8   // ATTN_BLOCK
 	rowThreads       = 256 // ROW_THREADS
 	qmvRows          = 4   // QMV_ROWS
 	qmvSimdgroups    = 2   // QMV_SIMDGROUPS
@@ -21,8 +23,9 @@ const (
 	qmvValues        = 16  // QMV_VALUES
 )
 
-// MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ.
-type MatmulArgs struct{ M, N, K int32 }
+// MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ; Vec4 = 1 when rows can be read
+// 4 elements at a time (see vec4Aligned).
+type MatmulArgs struct{ M, N, K, Vec4 int32 }
 
 // EmbedArgs: out[N,D] = table[ids[N]], table [V,D].
 type EmbedArgs struct{ N, D, V int32 }
@@ -36,10 +39,12 @@ type RMSNormArgs struct {
 // RoPEArgs: x [M,H,D], the first 2·P dims of each head rotated.
 type RoPEArgs struct{ M, H, D, P int32 }
 
-// AttentionArgs: q [N,H,D], k and v [C,KVH,D].
+// AttentionArgs: q [N,H,D], k and v [C,KVH,D]; P chunks in the split
+// kernels' scratch; Vec4 as in MatmulArgs.
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
 	Scale           float32
+	P, Vec4         int32
 }
 
 // KVArgs: cache [C,Row]; N rows written or kept.
@@ -58,7 +63,7 @@ type RowArgs struct{ M, V, K int32 }
 type GatherArgs struct{ N, M, Row int32 }
 
 // QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
-type QuantArgs struct{ M, N, K, G int32 }
+type QuantArgs struct{ M, N, K, G, Vec4 int32 }
 
 // argStructs maps each args.h struct name to a value of its Go mirror, for
 // the layout test.
@@ -87,6 +92,8 @@ var argConstants = map[string]int{
 	"MATMUL_THREADS":    matmulThreads,
 	"ATTN_SIMDGROUPS":   attnSimdgroups,
 	"ATTN_MAX_HEAD_DIM": attnMaxHeadDim,
+	"ATTN_CHUNK":        attnChunk,
+	"ATTN_BLOCK":        attnBlock,
 	"ROW_THREADS":       rowThreads,
 	"QMV_ROWS":          qmvRows,
 	"QMV_SIMDGROUPS":    qmvSimdgroups,

@@ -182,13 +182,13 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return hasKernel("embed", "rows", dt(0))
 	case graph.QMatMulOp:
 		return dt(0) == graph.F32 && dt(1) == graph.U32 && dt(2) == dt(3) &&
-			hasKernel("quant", quantVariant("qmv", op.Bits), dt(2)) && hasKernel("quant", quantVariant("qmm", op.Bits), dt(2))
+			hasKernel("quant", qmvVariant(op.Bits, op.GroupSize, qmvMaxM), dt(2)) && hasKernel("quant", qmmVariant(op.Bits, op.GroupSize), dt(2))
 	case graph.QEmbedOp:
 		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("embed", op.Bits), dt(1))
 	case graph.DequantizeOp:
 		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel("quant", quantVariant("dequant", op.Bits), dt(1))
 	case graph.MatMulOp:
-		return dt(0) == graph.F32 && hasKernel("matvec", "nt", dt(1)) && hasKernel("matmul", "nt", dt(1))
+		return dt(0) == graph.F32 && hasKernel("matvec", matvecVariant(matvecMaxM), dt(1)) && hasKernel("matmul", "nt", dt(1))
 	case graph.KVWriteOp:
 		return dt(1) == graph.F32 && hasKernel("kv", "write", dt(0))
 	case graph.KVCompactOp:

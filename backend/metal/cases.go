@@ -110,9 +110,11 @@ func opCases(r *rand.Rand) []opCase {
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
 		cs = append(cs, opCase{name: name, tol: tol, build: build})
 	}
-	// MatMul: matvec (M <= 16 by default) and matmul shapes with tails in every dim.
+	// MatMul: matvec (M <= 16 by default: the 1-, 4- and 8-row variants,
+	// 4-wide loads when K is a multiple of 4, with K past the last full
+	// 128-element step and not) and matmul shapes with tails in every dim.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {3, 100, 37}, {4, 257, 65}, {5, 31, 9}, {8, 40, 17}, {9, 15, 33}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := randF32(r, m*k, 1), weights(r, dt, n*k)
 			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
@@ -164,7 +166,8 @@ func opCases(r *rand.Rand) []opCase {
 			})
 		}
 	}
-	// Attention: decode, causal prefill, trees; GQA; head dims around 32.
+	// Attention: decode, causal prefill, trees; GQA; head dims around 32
+	// and the largest.
 	for _, s := range []struct {
 		n, h, kvh, d, past int
 		kind               string
@@ -174,6 +177,13 @@ func opCases(r *rand.Rand) []opCase {
 		{6, 4, 2, 100, 9, "chain", graph.F32}, {7, 2, 1, 16, 5, "tree", graph.F32}, {9, 4, 4, 64, 30, "tree", graph.F32},
 		{13, 6, 2, 32, 3, "tree", graph.F32},
 		{1, 4, 2, 64, 40, "decode", graph.F16}, {9, 4, 2, 40, 30, "tree", graph.F16}, {5, 3, 1, 33, 0, "chain", graph.F16},
+		{1, 2, 1, 256, 20, "decode", graph.F32},
+		// Caches of more than one ATTN_CHUNK: few (head, query) pairs take
+		// the split kernels (D a multiple of 4 or not, f32 and f16)...
+		{1, 4, 2, 64, 300, "decode", graph.F32}, {1, 2, 1, 128, 600, "decode", graph.F16},
+		{9, 4, 2, 40, 270, "tree", graph.F32}, {5, 3, 1, 33, 260, "chain", graph.F16},
+		// ... and many walk the chunks in one threadgroup each.
+		{128, 4, 1, 8, 200, "chain", graph.F32},
 	} {
 		c := s.past + s.n + 3
 		q, k, v := randF32(r, s.n*s.h*s.d, 1), randF32(r, c*s.kvh*s.d, 1), randF32(r, c*s.kvh*s.d, 1)

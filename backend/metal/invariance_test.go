@@ -16,9 +16,9 @@ import (
 // each token alone after a cache holding the prefix and its ancestors (as
 // after acceptance and compaction), and returns the first token whose two
 // results differ in any bit, or -1.
-func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType) (int, string) {
+func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DType, past int) (int, string) {
 	t.Helper()
-	const n, heads, kvh, d, past = 11, 4, 2, 40, 13
+	const n, heads, kvh, d = 11, 4, 2, 40
 	row := kvh * d
 	end := randomTree(r, n)
 	q := randF32(r, n*heads*d, 1)
@@ -67,24 +67,35 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DTyp
 	return -1, ""
 }
 
-// TestAttentionTreeEqualsDecode: through the emulated kernel, a verified
+// TestAttentionTreeEqualsDecode: through the emulated kernels, a verified
 // tree token gets the bits it gets decoded alone after its ancestors, which
-// greedy ReDrafter needs to reproduce greedy decoding exactly. Dealing keys
-// to simdgroups by cache row instead of by visible index breaks it, and the
-// test sees that.
+// greedy ReDrafter needs to reproduce greedy decoding exactly: over a short
+// cache (one chunk, attention_tree for both), and over a cache of three
+// chunks where decode takes the split kernels and the tree walks the chunks
+// in one threadgroup. Dealing key blocks to simdgroups by where the keys lie
+// in the cache instead of by their visible index breaks it, and the test
+// sees that.
 func TestAttentionTreeEqualsDecode(t *testing.T) {
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 11))
 	for trial, cache := range []graph.DType{graph.F32, graph.F32, graph.F16} {
-		if qi, why := treeVsDecode(t, be, r, cache); qi >= 0 {
+		if qi, why := treeVsDecode(t, be, r, cache, 13); qi >= 0 {
 			t.Fatalf("trial %d (%v cache): token %d differs: %s", trial, cache, qi, why)
 		}
 	}
+	defer func(old int) { attnSplitBelow = old }(attnSplitBelow)
+	attnSplitBelow = 5 // decode (4 heads) splits, the tree (44 pairs) does not
+	for _, cache := range []graph.DType{graph.F32, graph.F16} {
+		if qi, why := treeVsDecode(t, be, r, cache, 2*attnChunk+50); qi >= 0 {
+			t.Fatalf("%v cache of three chunks: token %d differs: %s", cache, qi, why)
+		}
+	}
+	attnSplitBelow = 512
 	raw, err := msl.Raw("attention.metal")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const from, to = "if (seen % ATTN_SIMDGROUPS == int(sgitg))", "if ((past + j) % ATTN_SIMDGROUPS == int(sgitg))"
+	const from, to = "for (int b = int(sgitg); b < blocks; b += ATTN_SIMDGROUPS)", "for (int b = (int(sgitg) + past) % ATTN_SIMDGROUPS; b < blocks; b += ATTN_SIMDGROUPS)"
 	if !strings.Contains(raw, from) {
 		t.Fatalf("attention.metal no longer contains %q; update the planted change", from)
 	}
@@ -92,7 +103,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 	caught := false
 	r = rand.New(rand.NewPCG(seed(t), 12))
 	for range 3 {
-		if qi, _ := treeVsDecode(t, byRow, r, graph.F32); qi >= 0 {
+		if qi, _ := treeVsDecode(t, byRow, r, graph.F32, 13); qi >= 0 {
 			caught = true
 			break
 		}
@@ -140,6 +151,47 @@ func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 					if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
 						t.Fatalf("4-bit %v, m=%d: row %d col %d: batched %v, alone %v", quantized, m, i, j, all[i*n+j], one[j])
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatvecLoadWidthKeepsBits: matvec reads rows 4 elements at a time only
+// when the operands are aligned for it, and a misaligned weight (a tensor
+// at an odd offset of a mapped file) takes the scalar path; both must give
+// the same bits, or a decode step and a verification tree whose buffers
+// happen to differ in alignment would disagree.
+func TestMatvecLoadWidthKeepsBits(t *testing.T) {
+	be, _ := newEmuBackend(t, nil)
+	r := rand.New(rand.NewPCG(seed(t), 14))
+	const k, n = 260, 13
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for _, m := range []int{1, 3, 7} {
+			x := randF32(r, m*k, 1)
+			wb := graph.AsBytes(weights(r, dt, n*k))
+			product := func(off int) []float32 {
+				buf, err := be.Alloc(off + len(wb))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Free(buf)
+				if err := be.Write(buf, off, wb); err != nil {
+					t.Fatal(err)
+				}
+				g := graph.New()
+				xa, wa := g.Input("x", graph.F32, m, k), g.Var("w", buf, off, dt, n, k)
+				out := graph.MatMul(xa, wa)
+				res := make([]float32, m*n)
+				if err := graph.Eval(be, map[*graph.Array]any{xa: x}, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			aligned, odd := product(0), product(dt.Size())
+			for i := range aligned {
+				if math.Float32bits(aligned[i]) != math.Float32bits(odd[i]) {
+					t.Fatalf("%v, m=%d: [%d]: aligned weights %v, misaligned %v", dt, m, i, aligned[i], odd[i])
 				}
 			}
 		}

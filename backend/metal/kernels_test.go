@@ -69,14 +69,24 @@ func TestKernels(t *testing.T) {
 // and checks that the same cases now fail.
 func TestHarnessCatchesPlantedBug(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
-		// The w tile's row offset loses its simdgroup column.
-		{"matmul.metal", "ws + (sn * 16 + j * 8) * MATMUL_BK + kk", "ws + (j * 8) * MATMUL_BK + kk", "MatMul/f32/M33_K70_N41"},
+		// The w tile is staged from x's tile rows.
+		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130"},
+		// qmm takes the scale of the wrong group.
+		{"quant.metal", "const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);", "const ulong g = ulong(n) * ulong(K / GS);", "QMatMul/4-bit/g64/f32/M40_K256_N19"},
+		// matvec's 4-wide path reads the first row of x for every row.
+		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11"},
+		// Attention forgets to rescale the values when a block raises the maximum.
+		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300"},
+		// Attention takes the new tokens' rows as if the tree were a chain.
+		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270"},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
 		// The RNN step reads the state where it should read the embedding.
 		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
 		// The quantized matvec forgets to multiply the bias by the x sum.
-		{"quant.metal", "acc[r][j] += s[r] * d + b[r] * xsum;", "acc[r][j] += s[r] * d + b[r];", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// The pre-scaled x of qmv is off by one place in a 16-bit half.
+		{"quant.metal", "xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));", "xs[i] = v * (1.0f / float(1u << uint(BITS * ((i + 1) % PER_HALF))));", "QMatMul/4-bit/g64/bf16/M1_K128_N5"},
 	} {
 		raw, err := msl.Raw(bug.file)
 		if err != nil {

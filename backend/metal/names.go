@@ -12,11 +12,11 @@ import (
 // names are "<family>_<variant>_<dtype>"; kernelName builds them and refuses
 // anything not listed here, so this table is the host half of the contract
 // that TestKernelNames checks against the library.
-var kernelFamilies = []struct {
-	family, variant string
-	dtypes          []graph.DType
-}{
-	{"matvec", "nt", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+var kernelFamilies = append([]kernelEntry{
+	// matvec: nt<rows of x per threadgroup> (matvecMs).
+	{"matvec", "nt1", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	{"matvec", "nt4", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	{"matvec", "nt8", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"matmul", "nt", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"embed", "rows", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	{"norm", "rms", []graph.DType{graph.F32}},
@@ -24,6 +24,8 @@ var kernelFamilies = []struct {
 	{"rope", "adjacent", []graph.DType{graph.F32}},
 	// attention and kv: by the dtype of the cache.
 	{"attention", "tree", []graph.DType{graph.F32, graph.F16}},
+	{"attention", "split", []graph.DType{graph.F32, graph.F16}},
+	{"attention", "reduce", []graph.DType{graph.F32}}, // by the partials' type
 	{"kv", "write", []graph.DType{graph.F32, graph.F16}},
 	{"kv", "compact", []graph.DType{graph.F32, graph.F16}},
 	{"elementwise", "silu", []graph.DType{graph.F32}},
@@ -38,10 +40,30 @@ var kernelFamilies = []struct {
 	{"gather", "take", []graph.DType{graph.F32}},
 	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},
 	// quant: <variant><bits>, by the dtype of the scales and biases.
-	{"quant", "qmv4", scaleDTypes}, {"quant", "qmv8", scaleDTypes},
-	{"quant", "qmm4", scaleDTypes}, {"quant", "qmm8", scaleDTypes},
 	{"quant", "embed4", scaleDTypes}, {"quant", "embed8", scaleDTypes},
 	{"quant", "dequant4", scaleDTypes}, {"quant", "dequant8", scaleDTypes},
+}, qmvEntries()...)
+
+// kernelEntry is one row of kernelFamilies.
+type kernelEntry struct {
+	family, variant string
+	dtypes          []graph.DType
+}
+
+// qmvEntries are quant.metal's matvecs and matmuls: qmv<bits>g<group
+// size>m<rows of x per threadgroup> and qmm<bits>g<group size>, each by the
+// dtype of the scales.
+func qmvEntries() []kernelEntry {
+	var es []kernelEntry
+	for _, bits := range quantBits {
+		for _, gs := range quantGroupSizes {
+			for _, m := range matvecMs {
+				es = append(es, kernelEntry{"quant", qmvVariant(bits, gs, m), scaleDTypes})
+			}
+			es = append(es, kernelEntry{"quant", qmmVariant(bits, gs), scaleDTypes})
+		}
+	}
+	return es
 }
 
 // hasKernel reports whether the host has a kernel for family, variant and dt.

@@ -47,9 +47,10 @@ func (q quantWeight) inputs(g *graph.Graph, in map[*graph.Array]any, n, k, bits,
 	return graph.Quantized(w, s, b, bits, gs)
 }
 
-// quantCases cover every quant kernel: qmv (M up to MatvecMaxRows) and qmm
-// shapes with row tails, K not a multiple of a qmv step (512 codes) or of
-// 128, every group size, and the three scale types.
+// quantCases cover every quant kernel: qmv (M up to MatvecMaxRows: the 1-,
+// 4- and 8-row variants of every group size) and qmm shapes with row tails,
+// K not a multiple of a qmv step (512 codes) or of 128, every group size,
+// and the three scale types.
 func quantCases(r *rand.Rand) []opCase {
 	var cs []opCase
 	add := func(name string, floor float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
@@ -57,7 +58,7 @@ func quantCases(r *rand.Rand) []opCase {
 	}
 	for _, dt := range scaleDTypes {
 		for _, bits := range []int{4, 8} {
-			for _, s := range [][4]int{{1, 32, 1, 32}, {3, 96, 9, 32}, {8, 544, 13, 32}, {1, 1024, 17, 128}, {5, 192, 33, 64}, {9, 64, 7, 64}, {33, 160, 41, 32}} {
+			for _, s := range [][4]int{{1, 32, 1, 32}, {3, 96, 9, 32}, {8, 544, 13, 32}, {1, 1024, 17, 128}, {2, 640, 9, 128}, {7, 1152, 6, 128}, {1, 128, 5, 64}, {4, 256, 11, 64}, {5, 192, 33, 64}, {9, 64, 7, 64}, {33, 160, 41, 32}, {40, 256, 19, 64}, {20, 384, 70, 128}} {
 				m, k, n, gs := s[0], s[1], s[2], s[3]
 				x, q := randF32(r, m*k, 1), randQuant(r, n, k, bits, gs, dt)
 				// Dequantized weights lie within [-1, 1] (quantized from

@@ -6,22 +6,26 @@
 // the struct is always buffer(0) of its kernel, set with setBytes.
 #pragma once
 
-// matvec.metal: outputs per simdgroup, simdgroups per threadgroup, and rows
-// of x per threadgroup.
+// matvec.metal: outputs per simdgroup, simdgroups per threadgroup, and the
+// most rows of x per threadgroup (variants take 1, 4 or MATVEC_MAX_M).
 #define MATVEC_ROWS 4
 #define MATVEC_SIMDGROUPS 2
 #define MATVEC_MAX_M 8
 
 // matmul.metal: tile of the output per threadgroup and K step; 4 simdgroups
-// of 16x16 each.
-#define MATMUL_BM 32
-#define MATMUL_BN 32
-#define MATMUL_BK 16
+// of 32x32 each.
+#define MATMUL_BM 64
+#define MATMUL_BN 64
+#define MATMUL_BK 32
 #define MATMUL_THREADS 128
 
-// attention.metal: simdgroups per (query, head) and the largest head dim.
+// attention.metal: simdgroups per threadgroup, the largest head dim, visible
+// keys per chunk (one threadgroup's share; fixed, so that the sums' order
+// depends on the visible length alone) and keys per simdgroup step.
 #define ATTN_SIMDGROUPS 4
 #define ATTN_MAX_HEAD_DIM 256
+#define ATTN_CHUNK 256
+#define ATTN_BLOCK 8
 
 // Threads per threadgroup of the row reductions (norm, reduce).
 #define ROW_THREADS 256
@@ -33,11 +37,14 @@
 #define QMV_MAX_M 8
 #define QMV_VALUES 16
 
-// out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul).
+// out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul). vec4 is 1 when rows of
+// x and w may be read 4 elements at a time: K is a multiple of 4 and both
+// buffers are aligned to 4 elements (the host checks the addresses).
 struct MatmulArgs {
 	int M;
 	int N;
 	int K;
+	int vec4;
 };
 
 // out[N,D] = table[ids[N]], table [V,D].
@@ -62,7 +69,9 @@ struct RoPEArgs {
 	int P;
 };
 
-// q [N,H,D], k and v [C,KVH,D]; kvLen comes from a buffer.
+// q [N,H,D], k and v [C,KVH,D]; kvLen comes from a buffer. P is the
+// number of chunks of the split kernels' scratch; vec4 is 1 when rows of q,
+// k and v may be read 4 elements at a time (D a multiple of 4, aligned).
 struct AttentionArgs {
 	int N;
 	int H;
@@ -70,6 +79,8 @@ struct AttentionArgs {
 	int D;
 	int C;
 	float scale;
+	int P;
+	int vec4;
 };
 
 // cache [C,row]; N rows written (KVWrite) or kept (KVCompact).
@@ -108,9 +119,11 @@ struct GatherArgs {
 
 // Affine-quantized weights [N,K] in groups of G (quant.metal): out[M,N] =
 // x[M,K]·wᵀ (qmv, qmm); out[M,K] = w[ids[M]] (embed); out[N,K] = w (dequant).
+// vec4 (qmm): rows of x may be read 4 floats at a time.
 struct QuantArgs {
 	int M;
 	int N;
 	int K;
 	int G;
+	int vec4;
 };

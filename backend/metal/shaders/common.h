@@ -29,6 +29,40 @@ inline float to_float(half v) { return float(v); }
 inline float to_float(thread const bf16 &v) { return as_type<float>(uint(v.bits) << 16); }
 inline float to_float(device const bf16 &v) { return as_type<float>(uint(v.bits) << 16); }
 
+// load4 reads p[0..3] as floats with one 4-wide load (half4, float4, or a
+// bf16's ushort4); p is aligned to four elements. matvec and attention use
+// it where the host says operands are aligned.
+inline void load4(device const float *p, thread float *v) {
+	const float4 t = *((device const float4 *)p);
+	v[0] = t.x;
+	v[1] = t.y;
+	v[2] = t.z;
+	v[3] = t.w;
+}
+inline void load4(device const half *p, thread float *v) {
+	const half4 t = *((device const half4 *)p);
+	v[0] = float(t.x);
+	v[1] = float(t.y);
+	v[2] = float(t.z);
+	v[3] = float(t.w);
+}
+inline void load4(device const bf16 *p, thread float *v) {
+	const ushort4 t = *((device const ushort4 *)p);
+	v[0] = as_type<float>(uint(t.x) << 16);
+	v[1] = as_type<float>(uint(t.y) << 16);
+	v[2] = as_type<float>(uint(t.z) << 16);
+	v[3] = as_type<float>(uint(t.w) << 16);
+}
+
+// load4_tail reads the n (> 0) of p[0..3] that exist, one at a time, and
+// zeros for the rest.
+template <typename W>
+inline void load4_tail(device const W *p, int n, thread float *v) {
+	for (int i = 0; i < 4; i++) {
+		v[i] = i < n ? to_float(p[i]) : 0.0f;
+	}
+}
+
 // tg_sum returns the sum of v over the threadgroup. scratch holds at least
 // 33 floats; every thread of the threadgroup must call it.
 inline float tg_sum(float v, threadgroup float *scratch, uint sgitg, uint lane, uint nsg) {

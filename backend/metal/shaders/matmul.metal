@@ -1,11 +1,16 @@
-// matmul.metal: out[M,N] = x[M,K] · w[N,K]ᵀ for many rows of x (prefill and
-// tree verification), with 8x8 simdgroup matrices. A threadgroup computes a
-// MATMUL_BM×MATMUL_BN tile with 4 simdgroups of 16×16 each; both operands are
-// staged as float in threadgroup memory, MATMUL_BK columns of K at a time,
-// zero-filled past the edges, so any M, N and K work.
+// matmul.metal: out[M,N] = x[M,K] · w[N,K]ᵀ for many rows of x (prefill),
+// with 8x8 simdgroup matrices. A threadgroup computes a MATMUL_BM×MATMUL_BN
+// (64×64) tile with 4 simdgroups of 32×32 each (16 accumulators apiece, so
+// each 8×8 operand loaded from threadgroup memory feeds 4 multiplies). K
+// goes MATMUL_BK columns at a time: x is staged as float, w in the type
+// that holds it exactly (half for f16 weights, halving that tile's
+// threadgroup memory and traffic; float for f32 and bf16), with 4-wide
+// loads when args.vec4 and zeros past the edges, so any M, N and K work.
+// Full tiles are stored straight from the simdgroup matrices; edge tiles go
+// through threadgroup memory so that only what exists is written.
 // Grid: (ceil(N/MATMUL_BN), ceil(M/MATMUL_BM)); threadgroup: MATMUL_THREADS;
-// threadgroup(0): (MATMUL_BM+MATMUL_BN)·MATMUL_BK floats (≥ BM·BN).
-#include "common.h"
+// threadgroup(0): MATMUL_BM·MATMUL_BN floats (≥ both staged tiles).
+#include "mma.h"
 
 template <typename W>
 kernel void matmul_nt(
@@ -17,62 +22,29 @@ kernel void matmul_nt(
 		uint3 tgpig [[threadgroup_position_in_grid]],
 		uint tiitg [[thread_index_in_threadgroup]],
 		uint sgitg [[simdgroup_index_in_threadgroup]]) {
-	threadgroup float *xs = shmem;                         // [BM][BK]
-	threadgroup float *ws = shmem + MATMUL_BM * MATMUL_BK; // [BN][BK]
+	typedef typename stage_type<W>::type T;
+	threadgroup float *xs = shmem;                                                   // [BM][BK]
+	threadgroup T *ws = (threadgroup T *)(shmem + MATMUL_BM * MATMUL_BK);           // [BN][BK]
 	const int m0 = int(tgpig.y) * MATMUL_BM;
 	const int n0 = int(tgpig.x) * MATMUL_BN;
 	const int sm = int(sgitg) / 2;
 	const int sn = int(sgitg) % 2;
+	const bool vec4 = args.vec4 != 0;
 
-	simdgroup_float8x8 c[2][2];
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
+	simdgroup_float8x8 c[4][4];
+	for (int i = 0; i < 4; i++) {
+		for (int j = 0; j < 4; j++) {
 			c[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
 		}
 	}
 	for (int k0 = 0; k0 < args.K; k0 += MATMUL_BK) {
-		for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BK; i += MATMUL_THREADS) {
-			const int r = i / MATMUL_BK;
-			const int gk = k0 + i % MATMUL_BK;
-			const int gm = m0 + r;
-			const int gn = n0 + r;
-			xs[i] = (gm < args.M && gk < args.K) ? x[ulong(gm) * ulong(args.K) + ulong(gk)] : 0.0f;
-			ws[i] = (gn < args.N && gk < args.K) ? to_float(w[ulong(gn) * ulong(args.K) + ulong(gk)]) : 0.0f;
-		}
+		matmul_stage<float>(x, args.M, args.K, m0, k0, vec4, xs, tiitg);
+		matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
-		for (int kk = 0; kk < MATMUL_BK; kk += 8) {
-			simdgroup_float8x8 a[2];
-			simdgroup_float8x8 b[2];
-			for (int i = 0; i < 2; i++) {
-				simdgroup_load(a[i], xs + (sm * 16 + i * 8) * MATMUL_BK + kk, MATMUL_BK);
-			}
-			for (int j = 0; j < 2; j++) {
-				// b[j](k, n) = w[n, k]: a transposed load of the w tile.
-				simdgroup_load(b[j], ws + (sn * 16 + j * 8) * MATMUL_BK + kk, MATMUL_BK, ulong2(0), true);
-			}
-			for (int i = 0; i < 2; i++) {
-				for (int j = 0; j < 2; j++) {
-					simdgroup_multiply_accumulate(c[i][j], a[i], b[j], c[i][j]);
-				}
-			}
-		}
+		matmul_tile<T>(xs, ws, sm, sn, c);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
 	}
-	// Through threadgroup memory, so that edge tiles store only what exists.
-	threadgroup float *cs = shmem; // [BM][BN]
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
-			simdgroup_store(c[i][j], cs + (sm * 16 + i * 8) * MATMUL_BN + sn * 16 + j * 8, MATMUL_BN);
-		}
-	}
-	threadgroup_barrier(mem_flags::mem_threadgroup);
-	for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BN; i += MATMUL_THREADS) {
-		const int gm = m0 + i / MATMUL_BN;
-		const int gn = n0 + i % MATMUL_BN;
-		if (gm < args.M && gn < args.N) {
-			out[ulong(gm) * ulong(args.N) + ulong(gn)] = cs[i];
-		}
-	}
+	matmul_store(c, out, args.M, args.N, m0, n0, sm, sn, shmem, tiitg);
 }
 
 instantiate_kernel("matmul_nt_f32", matmul_nt, float)

@@ -6,21 +6,26 @@
 //
 //   quant_qmv  out[M,N] = x[M,K]·wᵀ for few rows of x (decode, verification).
 //              MLX qmv_fast-style: each lane takes QMV_VALUES consecutive
-//              codes of a row per step (one group: G is a multiple of 32),
-//              so a row costs s·Σ(x·q) + b·Σx per lane and step; each
-//              simdgroup computes QMV_ROWS outputs for up to QMV_MAX_M rows
-//              of x, reading every weight once.
-//              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/QMV_MAX_M));
+//              codes of a row per step (within one group: GS is a multiple
+//              of 32), so a row costs s·Σ(x·q) + b·Σx per lane and step;
+//              x is pre-scaled so that codes are masked, never shifted
+//              (qmv_load_x). Each simdgroup computes QMV_ROWS outputs for
+//              MAXM rows of x, reading every weight once. The group size
+//              GS and MAXM (1, 4 or QMV_MAX_M) are template parameters:
+//              divisions by GS are shifts and the accumulators registers.
+//              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/MAXM));
 //              threadgroup: 32·QMV_SIMDGROUPS.
-//   quant_qmm  the same for many rows of x (prefill): matmul.metal's 32×32
-//              tiles of 8×8 simdgroup matrices, the weight tile dequantized
-//              into threadgroup memory as it is staged.
+//   quant_qmm  the same for many rows of x (prefill): matmul.metal's 64×64
+//              tiles (mma.h), the weight tile dequantized into threadgroup
+//              memory as it is staged, one word of codes and one scale and
+//              bias per thread and row (the group size GS is a template
+//              parameter, and a multiple of MATMUL_BK).
 //              Grid: (ceil(N/MATMUL_BN), ceil(M/MATMUL_BM)); threadgroup:
 //              MATMUL_THREADS; threadgroup(0): as matmul.metal.
 //   quant_embed out[M,K] = w[ids[M]] dequantized (a row of zeros for an id
 //              outside the table). Grid: (ceil(M·K/256)); threadgroup: 256.
 //   quant_dequant out[N,K] = w dequantized. Grid: (ceil(N·K/256)); 256.
-#include "common.h"
+#include "mma.h"
 
 // code_at is element k of a row of packed codes.
 template <int BITS>
@@ -37,7 +42,42 @@ inline float dequant(device const uint *w, device const S *scales, device const 
 	return to_float(scales[g]) * q + to_float(biases[g]);
 }
 
-template <int BITS, typename S>
+// qmv_load_x reads QMV_VALUES values of x into xs, pre-scaled for
+// qmv_dot, and returns their plain sum. Codes are masked in place within
+// 16-bit halves of their word, never shifted down: code i of a half is
+// worth q·2^(BITS·i) there, so xs[i] is x[i] / 2^(BITS·(i mod codes per
+// half)). Scaling by a power of two is exact, so every product xs·(masked
+// code) is the bits of x·q: the same sums as a shift-and-mask loop, with
+// one multiply per x instead of a shift per code.
+template <int BITS>
+inline float qmv_load_x(device const float *x, thread float *xs) {
+	constexpr int PER_HALF = 16 / BITS;
+	float sum = 0.0f;
+	for (int i = 0; i < QMV_VALUES; i++) {
+		const float v = x[i];
+		sum += v;
+		xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));
+	}
+	return sum;
+}
+
+// qmv_dot is Σ xs[i]·(code i at its place) over a lane's QMV_VALUES codes,
+// packed in words; xs comes from qmv_load_x.
+template <int BITS>
+inline float qmv_dot(thread const uint *words, thread const float *xs) {
+	constexpr int PER_HALF = 16 / BITS;
+	constexpr uint MASK = (1u << BITS) - 1u;
+	float d = 0.0f;
+	for (int i = 0; i < QMV_VALUES; i++) {
+		const int half_index = i / PER_HALF; // which 16-bit half of the codes
+		const uint word = words[half_index / 2];
+		const uint h = (half_index % 2 == 0) ? (word & 0xffffu) : (word >> 16);
+		d = fma(xs[i], float(h & (MASK << uint(BITS * (i % PER_HALF)))), d);
+	}
+	return d;
+}
+
+template <int BITS, int GS, typename S, int MAXM>
 kernel void quant_qmv(
 		constant QuantArgs &args [[buffer(0)]],
 		device const float *x [[buffer(1)]],
@@ -49,69 +89,104 @@ kernel void quant_qmv(
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
 	constexpr int WORDS = QMV_VALUES * BITS / 32; // words of codes per lane and step
-	constexpr uint MASK = (1u << BITS) - 1u;
 	constexpr int PER = 32 / BITS;
+	static_assert(GS % QMV_VALUES == 0, "a lane's codes lie in one group");
 	const int n0 = (int(tgpig.x) * QMV_SIMDGROUPS + int(sgitg)) * QMV_ROWS;
-	const int m0 = int(tgpig.y) * QMV_MAX_M;
+	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
 		return; // the whole simdgroup leaves together
 	}
 	const int K = args.K;
-	const int rowWords = K * BITS / 32;
-	const int groups = K / args.G;
-	const int mrows = min(QMV_MAX_M, args.M - m0);
-	// Rows past the end repeat the last one (valid memory) and are not stored.
-	int rows[QMV_ROWS];
+	const int rowWords = K / PER;
+	const int groups = K / GS;
+	// Rows past the end repeat the last one (valid memory) and are not
+	// stored: of w, so that every row is read; of x, so that the loops
+	// below have compile-time bounds.
+	device const uint *wr[QMV_ROWS];
+	device const S *sr[QMV_ROWS];
+	device const S *br[QMV_ROWS];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		rows[r] = min(n0 + r, args.N - 1);
+		const ulong n = ulong(min(n0 + r, args.N - 1));
+		wr[r] = w + n * ulong(rowWords);
+		sr[r] = scales + n * ulong(groups);
+		br[r] = biases + n * ulong(groups);
 	}
-	float acc[QMV_ROWS][QMV_MAX_M];
+	device const float *xr[MAXM];
+	for (int j = 0; j < MAXM; j++) {
+		xr[j] = x + ulong(min(m0 + j, args.M - 1)) * ulong(K);
+	}
+	float acc[QMV_ROWS][MAXM];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		for (int j = 0; j < QMV_MAX_M; j++) {
+		for (int j = 0; j < MAXM; j++) {
 			acc[r][j] = 0.0f;
 		}
 	}
+	// K is a multiple of GS, so of QMV_VALUES: a lane's codes all exist.
 	for (int k = int(lane) * QMV_VALUES; k < K; k += 32 * QMV_VALUES) {
 		uint packed[QMV_ROWS][WORDS];
 		float s[QMV_ROWS];
 		float b[QMV_ROWS];
 		for (int r = 0; r < QMV_ROWS; r++) {
-			device const uint *wr = w + ulong(rows[r]) * ulong(rowWords) + ulong(k / PER);
 			for (int i = 0; i < WORDS; i++) {
-				packed[r][i] = wr[i];
+				packed[r][i] = wr[r][k / PER + i];
 			}
-			const ulong g = ulong(rows[r]) * ulong(groups) + ulong(k / args.G);
-			s[r] = to_float(scales[g]);
-			b[r] = to_float(biases[g]);
+			s[r] = to_float(sr[r][k / GS]);
+			b[r] = to_float(br[r][k / GS]);
 		}
-		for (int j = 0; j < mrows; j++) {
-			device const float *xr = x + ulong(m0 + j) * ulong(K) + ulong(k);
-			float xv[QMV_VALUES];
-			float xsum = 0.0f;
-			for (int i = 0; i < QMV_VALUES; i++) {
-				xv[i] = xr[i];
-				xsum += xv[i];
-			}
+		for (int j = 0; j < MAXM; j++) {
+			float xs[QMV_VALUES];
+			const float xsum = qmv_load_x<BITS>(xr[j] + k, xs);
 			for (int r = 0; r < QMV_ROWS; r++) {
-				float d = 0.0f;
-				for (int i = 0; i < QMV_VALUES; i++) {
-					d += xv[i] * float((packed[r][i / PER] >> uint(BITS * (i % PER))) & MASK);
-				}
-				acc[r][j] += s[r] * d + b[r] * xsum;
+				const float d = qmv_dot<BITS>(packed[r], xs);
+				acc[r][j] += fma(s[r], d, b[r] * xsum);
 			}
 		}
 	}
 	for (int r = 0; r < QMV_ROWS; r++) {
-		for (int j = 0; j < QMV_MAX_M; j++) {
+		for (int j = 0; j < MAXM; j++) {
 			const float v = simd_sum(acc[r][j]);
-			if (lane == 0 && n0 + r < args.N && j < mrows) {
+			if (lane == 0 && n0 + r < args.N && m0 + j < args.M) {
 				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] = v;
 			}
 		}
 	}
 }
 
-template <int BITS, typename S>
+// qmm_stage dequantizes rows [n0, n0+MATMUL_BN) × columns [k0,
+// k0+MATMUL_BK) of the weight into ws [MATMUL_BN][MATMUL_BK] (zeros past
+// N). K is a multiple of GS, and GS of MATMUL_BK, so the step lies in one
+// group of each row and is never cut by K: one scale and bias per row, and
+// whole words of codes. Every thread calls it.
+template <int BITS, int GS, typename S>
+inline void qmm_stage(device const uint *w, device const S *scales, device const S *biases, int N, int K, int n0, int k0,
+		threadgroup float *ws, uint tiitg) {
+	constexpr int PER = 32 / BITS;                  // codes per word
+	constexpr int WPR = MATMUL_BK / PER;            // words per row of the step
+	constexpr uint MASK = (1u << BITS) - 1u;
+	static_assert(GS % MATMUL_BK == 0, "a step lies in one group");
+	const int rowWords = K / PER;
+	for (int i = int(tiitg); i < MATMUL_BN * WPR; i += MATMUL_THREADS) {
+		const int r = i / WPR;
+		const int c = (i % WPR) * PER;
+		const int n = n0 + r;
+		threadgroup float *dst = ws + r * MATMUL_BK + c;
+		if (n >= N) {
+			for (int e = 0; e < PER; e++) {
+				dst[e] = 0.0f;
+			}
+			continue;
+		}
+		const uint word = w[ulong(n) * ulong(rowWords) + ulong((k0 + c) / PER)];
+		const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);
+		const float s = to_float(scales[g]);
+		const float b = to_float(biases[g]);
+		for (int e = 0; e < PER; e++) {
+			dst[e] = s * float((word >> uint(BITS * e)) & MASK) + b;
+		}
+	}
+}
+
+template <int BITS, int GS, typename S>
 kernel void quant_qmm(
 		constant QuantArgs &args [[buffer(0)]],
 		device const float *x [[buffer(1)]],
@@ -129,55 +204,24 @@ kernel void quant_qmm(
 	const int n0 = int(tgpig.x) * MATMUL_BN;
 	const int sm = int(sgitg) / 2;
 	const int sn = int(sgitg) % 2;
-	const int K = args.K;
+	// Rows of x are K floats with K a multiple of 32: 4-wide loads when the
+	// buffer allows.
+	const bool vec4 = args.vec4 != 0;
 
-	simdgroup_float8x8 c[2][2];
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
+	simdgroup_float8x8 c[4][4];
+	for (int i = 0; i < 4; i++) {
+		for (int j = 0; j < 4; j++) {
 			c[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
 		}
 	}
-	for (int k0 = 0; k0 < K; k0 += MATMUL_BK) {
-		for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BK; i += MATMUL_THREADS) {
-			const int r = i / MATMUL_BK;
-			const int gk = k0 + i % MATMUL_BK;
-			const int gm = m0 + r;
-			const int gn = n0 + r;
-			xs[i] = (gm < args.M && gk < K) ? x[ulong(gm) * ulong(K) + ulong(gk)] : 0.0f;
-			ws[i] = (gn < args.N && gk < K) ? dequant<BITS, S>(w, scales, biases, gn, gk, K, args.G) : 0.0f;
-		}
+	for (int k0 = 0; k0 < args.K; k0 += MATMUL_BK) {
+		matmul_stage<float>(x, args.M, args.K, m0, k0, vec4, xs, tiitg);
+		qmm_stage<BITS, GS, S>(w, scales, biases, args.N, args.K, n0, k0, ws, tiitg);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
-		for (int kk = 0; kk < MATMUL_BK; kk += 8) {
-			simdgroup_float8x8 a[2];
-			simdgroup_float8x8 bt[2];
-			for (int i = 0; i < 2; i++) {
-				simdgroup_load(a[i], xs + (sm * 16 + i * 8) * MATMUL_BK + kk, MATMUL_BK);
-			}
-			for (int j = 0; j < 2; j++) {
-				simdgroup_load(bt[j], ws + (sn * 16 + j * 8) * MATMUL_BK + kk, MATMUL_BK, ulong2(0), true);
-			}
-			for (int i = 0; i < 2; i++) {
-				for (int j = 0; j < 2; j++) {
-					simdgroup_multiply_accumulate(c[i][j], a[i], bt[j], c[i][j]);
-				}
-			}
-		}
+		matmul_tile<float>(xs, ws, sm, sn, c);
 		threadgroup_barrier(mem_flags::mem_threadgroup);
 	}
-	threadgroup float *cs = shmem; // [BM][BN]
-	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < 2; j++) {
-			simdgroup_store(c[i][j], cs + (sm * 16 + i * 8) * MATMUL_BN + sn * 16 + j * 8, MATMUL_BN);
-		}
-	}
-	threadgroup_barrier(mem_flags::mem_threadgroup);
-	for (int i = int(tiitg); i < MATMUL_BM * MATMUL_BN; i += MATMUL_THREADS) {
-		const int gm = m0 + i / MATMUL_BN;
-		const int gn = n0 + i % MATMUL_BN;
-		if (gm < args.M && gn < args.N) {
-			out[ulong(gm) * ulong(args.N) + ulong(gn)] = cs[i];
-		}
-	}
+	matmul_store(c, out, args.M, args.N, m0, n0, sm, sn, shmem, tiitg);
 }
 
 template <int BITS, typename S>
@@ -214,18 +258,78 @@ kernel void quant_dequant(
 	out[i] = dequant<BITS, S>(w, scales, biases, int(i / uint(args.K)), int(i % uint(args.K)), args.K, args.G);
 }
 
-instantiate_kernel("quant_qmv4_f16", quant_qmv, 4, half)
-instantiate_kernel("quant_qmv4_bf16", quant_qmv, 4, bf16)
-instantiate_kernel("quant_qmv4_f32", quant_qmv, 4, float)
-instantiate_kernel("quant_qmv8_f16", quant_qmv, 8, half)
-instantiate_kernel("quant_qmv8_bf16", quant_qmv, 8, bf16)
-instantiate_kernel("quant_qmv8_f32", quant_qmv, 8, float)
-instantiate_kernel("quant_qmm4_f16", quant_qmm, 4, half)
-instantiate_kernel("quant_qmm4_bf16", quant_qmm, 4, bf16)
-instantiate_kernel("quant_qmm4_f32", quant_qmm, 4, float)
-instantiate_kernel("quant_qmm8_f16", quant_qmm, 8, half)
-instantiate_kernel("quant_qmm8_bf16", quant_qmm, 8, bf16)
-instantiate_kernel("quant_qmm8_f32", quant_qmm, 8, float)
+instantiate_kernel("quant_qmv4g32m1_f16", quant_qmv, 4, 32, half, 1)
+instantiate_kernel("quant_qmv4g32m1_bf16", quant_qmv, 4, 32, bf16, 1)
+instantiate_kernel("quant_qmv4g32m1_f32", quant_qmv, 4, 32, float, 1)
+instantiate_kernel("quant_qmv4g32m4_f16", quant_qmv, 4, 32, half, 4)
+instantiate_kernel("quant_qmv4g32m4_bf16", quant_qmv, 4, 32, bf16, 4)
+instantiate_kernel("quant_qmv4g32m4_f32", quant_qmv, 4, 32, float, 4)
+instantiate_kernel("quant_qmv4g32m8_f16", quant_qmv, 4, 32, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g32m8_bf16", quant_qmv, 4, 32, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g32m8_f32", quant_qmv, 4, 32, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m1_f16", quant_qmv, 4, 64, half, 1)
+instantiate_kernel("quant_qmv4g64m1_bf16", quant_qmv, 4, 64, bf16, 1)
+instantiate_kernel("quant_qmv4g64m1_f32", quant_qmv, 4, 64, float, 1)
+instantiate_kernel("quant_qmv4g64m4_f16", quant_qmv, 4, 64, half, 4)
+instantiate_kernel("quant_qmv4g64m4_bf16", quant_qmv, 4, 64, bf16, 4)
+instantiate_kernel("quant_qmv4g64m4_f32", quant_qmv, 4, 64, float, 4)
+instantiate_kernel("quant_qmv4g64m8_f16", quant_qmv, 4, 64, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m8_bf16", quant_qmv, 4, 64, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g64m8_f32", quant_qmv, 4, 64, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m1_f16", quant_qmv, 4, 128, half, 1)
+instantiate_kernel("quant_qmv4g128m1_bf16", quant_qmv, 4, 128, bf16, 1)
+instantiate_kernel("quant_qmv4g128m1_f32", quant_qmv, 4, 128, float, 1)
+instantiate_kernel("quant_qmv4g128m4_f16", quant_qmv, 4, 128, half, 4)
+instantiate_kernel("quant_qmv4g128m4_bf16", quant_qmv, 4, 128, bf16, 4)
+instantiate_kernel("quant_qmv4g128m4_f32", quant_qmv, 4, 128, float, 4)
+instantiate_kernel("quant_qmv4g128m8_f16", quant_qmv, 4, 128, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m8_bf16", quant_qmv, 4, 128, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv4g128m8_f32", quant_qmv, 4, 128, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m1_f16", quant_qmv, 8, 32, half, 1)
+instantiate_kernel("quant_qmv8g32m1_bf16", quant_qmv, 8, 32, bf16, 1)
+instantiate_kernel("quant_qmv8g32m1_f32", quant_qmv, 8, 32, float, 1)
+instantiate_kernel("quant_qmv8g32m4_f16", quant_qmv, 8, 32, half, 4)
+instantiate_kernel("quant_qmv8g32m4_bf16", quant_qmv, 8, 32, bf16, 4)
+instantiate_kernel("quant_qmv8g32m4_f32", quant_qmv, 8, 32, float, 4)
+instantiate_kernel("quant_qmv8g32m8_f16", quant_qmv, 8, 32, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m8_bf16", quant_qmv, 8, 32, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g32m8_f32", quant_qmv, 8, 32, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m1_f16", quant_qmv, 8, 64, half, 1)
+instantiate_kernel("quant_qmv8g64m1_bf16", quant_qmv, 8, 64, bf16, 1)
+instantiate_kernel("quant_qmv8g64m1_f32", quant_qmv, 8, 64, float, 1)
+instantiate_kernel("quant_qmv8g64m4_f16", quant_qmv, 8, 64, half, 4)
+instantiate_kernel("quant_qmv8g64m4_bf16", quant_qmv, 8, 64, bf16, 4)
+instantiate_kernel("quant_qmv8g64m4_f32", quant_qmv, 8, 64, float, 4)
+instantiate_kernel("quant_qmv8g64m8_f16", quant_qmv, 8, 64, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m8_bf16", quant_qmv, 8, 64, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g64m8_f32", quant_qmv, 8, 64, float, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m1_f16", quant_qmv, 8, 128, half, 1)
+instantiate_kernel("quant_qmv8g128m1_bf16", quant_qmv, 8, 128, bf16, 1)
+instantiate_kernel("quant_qmv8g128m1_f32", quant_qmv, 8, 128, float, 1)
+instantiate_kernel("quant_qmv8g128m4_f16", quant_qmv, 8, 128, half, 4)
+instantiate_kernel("quant_qmv8g128m4_bf16", quant_qmv, 8, 128, bf16, 4)
+instantiate_kernel("quant_qmv8g128m4_f32", quant_qmv, 8, 128, float, 4)
+instantiate_kernel("quant_qmv8g128m8_f16", quant_qmv, 8, 128, half, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m8_bf16", quant_qmv, 8, 128, bf16, QMV_MAX_M)
+instantiate_kernel("quant_qmv8g128m8_f32", quant_qmv, 8, 128, float, QMV_MAX_M)
+instantiate_kernel("quant_qmm4g32_f16", quant_qmm, 4, 32, half)
+instantiate_kernel("quant_qmm4g32_bf16", quant_qmm, 4, 32, bf16)
+instantiate_kernel("quant_qmm4g32_f32", quant_qmm, 4, 32, float)
+instantiate_kernel("quant_qmm4g64_f16", quant_qmm, 4, 64, half)
+instantiate_kernel("quant_qmm4g64_bf16", quant_qmm, 4, 64, bf16)
+instantiate_kernel("quant_qmm4g64_f32", quant_qmm, 4, 64, float)
+instantiate_kernel("quant_qmm4g128_f16", quant_qmm, 4, 128, half)
+instantiate_kernel("quant_qmm4g128_bf16", quant_qmm, 4, 128, bf16)
+instantiate_kernel("quant_qmm4g128_f32", quant_qmm, 4, 128, float)
+instantiate_kernel("quant_qmm8g32_f16", quant_qmm, 8, 32, half)
+instantiate_kernel("quant_qmm8g32_bf16", quant_qmm, 8, 32, bf16)
+instantiate_kernel("quant_qmm8g32_f32", quant_qmm, 8, 32, float)
+instantiate_kernel("quant_qmm8g64_f16", quant_qmm, 8, 64, half)
+instantiate_kernel("quant_qmm8g64_bf16", quant_qmm, 8, 64, bf16)
+instantiate_kernel("quant_qmm8g64_f32", quant_qmm, 8, 64, float)
+instantiate_kernel("quant_qmm8g128_f16", quant_qmm, 8, 128, half)
+instantiate_kernel("quant_qmm8g128_bf16", quant_qmm, 8, 128, bf16)
+instantiate_kernel("quant_qmm8g128_f32", quant_qmm, 8, 128, float)
 instantiate_kernel("quant_embed4_f16", quant_embed, 4, half)
 instantiate_kernel("quant_embed4_bf16", quant_embed, 4, bf16)
 instantiate_kernel("quant_embed4_f32", quant_embed, 4, float)
