@@ -2,7 +2,6 @@ package metal
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -86,36 +85,50 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 	return b.pool.get(size)
 }
 
-// pageSize is the host page size; Apple Silicon uses 16 KiB.
-var pageSize = os.Getpagesize()
-
-// WrapHost implements graph.Backend. Host memory (a tensor of an mmapped
-// weight file) is wrapped without copying: newBufferWithBytesNoCopy takes
-// whole pages, so the device buffer spans the pages the data lies on, which
-// are mapped because the data is, and the Buffer is the window at the
-// data's offset in its first page (base). The GPU only reads weights, so
-// the neighbouring bytes it could see are never written. Data that is not
-// 4-byte aligned (kernels read it as words) or too long for one device
-// buffer is copied once. Wrapped memory must stay mapped and unmodified
-// until Free.
+// WrapHost implements graph.Backend. Memory mapped outside Go's heap (an
+// mmapped weight file, recorded with graph.RecordMapped) is wrapped without
+// copying: newBufferWithBytesNoCopy takes whole pages, so the device buffer
+// spans the pages the data lies on, which are mapped because the data is,
+// and the Buffer is the window at the data's offset in its first page
+// (base). The GPU only reads weights, so the neighbouring bytes it could see
+// are never written. Everything else is copied once into memory the device
+// owns: Go heap memory above all (weights converted at load), whose
+// neighbouring page bytes belong to other objects, so that no pointer the
+// backend keeps ever leaves the allocation it came from; and data that is
+// not 4-byte aligned (kernels read it as words) or too long for one device
+// buffer. Wrapped memory must stay mapped and unmodified until Free.
 func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
-	if len(data) > 0 {
-		ptr := unsafe.Pointer(unsafe.SliceData(data))
-		base := int(uintptr(ptr) % uintptr(pageSize))
-		n := (base + len(data) + pageSize - 1) / pageSize * pageSize
-		if max := b.dev.info().MaxBuffer; base%4 == 0 && (max == 0 || uint64(n) <= max) {
-			pages := unsafe.Slice((*byte)(unsafe.Add(ptr, -base)), n)
-			if db, err := b.dev.wrap(pages); err == nil {
-				return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
-			}
+	if len(data) == 0 {
+		return b.pool.get(0)
+	}
+	if pages, base, ok := mappedPages(data, b.dev.pageSize(), b.dev.info().MaxBuffer); ok {
+		if db, err := b.dev.wrap(pages); err == nil {
+			return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
 		}
 	}
-	nb, err := b.pool.get(len(data))
+	db, err := b.dev.newBuffer(len(data))
 	if err != nil {
 		return nil, err
 	}
-	copy(nb.bytes(), data)
-	return nb, nil
+	copy(db.contents(), data)
+	return &Buffer{dev: db, size: len(data), class: -1}, nil
+}
+
+// mappedPages returns the whole pages data lies on, and data's offset in
+// the first, when they can be wrapped without copying: data is 4-byte
+// aligned, the pages fit in one device buffer (maxBuffer, 0 for no limit)
+// and lie inside memory recorded as mapped outside Go's heap. The slice of
+// pages is made only then: a pointer below data's start is valid in a
+// mapping and invalid in Go's heap.
+func mappedPages(data []byte, page int, maxBuffer uint64) (pages []byte, base int, ok bool) {
+	ptr := unsafe.Pointer(unsafe.SliceData(data))
+	p := uintptr(ptr)
+	base = int(p % uintptr(page))
+	n := (base + len(data) + page - 1) / page * page
+	if p%4 != 0 || (maxBuffer != 0 && uint64(n) > maxBuffer) || !graph.InMapped(p-uintptr(base), n) {
+		return nil, 0, false
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(ptr, -base)), n), base, true
 }
 
 // Free implements graph.Backend.

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -170,45 +169,6 @@ func TestUseAfterFree(t *testing.T) {
 	if err := p.Run(); err == nil || !strings.Contains(err.Error(), "freed") {
 		t.Errorf("run after Free: %v, want an error about a freed buffer", err)
 	}
-}
-
-func TestWrapHost(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
-	words := make([]uint64, 4*pageSize/8)
-	raw := unsafeBytes(words)
-	start := (pageSize - int(addr(raw))%pageSize) % pageSize
-	// 4-byte aligned memory is wrapped from the start of its page, whatever
-	// its offset in the page; the Buffer is a window at that offset.
-	for _, off := range []int{0, 4, 100, pageSize - 8} {
-		data := raw[start+off : start+off+pageSize+100]
-		wb, err := be.WrapHost(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := wb.(*Buffer)
-		dev := x.dev.contents()
-		if x.base != off || int(addr(dev))%pageSize != 0 || len(dev)%pageSize != 0 || len(dev) < off+len(data) {
-			t.Errorf("offset %d: base %d, device buffer of %d bytes at page offset %d", off, x.base, len(dev), int(addr(dev))%pageSize)
-		}
-		data[5] = byte(off + 1)
-		got := make([]byte, 1)
-		if err := be.Read(wb, 5, got); err != nil || got[0] != byte(off+1) {
-			t.Errorf("offset %d: wrapped memory is not shared: %v %v", off, got, err)
-		}
-		be.Free(wb)
-	}
-	// Memory kernels could not read as words is copied.
-	cb, err := be.WrapHost(raw[start+1 : start+50])
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[start+1] = 7
-	got := make([]byte, 1)
-	if err := be.Read(cb, 0, got); err != nil || got[0] == 7 {
-		t.Errorf("unaligned memory should be copied: %v %v", got, err)
-	}
-	be.Free(cb)
-	runtime.KeepAlive(words)
 }
 
 func TestUnsupportedShapesAreErrors(t *testing.T) {

@@ -4,6 +4,7 @@ package metal
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/seed9b8f47b1/redrafter/backend/metal/internal/mtl"
@@ -87,6 +88,10 @@ func listDevices() ([]DeviceInfo, error) {
 }
 
 func (d *mtlDevice) info() DeviceInfo { return d.inf }
+
+// pageSize is the host's page (16 KiB on Apple silicon): Metal wraps host
+// memory in whole virtual-memory pages.
+func (d *mtlDevice) pageSize() int { return os.Getpagesize() }
 
 func (d *mtlDevice) do(f func() error) error { return mtl.Do(f) }
 

@@ -83,6 +83,9 @@ type fakeDevice struct {
 	mu     sync.Mutex
 	events []string
 	live   int // buffers allocated and not released
+	// wraps holds the address ranges the backend asked to wrap, refused
+	// or not, for tests to check where its pointers went.
+	wraps [][2]uintptr
 }
 
 func newFakeDevice() *fakeDevice {
@@ -131,7 +134,26 @@ func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
 	return &fakeBuffer{f: f, data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:size]}, nil
 }
 
+// fakePage is the fake device's page: Apple silicon's 16 KiB, not the test
+// host's 4 KiB, so that the Linux tests round host memory as a Mac does.
+const fakePage = 16 << 10
+
+func (f *fakeDevice) pageSize() int { return fakePage }
+
+// wrap refuses what newBufferWithBytesNoCopy refuses (memory not on whole
+// pages) and what Apple disallows (memory not mapped by vm_allocate or
+// mmap, such as Go's heap), so that a test sees the backend asking for it.
 func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	f.mu.Lock()
+	f.wraps = append(f.wraps, [2]uintptr{p, p + uintptr(len(data))})
+	f.mu.Unlock()
+	if p%fakePage != 0 || len(data)%fakePage != 0 || len(data) == 0 {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of %d bytes at page offset %d", len(data), p%fakePage)
+	}
+	if !graph.InMapped(p, len(data)) {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of memory that is not mapped outside Go's heap")
+	}
 	f.mu.Lock()
 	f.live++
 	f.mu.Unlock()
