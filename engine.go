@@ -23,8 +23,9 @@ type Options struct {
 	Backend string
 	// Context caps the tokens a session can hold (0: the model's context).
 	Context int
-	// KVCache is the KV cache's element type: "f32" (the default, "" too)
-	// or "f16" (half the memory; keys and values rounded to halves).
+	// KVCache is the KV cache's element type: "f32", or "f16" (half the
+	// memory; keys and values rounded to halves). "" is the backend's
+	// default: f16 on the Metal GPU, f32 on the CPU.
 	KVCache string
 	// Logger receives progress and timings (nil: slog.Default()).
 	Logger *slog.Logger
@@ -100,7 +101,11 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(err)
 	}
 	switch opts.KVCache {
-	case "", "f32":
+	case "":
+		if d, ok := be.(interface{ DefaultKVCache() graph.DType }); ok {
+			e.runner.KVCache = d.DefaultKVCache()
+		}
+	case "f32":
 	case "f16":
 		e.runner.KVCache = graph.F16
 	default:
@@ -110,10 +115,43 @@ func Load(path string, opts Options) (*Engine, error) {
 	if opts.Context > 0 && opts.Context < e.context {
 		e.context = opts.Context
 	}
+	if err := e.fitContext(opts.Context > 0); err != nil {
+		return fail(err)
+	}
 	e.LoadTime = time.Since(start)
 	log.Debug("model loaded", "path", path, "arch", e.cfg.Arch, "backend", be.Name(),
 		"layers", e.cfg.Layers, "dim", e.cfg.Dim, "vocab", e.cfg.Vocab, "load_ms", e.LoadTime.Milliseconds())
 	return e, nil
+}
+
+// fitContext caps the context to the KV cache a GPU backend can hold (the
+// Metal backend's budget against its recommended working set): a session
+// allocates its whole cache up front. A context the caller chose is kept,
+// with a warning, unless not even a small cache fits.
+func (e *Engine) fitContext(chosen bool) error {
+	s, ok := e.be.(interface {
+		KVContext(want int, bytesPerToken int64) (int, error)
+	})
+	if !ok {
+		return nil
+	}
+	elem := int64(4)
+	if e.runner.KVCache == graph.F16 {
+		elem = 2
+	}
+	c := e.cfg
+	fits, err := s.KVContext(e.context, 2*int64(c.Layers)*int64(c.KVHeads)*int64(c.HeadDim)*elem)
+	switch {
+	case err == nil:
+	case fits == 0:
+		return err
+	case chosen:
+		e.log.Warn("the KV cache may not fit the GPU", "context", e.context, "err", err)
+	default:
+		e.log.Warn(err.Error()+" (a smaller context, or an f16 cache, leaves more)", "model_context", c.Context)
+		e.context = fits
+	}
+	return nil
 }
 
 // Context is the number of tokens a session can hold.

@@ -27,6 +27,9 @@ type Backend struct {
 	pipes    map[string]pipeline
 	pipeErrs map[string]error // kernels that failed to build: not retried
 	stats    Stats
+	// hostBytes is the host memory given to the device by WrapHost and not
+	// freed (the weights), for KVBudget.
+	hostBytes int64
 }
 
 // Stats counts what the backend has encoded, for tests and `bench`.
@@ -101,6 +104,9 @@ func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
 	if len(data) == 0 {
 		return b.pool.get(0)
 	}
+	b.mu.Lock()
+	b.hostBytes += int64(len(data))
+	b.mu.Unlock()
 	if pages, base, ok := mappedPages(data, b.dev.pageSize(), b.dev.info().MaxBuffer); ok {
 		if db, err := b.dev.wrap(pages); err == nil {
 			return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
@@ -108,6 +114,9 @@ func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
 	}
 	db, err := b.dev.newBuffer(len(data))
 	if err != nil {
+		b.mu.Lock()
+		b.hostBytes -= int64(len(data))
+		b.mu.Unlock()
 		return nil, err
 	}
 	copy(db.contents(), data)
@@ -138,7 +147,10 @@ func (b *Backend) Free(buf graph.Buffer) {
 		return
 	}
 	x.freed = true
-	if x.class < 0 {
+	if x.class < 0 { // from WrapHost
+		b.mu.Lock()
+		b.hostBytes -= int64(x.size)
+		b.mu.Unlock()
 		x.dev.release()
 		return
 	}

@@ -83,6 +83,9 @@ type fakeDevice struct {
 	mu     sync.Mutex
 	events []string
 	live   int // buffers allocated and not released
+	// inf, when set, is what info reports (tests of choices that depend
+	// on the device, such as the KV budget).
+	inf *DeviceInfo
 	// wraps holds the address ranges the backend asked to wrap, refused
 	// or not, for tests to check where its pointers went.
 	wraps [][2]uintptr
@@ -101,6 +104,9 @@ func newFakeDevice() *fakeDevice {
 }
 
 func (f *fakeDevice) info() DeviceInfo {
+	if f.inf != nil {
+		return *f.inf
+	}
 	name := "fake (CPU reference)"
 	if f.exec != nil {
 		name = "fake (custom executor)"
