@@ -191,18 +191,19 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 		beam BeamShape
 	}{
 		{DeviceInfo{Name: "Apple M1", Architecture: "applegpu_g13g"}, 40, BeamShape{1, 4}},
-		// "s" is Max (M1 Max reports applegpu_g13s); Pro chips share "g" with the base ones.
-		{DeviceInfo{Name: "Apple M2 Max", Architecture: "applegpu_g14s"}, 50, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14g"}, 40, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M1 Pro"}, 40, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15s"}, 50, BeamShape{2, 4}},
+		// "s" is Pro (the M2 Pro reports applegpu_g14s), "c" is Max.
+		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14s"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M2 Max", Architecture: "applegpu_g14c"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M1 Pro"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15c"}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M2 Ultra", Architecture: "applegpu_g14d"}, 50, BeamShape{3, 5}},
+		{DeviceInfo{Name: "Apple A17 Pro", Architecture: "applegpu_g16p"}, 20, BeamShape{1, 4}},
 		// The core count, when known, decides the beam.
 		{DeviceInfo{Name: "Apple M4", Architecture: "applegpu_g16g", Cores: 10}, 40, BeamShape{1, 4}},
-		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15g", Cores: 14}, 40, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15s", Cores: 14}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M4 Max", Cores: 40}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple GPU", Cores: 64}, 40, BeamShape{3, 5}},
-		{DeviceInfo{Name: "Apple M9 Pro", Cores: 8}, 40, BeamShape{1, 4}},
+		{DeviceInfo{Name: "Apple M9 Pro", Cores: 8}, 50, BeamShape{1, 4}},
 	} {
 		if p := DefaultPolicy(c.info); p.OpsPerBuffer != c.ops {
 			t.Errorf("DefaultPolicy(%s).OpsPerBuffer = %d, want %d", c.info.Name, p.OpsPerBuffer, c.ops)
