@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -73,6 +74,8 @@ func FakeEvents(b *Backend) []string {
 type fakeDevice struct {
 	ref     *cpu.Backend
 	kernels map[string]bool
+	// params holds each kernel's buffer parameters by index, as declared.
+	params map[string]map[int]string
 	// exec runs one dispatch; nil means the CPU reference.
 	exec func(d *Dispatch) error
 	// refuse maps a .metal file to the error its compilation gives, so
@@ -96,9 +99,15 @@ func newFakeDevice() *fakeDevice {
 	if err != nil {
 		panic(err) // the embedded sources are part of the binary
 	}
-	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}}
+	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}, params: map[string]map[int]string{}}
 	for _, k := range lib {
 		f.kernels[k.Name] = true
+		f.params[k.Name] = map[int]string{}
+		for _, p := range k.Params {
+			if p.Attr == "buffer" {
+				f.params[k.Name][p.Index] = p.Decl
+			}
+		}
 	}
 	return f
 }
@@ -249,6 +258,14 @@ func (c *fakeCommandBuffer) wait() error {
 
 func (f *fakeDevice) run(d *dispatch) error {
 	for _, b := range d.binds {
+		// setBytes data lives in the constant address space (Apple: "Use
+		// this method for single-use data smaller than 4 KB" bound as a
+		// constant buffer); a kernel that declares it device reads memory
+		// Metal does not promise to give it.
+		if decl, ok := f.params[d.pipe.name()][b.index]; ok && b.buf == nil && !strings.HasPrefix(decl, "constant ") {
+			return fmt.Errorf("fake device: %s gets setBytes data in buffer(%d), declared %q: declare it constant",
+				d.pipe.name(), b.index, decl)
+		}
 		if b.buf != nil {
 			if fb, ok := b.buf.dev.(*fakeBuffer); ok && fb.released {
 				return fmt.Errorf("fake device: %s binds a released buffer", d.pipe.name())
