@@ -57,8 +57,14 @@ func (b *Backend) Stats() Stats {
 	return b.stats
 }
 
-// Close releases the pooled buffers and the device.
+// Close releases the pipelines, the pooled buffers and the device.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	for name, p := range b.pipes {
+		p.release()
+		delete(b.pipes, name)
+	}
+	b.mu.Unlock()
 	b.pool.drain()
 	b.dev.close()
 	return nil

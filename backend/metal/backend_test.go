@@ -293,3 +293,29 @@ func TestAppleFamily(t *testing.T) {
 		}
 	}
 }
+
+// Close releases every pipeline the backend built, as it does the pooled
+// buffers.
+func TestCloseReleasesPipelines(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	g := graph.New()
+	x := g.Input("x", graph.F32, 8)
+	p, err := graph.Compile(be, graph.Add(graph.SiLU(x), x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	f := be.dev.(*fakeDevice)
+	if f.livePipes < 2 {
+		t.Fatalf("%d pipelines built for SiLU and Add", f.livePipes)
+	}
+	p.Free()
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.livePipes != 0 || f.live != 0 {
+		t.Errorf("after Close: %d pipelines and %d buffers not released", f.livePipes, f.live)
+	}
+}

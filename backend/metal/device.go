@@ -36,6 +36,8 @@ type pipeline interface {
 	name() string
 	// maxThreads is maxTotalThreadsPerThreadgroup.
 	maxThreads() int
+	// release frees the pipeline state (Backend.Close).
+	release()
 }
 
 // commandBuffer holds one concurrent compute encoder.

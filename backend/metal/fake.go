@@ -83,9 +83,10 @@ type fakeDevice struct {
 	// refuses a file.
 	refuse map[string]error
 
-	mu     sync.Mutex
-	events []string
-	live   int // buffers allocated and not released
+	mu        sync.Mutex
+	events    []string
+	live      int // buffers allocated and not released
+	livePipes int // pipelines built and not released
 	// inf, when set, is what info reports (tests of choices that depend
 	// on the device, such as the KV budget).
 	inf *DeviceInfo
@@ -175,10 +176,23 @@ func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
 	return &fakeBuffer{f: f, data: data}, nil
 }
 
-type fakePipeline string
+type fakePipeline struct {
+	f        *fakeDevice
+	nm       string
+	released bool
+}
 
-func (p fakePipeline) name() string    { return string(p) }
-func (p fakePipeline) maxThreads() int { return 1024 }
+func (p *fakePipeline) name() string    { return p.nm }
+func (p *fakePipeline) maxThreads() int { return 1024 }
+func (p *fakePipeline) release() {
+	if p.released {
+		panic("metal: fake pipeline released twice")
+	}
+	p.released = true
+	p.f.mu.Lock()
+	p.f.livePipes--
+	p.f.mu.Unlock()
+}
 
 func (f *fakeDevice) pipeline(name string) (pipeline, error) {
 	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
@@ -187,7 +201,10 @@ func (f *fakeDevice) pipeline(name string) (pipeline, error) {
 	if !f.kernels[name] {
 		return nil, fmt.Errorf("metal: no function %q in the library", name)
 	}
-	return fakePipeline(name), nil
+	f.mu.Lock()
+	f.livePipes++
+	f.mu.Unlock()
+	return &fakePipeline{f: f, nm: name}, nil
 }
 
 func (f *fakeDevice) do(fn func() error) error { return fn() }
