@@ -47,15 +47,22 @@ func RecordMapped(data []byte) (forget func()) {
 // InMapped reports whether the n bytes from address p lie inside one memory
 // region recorded by RecordMapped.
 func InMapped(p uintptr, n int) bool {
+	_, _, ok := MappedRegion(p, n)
+	return ok
+}
+
+// MappedRegion returns the recorded region, [lo, hi) through the end of its
+// last page, that holds the n bytes from address p.
+func MappedRegion(p uintptr, n int) (lo, hi uintptr, ok bool) {
 	if n < 0 || p+uintptr(n) < p {
-		return false
+		return 0, 0, false
 	}
 	mappedMu.Lock()
 	defer mappedMu.Unlock()
 	for m := range mapped {
 		if p >= m.lo && p+uintptr(n) <= m.hi {
-			return true
+			return m.lo, m.hi, true
 		}
 	}
-	return false
+	return 0, 0, false
 }

@@ -143,6 +143,9 @@ func (x *fakeBuffer) release() {
 }
 
 func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
+	if max := f.info().MaxBuffer; uint64(size) > max {
+		return nil, fmt.Errorf("fake device: newBufferWithLength:%d returned nil (the largest buffer is %d bytes)", size, max)
+	}
 	words := make([]uint64, (size+7)/8)
 	f.mu.Lock()
 	f.live++
@@ -164,7 +167,7 @@ func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
 	f.mu.Lock()
 	f.wraps = append(f.wraps, [2]uintptr{p, p + uintptr(len(data))})
 	f.mu.Unlock()
-	if p%fakePage != 0 || len(data)%fakePage != 0 || len(data) == 0 {
+	if p%fakePage != 0 || len(data)%fakePage != 0 || len(data) == 0 || uint64(len(data)) > f.info().MaxBuffer {
 		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of %d bytes at page offset %d", len(data), p%fakePage)
 	}
 	if !graph.InMapped(p, len(data)) {

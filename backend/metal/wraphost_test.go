@@ -2,6 +2,8 @@ package metal
 
 import (
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -160,5 +162,67 @@ func TestRecordMapped(t *testing.T) {
 	words := make([]uint64, 1024)
 	if graph.InMapped(uintptr(unsafe.Pointer(&words[0])), 8) {
 		t.Error("Go heap memory counts as mapped")
+	}
+}
+
+// Mapped weights are wrapped in views of at most maxBufferLength that
+// tensors share; a tensor across a view's end starts a new, overlapping
+// view; a tensor or buffer over maxBufferLength is an error that says so
+// (it once fell back to a buffer of the same size, which Metal refuses).
+func TestWrapHostViews(t *testing.T) {
+	f := newFakeDevice()
+	f.inf = &DeviceInfo{Name: "fake", WorkingSet: 1 << 30, MaxBuffer: 4*fakePage + 100}
+	be := newBackend(f, DefaultPolicy(*f.inf))
+	m := mapAnon(t, 13*fakePage)
+	start := int((fakePage - addr(m)%fakePage) % fakePage)
+	for i := range m {
+		m[i] = byte(i * 7)
+	}
+	at := func(off, n int) []byte { return m[start+off : start+off+n] }
+	wrap := func(data []byte) *Buffer {
+		t.Helper()
+		wb, err := be.WrapHost(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if err := be.Read(wb, 0, got); err != nil || !slices.Equal(got, data) {
+			t.Fatalf("tensor at %d: read back wrong bytes (%v)", addr(data)-addr(m), err)
+		}
+		return wb.(*Buffer)
+	}
+	t1 := wrap(at(100, 10000))
+	t2 := wrap(at(20000, 30000))
+	t3 := wrap(at(60000, 10000)) // pages 3 and 4: past the first view's 4 pages
+	if t1.dev != t2.dev || t1.view == nil {
+		t.Errorf("two tensors within 4 pages got different device buffers")
+	}
+	if t3.dev == t1.dev {
+		t.Errorf("a tensor across the first view's end was put in it")
+	}
+	if len(be.views) != 2 {
+		t.Errorf("%d views, want 2", len(be.views))
+	}
+	for _, v := range be.views {
+		if n := len(v.dev.contents()); n > 4*fakePage || n%fakePage != 0 {
+			t.Errorf("a view of %d bytes; the largest buffer is %d", n, f.inf.MaxBuffer)
+		}
+	}
+	if v1, v3 := be.views[0], be.views[1]; !(v3.lo < v1.hi) {
+		t.Errorf("views [%#x, %#x) and [%#x, %#x) do not overlap", v1.lo, v1.hi, v3.lo, v3.hi)
+	}
+	for _, big := range [][]byte{at(0, 5*fakePage), make([]byte, 5*fakePage)} {
+		if _, err := be.WrapHost(big); err == nil || !strings.Contains(err.Error(), "maxBufferLength") {
+			t.Errorf("a %d-byte tensor over maxBufferLength: %v", len(big), err)
+		}
+	}
+	if _, err := be.Alloc(5 * fakePage); err == nil || !strings.Contains(err.Error(), "maxBufferLength") {
+		t.Errorf("a %d-byte buffer over maxBufferLength: %v", 5*fakePage, err)
+	}
+	for _, x := range []*Buffer{t1, t2, t3} {
+		be.Free(x)
+	}
+	if len(be.views) != 0 || f.live != 0 {
+		t.Errorf("after Free: %d views, %d device buffers", len(be.views), f.live)
 	}
 }
