@@ -14,7 +14,10 @@ import (
 type Policy struct {
 	FirstCommit  int // dispatches in the first command buffer, committed early
 	OpsPerBuffer int // dispatches per later command buffer
-	MBPerBuffer  int // megabytes of bound buffers per command buffer (0: no limit)
+	// MBPerBuffer, when not 0, also commits a command buffer once the
+	// distinct byte ranges it binds reach this many MiB. Off by default:
+	// a replayed plan needs no memory bound on its command buffers.
+	MBPerBuffer int
 	// MatvecMaxRows is the largest M that MatMul runs as matvec; larger M
 	// use the simdgroup-matrix kernel. The two order their sums differently,
 	// so greedy ReDrafter reproduces greedy decoding bit for bit only while
@@ -23,16 +26,17 @@ type Policy struct {
 	MatvecMaxRows int
 }
 
-// DefaultPolicy returns the policy for a device: MLX's measured defaults by
-// device class (see deviceClass), 20 dispatches per buffer on phones, 40 on
-// base chips and 50 on Pro, Max and Ultra.
+// DefaultPolicy returns the policy for a device: MLX's measured dispatch
+// counts by device class (see deviceClass), 20 dispatches per buffer on
+// phones, 40 on base chips and 50 on Pro, Max and Ultra, and no byte limit
+// (see planSchedule).
 func DefaultPolicy(info DeviceInfo) Policy {
-	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 16}
+	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MatvecMaxRows: 16}
 	switch deviceClass(info) {
 	case classPhone:
-		p.OpsPerBuffer, p.MBPerBuffer = 20, 40
+		p.OpsPerBuffer = 20
 	case classPro, classMax, classUltra:
-		p.OpsPerBuffer, p.MBPerBuffer = 50, 50
+		p.OpsPerBuffer = 50
 	}
 	return p
 }
