@@ -24,8 +24,9 @@ type Options struct {
 	// Context caps the tokens a session can hold (0: the model's context;
 	// more than the model's is capped to it; negative is an error).
 	Context int
-	// KVCache is the KV cache's element type: "f32" (the default, "" too)
-	// or "f16" (half the memory; keys and values rounded to halves).
+	// KVCache is the KV cache's element type: "f32", or "f16" (half the
+	// memory; keys and values rounded to halves). "" is the backend's
+	// default: f16 on the Metal GPU, f32 on the CPU.
 	KVCache string
 	// Logger receives progress and timings (nil: slog.Default()).
 	Logger *slog.Logger
@@ -115,7 +116,11 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(err)
 	}
 	switch opts.KVCache {
-	case "", "f32":
+	case "":
+		if d, ok := be.(interface{ DefaultKVCache() graph.DType }); ok {
+			e.runner.KVCache = d.DefaultKVCache()
+		}
+	case "f32":
 	case "f16":
 		e.runner.KVCache = graph.F16
 	default:
@@ -131,11 +136,18 @@ func Load(path string, opts Options) (*Engine, error) {
 }
 
 // fitContext picks the tokens a session holds: the model's context, or the
-// smaller one asked for, such that one session's KV cache fits in what the
-// backend can hold. Asked for, a context that does not fit is an error;
-// by default the model's context is lowered to what fits in half the
-// backend's memory (the weights and other sessions need the rest), with a
-// warning.
+// smaller one asked for, such that one session's KV cache (allocated whole
+// when the session opens) fits in what the backend can hold.
+//
+// A GPU backend that budgets its KV cache (Metal: its recommended working
+// set less the weights and a reserve; the KVContext method) caps the
+// model's context to its budget with a warning; a context asked for is kept,
+// with a warning, since the working set is a recommendation; it is an error
+// only when not even a small cache fits. Other backends are checked against
+// graph.MemoryLimiter (the CPU: physical memory): the model's context is
+// lowered to what fits in half of it (the weights and other sessions need
+// the rest), with a warning; a context asked for that cannot fit at all is
+// an error.
 func (e *Engine) fitContext(asked int) (int, error) {
 	n := e.cfg.Context
 	if asked > 0 && asked < n {
@@ -144,6 +156,26 @@ func (e *Engine) fitContext(asked int) (int, error) {
 	need, err := e.runner.KVBytes(n)
 	if err != nil {
 		return 0, err
+	}
+	perToken, err := e.runner.KVBytes(1)
+	if err != nil {
+		return 0, err
+	}
+	if s, ok := e.be.(interface {
+		KVContext(want int, bytesPerToken int64) (int, error)
+	}); ok {
+		fits, err := s.KVContext(n, perToken)
+		switch {
+		case err == nil:
+		case fits == 0:
+			return 0, err
+		case asked > 0:
+			e.log.Warn("the KV cache may not fit the GPU", "context", n, "err", err)
+		default:
+			e.log.Warn(err.Error()+" (a smaller context, or an f16 cache, leaves more)", "model_context", e.cfg.Context)
+			n = fits
+		}
+		return n, nil
 	}
 	limit := e.runner.MemoryLimit()
 	switch {
@@ -158,7 +190,6 @@ func (e *Engine) fitContext(asked int) (int, error) {
 	case need <= limit/2:
 		return n, nil
 	}
-	perToken, _ := e.runner.KVBytes(1)
 	fits := int(limit / 2 / perToken)
 	if fits >= contextStep {
 		fits -= fits % contextStep

@@ -12,9 +12,9 @@
 //	                                 tile kernel; any other value, or unset: it does
 //	REDRAFTER_METAL_FIRST_COMMIT     dispatches in the first Metal command buffer (default 10)
 //	REDRAFTER_METAL_OPS_PER_BUFFER   dispatches per later command buffer (default 40; 20 on
-//	                                 phones, 50 on Max and Ultra)
-//	REDRAFTER_METAL_MB_PER_BUFFER    MiB of bound buffers per command buffer (default 40; 50 on
-//	                                 Max and Ultra; 0: no limit)
+//	                                 phones, 50 on Pro, Max and Ultra)
+//	REDRAFTER_METAL_MB_PER_BUFFER    MiB of distinct bound ranges per command buffer (default
+//	                                 0: no limit)
 //	REDRAFTER_METAL_MATVEC_MAX_ROWS  the largest batch the Metal matvec kernel runs (default 16)
 //
 // The Metal kernel emulator (backend/metal/emu), which only tests use:
@@ -113,11 +113,11 @@ const (
 	MetalFirstCommit Count = "REDRAFTER_METAL_FIRST_COMMIT"
 	// MetalOpsPerBuffer, REDRAFTER_METAL_OPS_PER_BUFFER, is the number of
 	// dispatches per later command buffer. Default 40 (20 on phones, 50 on
-	// Max and Ultra chips); 0 counts as 1.
+	// Pro, Max and Ultra chips); 0 counts as 1.
 	MetalOpsPerBuffer Count = "REDRAFTER_METAL_OPS_PER_BUFFER"
-	// MetalMBPerBuffer, REDRAFTER_METAL_MB_PER_BUFFER, is the MiB of bound
-	// buffers after which a command buffer is committed. Default 40 (50 on
-	// Max and Ultra chips); 0: no limit.
+	// MetalMBPerBuffer, REDRAFTER_METAL_MB_PER_BUFFER, is the MiB of
+	// distinct bound ranges after which a command buffer is committed.
+	// Default 0: no limit.
 	MetalMBPerBuffer Count = "REDRAFTER_METAL_MB_PER_BUFFER"
 	// MetalMatvecMaxRows, REDRAFTER_METAL_MATVEC_MAX_ROWS, is the largest
 	// batch a matrix product runs with the matvec kernel; larger ones use

@@ -2,7 +2,7 @@ package metal
 
 import (
 	"fmt"
-	"os"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -28,6 +28,11 @@ type Backend struct {
 	pipes    map[string]pipeline
 	pipeErrs map[string]error // kernels that failed to build: not retried
 	stats    Stats
+	// hostBytes is the host memory given to the device by WrapHost and not
+	// freed (the weights), for KVBudget.
+	hostBytes int64
+	// views are the no-copy device buffers over mapped weights (WrapHost).
+	views []*hostView
 }
 
 // Stats counts what the backend has encoded, for tests and `bench`.
@@ -55,8 +60,14 @@ func (b *Backend) Stats() Stats {
 	return b.stats
 }
 
-// Close releases the pooled buffers and the device.
+// Close releases the pipelines, the pooled buffers and the device.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	for name, p := range b.pipes {
+		p.release()
+		delete(b.pipes, name)
+	}
+	b.mu.Unlock()
 	b.pool.drain()
 	b.dev.close()
 	return nil
@@ -69,7 +80,8 @@ type Buffer struct {
 	dev   devBuffer
 	base  int
 	size  int
-	class int // pool size class; -1 when not pooled
+	class int       // pool size class; -1 when not pooled (WrapHost)
+	view  *hostView // the shared no-copy view it is a window of, if any
 	freed bool
 }
 
@@ -83,39 +95,98 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("metal: alloc of %d bytes", size)
 	}
+	if max := b.dev.info().MaxBuffer; max != 0 && uint64(size) > max {
+		return nil, fmt.Errorf("metal: a buffer of %d bytes is larger than this GPU's largest buffer (maxBufferLength, %d bytes)", size, max)
+	}
 	return b.pool.get(size)
 }
 
-// pageSize is the host page size; Apple Silicon uses 16 KiB.
-var pageSize = os.Getpagesize()
-
-// WrapHost implements graph.Backend. Host memory (a tensor of an mmapped
-// weight file) is wrapped without copying: newBufferWithBytesNoCopy takes
-// whole pages, so the device buffer spans the pages the data lies on, which
-// are mapped because the data is, and the Buffer is the window at the
-// data's offset in its first page (base). The GPU only reads weights, so
-// the neighbouring bytes it could see are never written. Data that is not
-// 4-byte aligned (kernels read it as words) or too long for one device
-// buffer is copied once. Wrapped memory must stay mapped and unmodified
-// until Free.
+// WrapHost implements graph.Backend. Memory mapped outside Go's heap (an
+// mmapped weight file, recorded with graph.RecordMapped) is used without
+// copying, through views: no-copy device buffers over whole pages of the
+// mapping (newBufferWithBytesNoCopy takes whole pages), each from the page
+// of the tensor that made it to the end of the mapping or as far as one
+// device buffer reaches (maxBufferLength). Later tensors inside a view
+// share it, and one that crosses a view's end starts a new view, which
+// overlaps the last, so that every tensor lies whole in one view (as
+// llama.cpp splits a model larger than maxBufferLength). The Buffer is the
+// window at the tensor's offset in its view (base). The GPU only reads
+// weights, so the neighbouring bytes it could see are never written.
+//
+// Everything else is copied once into memory the device owns: Go heap
+// memory above all (weights converted at load), whose neighbouring page
+// bytes belong to other objects, so that no pointer the backend keeps ever
+// leaves the allocation it came from; and data that is not 4-byte aligned
+// (kernels read it as words). A tensor larger than maxBufferLength is an
+// error. Wrapped memory must stay mapped and unmodified until Free.
 func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
-	if len(data) > 0 {
-		ptr := unsafe.Pointer(unsafe.SliceData(data))
-		base := int(uintptr(ptr) % uintptr(pageSize))
-		n := (base + len(data) + pageSize - 1) / pageSize * pageSize
-		if max := b.dev.info().MaxBuffer; base%4 == 0 && (max == 0 || uint64(n) <= max) {
-			pages := unsafe.Slice((*byte)(unsafe.Add(ptr, -base)), n)
-			if db, err := b.dev.wrap(pages); err == nil {
-				return &Buffer{dev: db, base: base, size: len(data), class: -1}, nil
-			}
-		}
+	if len(data) == 0 {
+		return b.pool.get(0)
 	}
-	nb, err := b.pool.get(len(data))
+	if max := b.dev.info().MaxBuffer; max != 0 && uint64(len(data)) > max {
+		return nil, fmt.Errorf("metal: a tensor of %d bytes is larger than this GPU's largest buffer (maxBufferLength, %d bytes)", len(data), max)
+	}
+	b.mu.Lock()
+	b.hostBytes += int64(len(data))
+	b.mu.Unlock()
+	if x := b.wrapMapped(data); x != nil {
+		return x, nil
+	}
+	db, err := b.dev.newBuffer(len(data))
 	if err != nil {
+		b.mu.Lock()
+		b.hostBytes -= int64(len(data))
+		b.mu.Unlock()
 		return nil, err
 	}
-	copy(nb.bytes(), data)
-	return nb, nil
+	copy(db.contents(), data)
+	return &Buffer{dev: db, size: len(data), class: -1}, nil
+}
+
+// hostView is a no-copy device buffer over pages [lo, hi) of a mapping,
+// shared by the Buffers of the tensors inside it.
+type hostView struct {
+	dev    devBuffer
+	lo, hi uintptr
+	refs   int
+}
+
+// wrapMapped returns data as a window of a view, or nil when data is not
+// 4-byte aligned or not inside a recorded mapping. The slice of pages
+// handed to the device is made only for mapped memory: a pointer below
+// data's start is valid in a mapping and invalid in Go's heap.
+func (b *Backend) wrapMapped(data []byte) *Buffer {
+	ptr := unsafe.Pointer(unsafe.SliceData(data))
+	p := uintptr(ptr)
+	page := uintptr(b.dev.pageSize())
+	lo := p / page * page
+	hi := (p + uintptr(len(data)) + page - 1) / page * page
+	if p%4 != 0 {
+		return nil
+	}
+	_, mhi, ok := graph.MappedRegion(lo, int(hi-lo))
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, v := range b.views {
+		if v.lo <= lo && hi <= v.hi {
+			v.refs++
+			return &Buffer{dev: v.dev, base: int(p - v.lo), size: len(data), class: -1, view: v}
+		}
+	}
+	n := (mhi - lo) / page * page // whole pages, at least those of data
+	if max := uintptr(b.dev.info().MaxBuffer) / page * page; max != 0 && n > max {
+		n = max
+	}
+	db, err := b.dev.wrap(unsafe.Slice((*byte)(unsafe.Add(ptr, -int(p-lo))), n))
+	if err != nil {
+		return nil
+	}
+	v := &hostView{dev: db, lo: lo, hi: lo + n, refs: 1}
+	b.views = append(b.views, v)
+	return &Buffer{dev: db, base: int(p - lo), size: len(data), class: -1, view: v}
 }
 
 // Free implements graph.Backend.
@@ -125,7 +196,16 @@ func (b *Backend) Free(buf graph.Buffer) {
 		return
 	}
 	x.freed = true
-	if x.class < 0 {
+	if x.class < 0 { // from WrapHost
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.hostBytes -= int64(x.size)
+		if v := x.view; v != nil {
+			if v.refs--; v.refs > 0 {
+				return
+			}
+			b.views = slices.DeleteFunc(b.views, func(w *hostView) bool { return w == v })
+		}
 		x.dev.release()
 		return
 	}

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -172,45 +171,6 @@ func TestUseAfterFree(t *testing.T) {
 	}
 }
 
-func TestWrapHost(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
-	words := make([]uint64, 4*pageSize/8)
-	raw := unsafeBytes(words)
-	start := (pageSize - int(addr(raw))%pageSize) % pageSize
-	// 4-byte aligned memory is wrapped from the start of its page, whatever
-	// its offset in the page; the Buffer is a window at that offset.
-	for _, off := range []int{0, 4, 100, pageSize - 8} {
-		data := raw[start+off : start+off+pageSize+100]
-		wb, err := be.WrapHost(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := wb.(*Buffer)
-		dev := x.dev.contents()
-		if x.base != off || int(addr(dev))%pageSize != 0 || len(dev)%pageSize != 0 || len(dev) < off+len(data) {
-			t.Errorf("offset %d: base %d, device buffer of %d bytes at page offset %d", off, x.base, len(dev), int(addr(dev))%pageSize)
-		}
-		data[5] = byte(off + 1)
-		got := make([]byte, 1)
-		if err := be.Read(wb, 5, got); err != nil || got[0] != byte(off+1) {
-			t.Errorf("offset %d: wrapped memory is not shared: %v %v", off, got, err)
-		}
-		be.Free(wb)
-	}
-	// Memory kernels could not read as words is copied.
-	cb, err := be.WrapHost(raw[start+1 : start+50])
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw[start+1] = 7
-	got := make([]byte, 1)
-	if err := be.Read(cb, 0, got); err != nil || got[0] == 7 {
-		t.Errorf("unaligned memory should be copied: %v %v", got, err)
-	}
-	be.Free(cb)
-	runtime.KeepAlive(words)
-}
-
 func TestUnsupportedShapesAreErrors(t *testing.T) {
 	be := NewFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
@@ -231,18 +191,19 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 		beam BeamShape
 	}{
 		{DeviceInfo{Name: "Apple M1", Architecture: "applegpu_g13g"}, 40, BeamShape{1, 4}},
-		// "s" is Max (M1 Max reports applegpu_g13s); Pro chips share "g" with the base ones.
-		{DeviceInfo{Name: "Apple M2 Max", Architecture: "applegpu_g14s"}, 50, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14g"}, 40, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M1 Pro"}, 40, BeamShape{2, 4}},
-		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15s"}, 50, BeamShape{2, 4}},
+		// "s" is Pro (the M2 Pro reports applegpu_g14s), "c" is Max.
+		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14s"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M2 Max", Architecture: "applegpu_g14c"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M1 Pro"}, 50, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M3 Max", Architecture: "applegpu_g15c"}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M2 Ultra", Architecture: "applegpu_g14d"}, 50, BeamShape{3, 5}},
+		{DeviceInfo{Name: "Apple A17 Pro", Architecture: "applegpu_g16p"}, 20, BeamShape{1, 4}},
 		// The core count, when known, decides the beam.
 		{DeviceInfo{Name: "Apple M4", Architecture: "applegpu_g16g", Cores: 10}, 40, BeamShape{1, 4}},
-		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15g", Cores: 14}, 40, BeamShape{2, 4}},
+		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15s", Cores: 14}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple M4 Max", Cores: 40}, 50, BeamShape{2, 4}},
 		{DeviceInfo{Name: "Apple GPU", Cores: 64}, 40, BeamShape{3, 5}},
-		{DeviceInfo{Name: "Apple M9 Pro", Cores: 8}, 40, BeamShape{1, 4}},
+		{DeviceInfo{Name: "Apple M9 Pro", Cores: 8}, 50, BeamShape{1, 4}},
 	} {
 		if p := DefaultPolicy(c.info); p.OpsPerBuffer != c.ops {
 			t.Errorf("DefaultPolicy(%s).OpsPerBuffer = %d, want %d", c.info.Name, p.OpsPerBuffer, c.ops)
@@ -330,5 +291,31 @@ func TestAppleFamily(t *testing.T) {
 		if (want < 0) == ok || (ok && n != want) {
 			t.Errorf("appleFamily(%q) = %d, %v", f, n, ok)
 		}
+	}
+}
+
+// Close releases every pipeline the backend built, as it does the pooled
+// buffers.
+func TestCloseReleasesPipelines(t *testing.T) {
+	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	g := graph.New()
+	x := g.Input("x", graph.F32, 8)
+	p, err := graph.Compile(be, graph.Add(graph.SiLU(x), x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	f := be.dev.(*fakeDevice)
+	if f.livePipes < 2 {
+		t.Fatalf("%d pipelines built for SiLU and Add", f.livePipes)
+	}
+	p.Free()
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.livePipes != 0 || f.live != 0 {
+		t.Errorf("after Close: %d pipelines and %d buffers not released", f.livePipes, f.live)
 	}
 }

@@ -10,8 +10,12 @@ type device interface {
 	info() DeviceInfo
 	// newBuffer returns a zeroed buffer in shared storage.
 	newBuffer(size int) (devBuffer, error)
-	// wrap makes page-aligned host memory a buffer without copying.
+	// wrap makes host memory a buffer without copying: data must start on
+	// a page and be whole pages long, in memory outside Go's heap (Apple:
+	// "a single VM region, typically allocated with vm_allocate or mmap").
 	wrap(data []byte) (devBuffer, error)
+	// pageSize is the page of wrap: 16 KiB on Apple silicon.
+	pageSize() int
 	// pipeline returns the compute pipeline of a kernel, compiling on first use.
 	pipeline(name string) (pipeline, error)
 	newCommandBuffer() (commandBuffer, error)
@@ -32,6 +36,8 @@ type pipeline interface {
 	name() string
 	// maxThreads is maxTotalThreadsPerThreadgroup.
 	maxThreads() int
+	// release frees the pipeline state (Backend.Close).
+	release()
 }
 
 // commandBuffer holds one concurrent compute encoder.

@@ -4,6 +4,7 @@ package metal
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/seed9b8f47b1/redrafter/backend/metal/internal/mtl"
@@ -88,6 +89,10 @@ func listDevices() ([]DeviceInfo, error) {
 
 func (d *mtlDevice) info() DeviceInfo { return d.inf }
 
+// pageSize is the host's page (16 KiB on Apple silicon): Metal wraps host
+// memory in whole virtual-memory pages.
+func (d *mtlDevice) pageSize() int { return os.Getpagesize() }
+
 func (d *mtlDevice) do(f func() error) error { return mtl.Do(f) }
 
 func (d *mtlDevice) close() {
@@ -146,6 +151,7 @@ type mtlPipeline struct {
 
 func (p *mtlPipeline) name() string    { return p.nm }
 func (p *mtlPipeline) maxThreads() int { return p.maxT }
+func (p *mtlPipeline) release()        { _ = mtl.Do(func() error { p.p.Release(); return nil }) }
 
 // pipeline compiles the kernel's file (once) and builds its pipeline. The
 // caller (Backend.pipeline) caches pipelines.
@@ -165,7 +171,7 @@ func (d *mtlDevice) pipeline(name string) (pipeline, error) {
 			if err != nil {
 				return err
 			}
-			if lib, err = d.dev.NewLibraryWithSource(src, false); err != nil {
+			if lib, err = d.dev.NewLibraryWithSource(src, mtl.LanguageVersion2_4, false); err != nil {
 				err = fmt.Errorf("metal: compiling backend/metal/shaders/%s: %w", file, err)
 				d.mu.Lock()
 				d.libErrs[file] = err

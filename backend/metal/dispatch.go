@@ -68,7 +68,12 @@ type schedule struct {
 //     other dispatches run concurrently;
 //   - the first command buffer is committed after p.FirstCommit dispatches so
 //     the GPU starts while the rest is encoded, later ones after
-//     p.OpsPerBuffer dispatches or p.MBPerBuffer megabytes of bound buffers;
+//     p.OpsPerBuffer dispatches, or (when p.MBPerBuffer is set) once the
+//     byte ranges bound in the command buffer reach p.MBPerBuffer MiB, each
+//     distinct range counted once: a plan is encoded once and replayed, so
+//     there is no growing encode to bound by memory, and counting the whole
+//     size of a buffer at every use (as MLX does for a graph it encodes
+//     afresh) closed a command buffer after every few large weights;
 //     a new command buffer starts with no pending hazards (resources are
 //     hazard-tracked across encoders);
 //   - the last dispatch always commits.
@@ -76,6 +81,7 @@ func planSchedule(ds []*dispatch, p Policy) schedule {
 	s := schedule{barrier: make([]bool, len(ds)), commit: make([]bool, len(ds))}
 	var reads, writes []span
 	ops, bytes, chunk := 0, 0, 0
+	bound := map[span]bool{} // ranges counted in this command buffer
 	for i, d := range ds {
 		if conflicts(d.reads, writes) || conflicts(d.writes, reads) || conflicts(d.writes, writes) {
 			s.barrier[i] = true
@@ -85,8 +91,9 @@ func planSchedule(ds []*dispatch, p Policy) schedule {
 		writes = append(writes, d.writes...)
 		ops++
 		for _, b := range d.binds {
-			if b.buf != nil {
-				bytes += b.buf.size
+			if sp := (span{buf: b.buf, lo: b.off, hi: b.off + b.n}); b.buf != nil && !bound[sp] {
+				bound[sp] = true
+				bytes += b.n
 			}
 		}
 		limit := p.OpsPerBuffer
@@ -96,6 +103,7 @@ func planSchedule(ds []*dispatch, p Policy) schedule {
 		if i == len(ds)-1 || ops >= limit || (p.MBPerBuffer > 0 && bytes>>20 >= p.MBPerBuffer) {
 			s.commit[i] = true
 			ops, bytes = 0, 0
+			clear(bound)
 			chunk++
 			reads, writes = reads[:0], writes[:0]
 		}

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -73,6 +74,8 @@ func FakeEvents(b *Backend) []string {
 type fakeDevice struct {
 	ref     *cpu.Backend
 	kernels map[string]bool
+	// params holds each kernel's buffer parameters by index, as declared.
+	params map[string]map[int]string
 	// exec runs one dispatch; nil means the CPU reference.
 	exec func(d *Dispatch) error
 	// refuse maps a .metal file to the error its compilation gives, so
@@ -80,9 +83,16 @@ type fakeDevice struct {
 	// refuses a file.
 	refuse map[string]error
 
-	mu     sync.Mutex
-	events []string
-	live   int // buffers allocated and not released
+	mu        sync.Mutex
+	events    []string
+	live      int // buffers allocated and not released
+	livePipes int // pipelines built and not released
+	// inf, when set, is what info reports (tests of choices that depend
+	// on the device, such as the KV budget).
+	inf *DeviceInfo
+	// wraps holds the address ranges the backend asked to wrap, refused
+	// or not, for tests to check where its pointers went.
+	wraps [][2]uintptr
 }
 
 func newFakeDevice() *fakeDevice {
@@ -90,14 +100,23 @@ func newFakeDevice() *fakeDevice {
 	if err != nil {
 		panic(err) // the embedded sources are part of the binary
 	}
-	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}}
+	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}, params: map[string]map[int]string{}}
 	for _, k := range lib {
 		f.kernels[k.Name] = true
+		f.params[k.Name] = map[int]string{}
+		for _, p := range k.Params {
+			if p.Attr == "buffer" {
+				f.params[k.Name][p.Index] = p.Decl
+			}
+		}
 	}
 	return f
 }
 
 func (f *fakeDevice) info() DeviceInfo {
+	if f.inf != nil {
+		return *f.inf
+	}
 	name := "fake (CPU reference)"
 	if f.exec != nil {
 		name = "fake (custom executor)"
@@ -124,6 +143,9 @@ func (x *fakeBuffer) release() {
 }
 
 func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
+	if max := f.info().MaxBuffer; uint64(size) > max {
+		return nil, fmt.Errorf("fake device: newBufferWithLength:%d returned nil (the largest buffer is %d bytes)", size, max)
+	}
 	words := make([]uint64, (size+7)/8)
 	f.mu.Lock()
 	f.live++
@@ -131,17 +153,49 @@ func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
 	return &fakeBuffer{f: f, data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:size]}, nil
 }
 
+// fakePage is the fake device's page: Apple silicon's 16 KiB, not the test
+// host's 4 KiB, so that the Linux tests round host memory as a Mac does.
+const fakePage = 16 << 10
+
+func (f *fakeDevice) pageSize() int { return fakePage }
+
+// wrap refuses what newBufferWithBytesNoCopy refuses (memory not on whole
+// pages) and what Apple disallows (memory not mapped by vm_allocate or
+// mmap, such as Go's heap), so that a test sees the backend asking for it.
 func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	f.mu.Lock()
+	f.wraps = append(f.wraps, [2]uintptr{p, p + uintptr(len(data))})
+	f.mu.Unlock()
+	if p%fakePage != 0 || len(data)%fakePage != 0 || len(data) == 0 || uint64(len(data)) > f.info().MaxBuffer {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of %d bytes at page offset %d", len(data), p%fakePage)
+	}
+	if !graph.InMapped(p, len(data)) {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of memory that is not mapped outside Go's heap")
+	}
 	f.mu.Lock()
 	f.live++
 	f.mu.Unlock()
 	return &fakeBuffer{f: f, data: data}, nil
 }
 
-type fakePipeline string
+type fakePipeline struct {
+	f        *fakeDevice
+	nm       string
+	released bool
+}
 
-func (p fakePipeline) name() string    { return string(p) }
-func (p fakePipeline) maxThreads() int { return 1024 }
+func (p *fakePipeline) name() string    { return p.nm }
+func (p *fakePipeline) maxThreads() int { return 1024 }
+func (p *fakePipeline) release() {
+	if p.released {
+		panic("metal: fake pipeline released twice")
+	}
+	p.released = true
+	p.f.mu.Lock()
+	p.f.livePipes--
+	p.f.mu.Unlock()
+}
 
 func (f *fakeDevice) pipeline(name string) (pipeline, error) {
 	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
@@ -150,7 +204,10 @@ func (f *fakeDevice) pipeline(name string) (pipeline, error) {
 	if !f.kernels[name] {
 		return nil, fmt.Errorf("metal: no function %q in the library", name)
 	}
-	return fakePipeline(name), nil
+	f.mu.Lock()
+	f.livePipes++
+	f.mu.Unlock()
+	return &fakePipeline{f: f, nm: name}, nil
 }
 
 func (f *fakeDevice) do(fn func() error) error { return fn() }
@@ -221,6 +278,14 @@ func (c *fakeCommandBuffer) wait() error {
 
 func (f *fakeDevice) run(d *dispatch) error {
 	for _, b := range d.binds {
+		// setBytes data lives in the constant address space (Apple: "Use
+		// this method for single-use data smaller than 4 KB" bound as a
+		// constant buffer); a kernel that declares it device reads memory
+		// Metal does not promise to give it.
+		if decl, ok := f.params[d.pipe.name()][b.index]; ok && b.buf == nil && !strings.HasPrefix(decl, "constant ") {
+			return fmt.Errorf("fake device: %s gets setBytes data in buffer(%d), declared %q: declare it constant",
+				d.pipe.name(), b.index, decl)
+		}
 		if b.buf != nil {
 			if fb, ok := b.buf.dev.(*fakeBuffer); ok && fb.released {
 				return fmt.Errorf("fake device: %s binds a released buffer", d.pipe.name())

@@ -108,3 +108,37 @@ func kernelFamily(name string) string {
 	}
 	return name[:i]
 }
+
+// Device classes: the last letter of an Apple GPU's architecture name
+// (MTLDevice.architecture.name, "applegpu_g<generation><class>"), as
+// Apple's chips use it: applegpu_g13g is the M1, g13s the M1 Pro, g13c the
+// M1 Max, g13d the M1 Ultra, g14s the M2 Pro, g16s the M4 Pro; phones and
+// tablets end in p. "s" is a Pro, not a Max (MLX's comments say otherwise).
+const (
+	classPhone = 'p'
+	classBase  = 'g'
+	classPro   = 's'
+	classMax   = 'c'
+	classUltra = 'd'
+)
+
+// deviceClass is the class of a device from its architecture name, or from
+// its marketing name ("Apple M2 Max") when the architecture is unknown.
+func deviceClass(info DeviceInfo) byte {
+	if a := info.Architecture; strings.HasPrefix(a, "applegpu_") && a != "applegpu_" {
+		switch c := a[len(a)-1]; c {
+		case classPhone, classBase, classPro, classMax, classUltra:
+			return c
+		}
+	}
+	switch n := info.Name; {
+	case strings.Contains(n, "Ultra"):
+		return classUltra
+	case strings.Contains(n, "Max"):
+		return classMax
+	case strings.Contains(n, "Pro"):
+		return classPro
+	default:
+		return classBase
+	}
+}

@@ -78,3 +78,29 @@ func TestKernelConventions(t *testing.T) {
 		}
 	}
 }
+
+// The class is the architecture name's last letter as Apple uses it: "s"
+// is a Pro (applegpu_g14s is the M2 Pro, g16s the M4 Pro), "c" a Max.
+func TestDeviceClass(t *testing.T) {
+	for _, c := range []struct {
+		info DeviceInfo
+		want byte
+	}{
+		{DeviceInfo{Name: "Apple M1", Architecture: "applegpu_g13g"}, classBase},
+		{DeviceInfo{Name: "Apple M2 Pro", Architecture: "applegpu_g14s"}, classPro},
+		{DeviceInfo{Name: "Apple M4 Pro", Architecture: "applegpu_g16s"}, classPro},
+		{DeviceInfo{Name: "Apple M1 Max", Architecture: "applegpu_g13c"}, classMax},
+		{DeviceInfo{Name: "Apple M2 Ultra", Architecture: "applegpu_g14d"}, classUltra},
+		{DeviceInfo{Name: "Apple A15 GPU", Architecture: "applegpu_g14p"}, classPhone},
+		// Without a known architecture, the marketing name.
+		{DeviceInfo{Name: "Apple M3 Max"}, classMax},
+		{DeviceInfo{Name: "Apple M3 Pro", Architecture: "applegpu_g15x"}, classPro},
+		{DeviceInfo{Name: "Apple M1 Ultra"}, classUltra},
+		{DeviceInfo{Name: "Apple M4"}, classBase},
+		{DeviceInfo{Name: "fake (CPU reference)", Architecture: "fake_g"}, classBase},
+	} {
+		if got := deviceClass(c.info); got != c.want {
+			t.Errorf("deviceClass(%s, %q) = %c, want %c", c.info.Name, c.info.Architecture, got, c.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/envvar"
 )
@@ -15,7 +14,10 @@ import (
 type Policy struct {
 	FirstCommit  int // dispatches in the first command buffer, committed early
 	OpsPerBuffer int // dispatches per later command buffer
-	MBPerBuffer  int // megabytes of bound buffers per command buffer (0: no limit)
+	// MBPerBuffer, when not 0, also commits a command buffer once the
+	// distinct byte ranges it binds reach this many MiB. Off by default:
+	// a replayed plan needs no memory bound on its command buffers.
+	MBPerBuffer int
 	// MatvecMaxRows is the largest M that MatMul runs as matvec; larger M
 	// use the simdgroup-matrix kernel. The two order their sums differently,
 	// so greedy ReDrafter reproduces greedy decoding bit for bit only while
@@ -24,15 +26,17 @@ type Policy struct {
 	MatvecMaxRows int
 }
 
-// DefaultPolicy returns the policy for a device: the architecture name's
-// last letter is the class (p: phone, g: base and Pro, s: Max, d: Ultra).
+// DefaultPolicy returns the policy for a device: MLX's measured dispatch
+// counts by device class (see deviceClass), 20 dispatches per buffer on
+// phones, 40 on base chips and 50 on Pro, Max and Ultra, and no byte limit
+// (see planSchedule).
 func DefaultPolicy(info DeviceInfo) Policy {
-	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MBPerBuffer: 40, MatvecMaxRows: 16}
+	p := Policy{FirstCommit: 10, OpsPerBuffer: 40, MatvecMaxRows: 16}
 	switch deviceClass(info) {
-	case 'p':
-		p.OpsPerBuffer, p.MBPerBuffer = 20, 40
-	case 's', 'd':
-		p.OpsPerBuffer, p.MBPerBuffer = 50, 50
+	case classPhone:
+		p.OpsPerBuffer = 20
+	case classPro, classMax, classUltra:
+		p.OpsPerBuffer = 50
 	}
 	return p
 }
@@ -67,25 +71,6 @@ func (p Policy) WithEnv() (Policy, error) {
 	return p, nil
 }
 
-// deviceClass is 'p', 'g', 's' or 'd' from the architecture name
-// ("applegpu_g14s" → 's'), or guessed from the marketing name.
-func deviceClass(info DeviceInfo) byte {
-	if a := info.Architecture; a != "" {
-		switch c := a[len(a)-1]; c {
-		case 'p', 'g', 's', 'd':
-			return c
-		}
-	}
-	switch n := info.Name; {
-	case strings.Contains(n, "Ultra"):
-		return 'd'
-	case strings.Contains(n, "Max"):
-		return 's'
-	default:
-		return 'g'
-	}
-}
-
 // BeamShape is the ReDrafter beam for a device: W beams of length L.
 type BeamShape struct{ Width, Length int }
 
@@ -97,8 +82,8 @@ type BeamShape struct{ Width, Length int }
 // architecture and marketing names.
 func RecommendedBeam(info DeviceInfo) BeamShape {
 	class := deviceClass(info)
-	ultra := class == 'd'
-	pro := class == 's' || strings.Contains(info.Name, "Pro")
+	ultra := class == classUltra
+	pro := class == classPro || class == classMax
 	if info.Cores > 0 {
 		ultra, pro = info.Cores >= 48, info.Cores >= 14
 	}

@@ -134,7 +134,7 @@ line.`,
 	f.IntVar(&passesAfter, "passes-after", 64, "tokens in the cache before each timed --passes pass (attention cost grows with it)")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the runs (warm-up included) to this file")
 	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
-	f.StringVar(&kvCache, "kv-cache", "f32", "KV cache element type: f32 or f16")
+	f.StringVar(&kvCache, "kv-cache", "", "KV cache element type: f32 or f16 (default f16 on a GPU, f32 on the CPU)")
 	for _, name := range []string{"model", "drafter", "prompts"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

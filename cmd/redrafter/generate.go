@@ -40,7 +40,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&m.model, "model", "m", "", "model: a .gguf file or an HF checkpoint directory (required)")
 	f.IntVar(&m.context, "context", 0, "maximum tokens in the context, at most the model's (0: the model's)")
-	f.StringVar(&m.kvCache, "kv-cache", "f32", "KV cache element type: f32, or f16 for half the memory (keys and values rounded to halves)")
+	f.StringVar(&m.kvCache, "kv-cache", "", "KV cache element type: f32, or f16 for half the memory (keys and values rounded to halves); default f16 on a GPU, f32 on the CPU")
 	f.IntVarP(&m.maxTokens, "max-tokens", "n", 256, "stop after this many new tokens (0: until the context is full)")
 	f.Float32Var(&m.temperature, "temperature", 0, "sampling temperature, also --temp (0: greedy)")
 	// --temp is llama.cpp's and mlx-lm's name; both set one value.

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
 // mapFile maps path read-only. unmap releases the mapping; it is safe to call
@@ -29,5 +31,8 @@ func mapFile(path string) (data []byte, unmap func() error, err error) {
 	if err != nil {
 		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return data, func() error { return unix.Munmap(data) }, nil
+	// Backends may hand the mapping's pages to a GPU without copying only
+	// because it is recorded as memory outside Go's heap.
+	forget := graph.RecordMapped(data)
+	return data, func() error { forget(); return unix.Munmap(data) }, nil
 }

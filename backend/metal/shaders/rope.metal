@@ -10,7 +10,7 @@ kernel void rope(
 		constant RoPEArgs &args [[buffer(0)]],
 		device const float *x [[buffer(1)]],
 		device const int *pos [[buffer(2)]],
-		device const float *inv_freq [[buffer(3)]],
+		constant float *inv_freq [[buffer(3)]],
 		device float *out [[buffer(4)]],
 		uint3 tpig [[thread_position_in_grid]]) {
 	const uint total = uint(args.M) * uint(args.H) * uint(args.D);

@@ -30,7 +30,7 @@ kernel void add_one(device float *x [[buffer(0)]], uint i [[thread_position_in_g
 			return err
 		}
 		defer q.Release()
-		lib, err := dev.NewLibraryWithSource(src, false)
+		lib, err := dev.NewLibraryWithSource(src, mtl.LanguageVersion2_4, false)
 		if err != nil {
 			return err
 		}

@@ -43,3 +43,17 @@ const (
 	GPUFamilyApple9 = 1009
 	GPUFamilyMac2   = 2002
 )
+
+// Compile options: MTLLanguageVersion is major<<16 | minor; MTLMathMode and
+// MTLMathFloatingPointFunctions (macOS 15) replace fastMathEnabled.
+const (
+	LanguageVersion2_4 = 2<<16 | 4
+	LanguageVersion3_0 = 3<<16 | 0
+
+	MathModeSafe    = 0
+	MathModeRelaxed = 1
+	MathModeFast    = 2
+
+	MathFloatingPointFunctionsFast    = 0
+	MathFloatingPointFunctionsPrecise = 1
+)

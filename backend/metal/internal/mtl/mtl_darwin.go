@@ -53,6 +53,9 @@ var (
 	sel_newCommandQueue                            = objc.RegisterName("newCommandQueue")
 	sel_newLibraryWithSource_options_error         = objc.RegisterName("newLibraryWithSource:options:error:")
 	sel_setFastMathEnabled                         = objc.RegisterName("setFastMathEnabled:")
+	sel_setMathMode                                = objc.RegisterName("setMathMode:")
+	sel_setMathFloatingPointFunctions              = objc.RegisterName("setMathFloatingPointFunctions:")
+	sel_setLanguageVersion                         = objc.RegisterName("setLanguageVersion:")
 	sel_newFunctionWithName                        = objc.RegisterName("newFunctionWithName:")
 	sel_newComputePipelineStateWithFunction        = objc.RegisterName("newComputePipelineStateWithFunction:error:")
 	sel_maxTotalThreadsPerThreadgroup              = objc.RegisterName("maxTotalThreadsPerThreadgroup")
@@ -279,13 +282,28 @@ func (d Device) NewCommandQueue() (CommandQueue, error) {
 // Reference: https://developer.apple.com/documentation/metal/mtllibrary
 type Library struct{ Object }
 
-// NewLibraryWithSource compiles Metal Shading Language source. fastMath
-// sets MTLCompileOptions.fastMathEnabled. The error carries the compiler log.
+// NewLibraryWithSource compiles Metal Shading Language source in the given
+// language version (LanguageVersion2_4, ...). With fastMath false the
+// compiler may not reassociate or assume finite values, and sin, cos, exp
+// and the like are the precise versions: MTLCompileOptions.mathMode Safe
+// and mathFloatingPointFunctions Precise where the OS has them (macOS 15),
+// else the deprecated fastMathEnabled. The error carries the compiler log.
 // Reference: https://developer.apple.com/documentation/metal/mtldevice/1433431-newlibrarywithsource
-func (d Device) NewLibraryWithSource(src string, fastMath bool) (Library, error) {
+// Reference: https://developer.apple.com/documentation/metal/mtlcompileoptions/mathmode
+func (d Device) NewLibraryWithSource(src string, version uint, fastMath bool) (Library, error) {
 	opts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(sel_new)
 	defer opts.Send(sel_release)
-	opts.Send(sel_setFastMathEnabled, fastMath)
+	send0(opts, sel_setLanguageVersion, uintptr(version))
+	if objc.Send[bool](opts, sel_respondsToSelector, sel_setMathMode) {
+		mode, funcs := uintptr(MathModeSafe), uintptr(MathFloatingPointFunctionsPrecise)
+		if fastMath {
+			mode, funcs = MathModeFast, MathFloatingPointFunctionsFast
+		}
+		send0(opts, sel_setMathMode, mode)
+		send0(opts, sel_setMathFloatingPointFunctions, funcs)
+	} else {
+		opts.Send(sel_setFastMathEnabled, fastMath)
+	}
 	var errID objc.ID
 	lib := d.id.Send(sel_newLibraryWithSource_options_error, nsString(src), opts, unsafe.Pointer(&errID))
 	if lib == 0 {
