@@ -30,9 +30,10 @@ type Backend struct {
 	stats    Stats
 }
 
-// Stats counts what the backend has encoded, for tests and `bench`.
+// Stats counts what the backend has encoded, for tests and `bench`. Waits
+// counts the host's waits for the device: one per Run that submitted work.
 type Stats struct {
-	Runs, Encodes, Dispatches, Barriers, CommandBuffers int
+	Runs, Encodes, Dispatches, Barriers, CommandBuffers, Waits int
 }
 
 func newBackend(dev device, p Policy) *Backend {
@@ -53,6 +54,12 @@ func (b *Backend) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stats
+}
+
+// Counts implements graph.Counter.
+func (b *Backend) Counts() graph.Counts {
+	s := b.Stats()
+	return graph.Counts{Waits: s.Waits, Dispatches: s.Dispatches, CommandBuffers: s.CommandBuffers}
 }
 
 // Close releases the pooled buffers and the device.
@@ -307,6 +314,7 @@ func (b *Backend) submit(st *planState) error {
 	b.mu.Lock()
 	b.stats.Dispatches += len(st.ds)
 	b.stats.CommandBuffers += len(cbs)
+	b.stats.Waits++ // the host waited for all of cbs at once
 	for _, x := range st.sched.barrier {
 		if x {
 			b.stats.Barriers++
