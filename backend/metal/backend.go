@@ -204,8 +204,12 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return hasKernel("gather", "rows", dt(0))
 	case graph.RNNStepOp:
 		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
-	case graph.ReshapeOp:
+	case graph.ReshapeOp, graph.SliceOp:
 		return true
+	case graph.WarpLogSoftmaxOp:
+		return dt(0) == graph.F32 && hasKernel("reduce", "warp", dt(0))
+	case graph.BeamTopOp:
+		return dt(0) == graph.I32 && dt(1) == graph.F32 && hasKernel("reduce", "beamtop", dt(1))
 	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
 	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp,
