@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/model/llama"
 	"github.com/seed9b8f47b1/redrafter/sample"
@@ -154,6 +155,7 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 	}
 	nodeProbs := make([][]float64, maxN)
 	scratch := make([]float64, c.Vocab)
+	counter, _ := s.e.be.(graph.Counter) // device work per step, where the backend counts it
 
 	init, err := d.pick(s.logits) // the first token comes from the prefill
 	if err != nil {
@@ -174,6 +176,10 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 				return err
 			}
 			return d.autoregressive(ctx)
+		}
+		var before graph.Counts
+		if counter != nil {
+			before = counter.Counts()
 		}
 		t0 := time.Now()
 		beams, err := p.d.BeamSearch(h, init, p.w, p.l, p.accept == AcceptApple && !d.opt.Sampling.Greedy())
@@ -248,6 +254,12 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 		st.Tree += t2.Sub(t1)
 		st.Verify += t3.Sub(t2)
 		st.Accept += t4.Sub(t3)
+		if counter != nil {
+			d := counter.Counts().Sub(before)
+			st.Device.Waits += d.Waits
+			st.Device.Dispatches += d.Dispatches
+			st.Device.CommandBuffers += d.CommandBuffers
+		}
 
 		emitted := 0
 		done := false

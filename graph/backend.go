@@ -53,6 +53,24 @@ type MemoryLimiter interface {
 	MemoryLimit() int64
 }
 
+// Counts is the work a device backend has submitted so far: Waits is how
+// often the host stopped until the device finished (each Run of a plan that
+// does any work is one), Dispatches the kernels launched, CommandBuffers the
+// batches they were submitted in. Per ReDrafter step these are what the
+// host-device round trips cost; see drafter.Stats.
+type Counts struct{ Waits, Dispatches, CommandBuffers int }
+
+// Sub is c minus an earlier snapshot.
+func (c Counts) Sub(earlier Counts) Counts {
+	return Counts{c.Waits - earlier.Waits, c.Dispatches - earlier.Dispatches, c.CommandBuffers - earlier.CommandBuffers}
+}
+
+// Counter is a Backend that counts its device work (Metal). The CPU, which
+// runs on the host, has nothing to count.
+type Counter interface {
+	Counts() Counts
+}
+
 // Registry of backends, filled by backend packages' init functions.
 var (
 	regMu    sync.Mutex

@@ -111,29 +111,60 @@ type TakeAlongOp struct{}
 // PyTorch: F.silu(F.linear(e, w) + F.linear(s, u, b)).
 type RNNStepOp struct{}
 
+// WarpLogSoftmaxOp (built by WarpLogSoftmax) is the ReDrafter head's warp
+// (the reference's compute_logits) per row: y = x - max(x); every y below
+// the K-th largest y (counting repeats; none when the row has at most K
+// values) becomes Masked; then the log-softmax over the kept values:
+// out = y - log(Σ_kept exp(y)), or Masked - log(Σ_kept exp(y)) where masked
+// (a masked value adds nothing to the sum). A row holding NaN or ±Inf comes
+// out all NaN. The sum's precision is the backend's (CPU: float64).
+// Source [M,V] f32. Result [M,V] f32.
+type WarpLogSoftmaxOp struct {
+	K      int
+	Masked float32
+}
+
+// BeamTopOp (built by BeamTop) is one selection of a beam search: the Width
+// best (beam b, token t) pairs by score[b] + lp[row(b), t] (an f32 sum),
+// best first, ties to the lower flat index b·V+t.
+// Sources: beams [3,B] i32, the previous selection in this op's layout, of
+// which only row 2 (each beam's score, as float32 bits) is read; lp [R,V]
+// f32 with R = B (beam b reads row b) or R = 1 (every beam reads row 0).
+// Result [3,Width] i32: row 0 the chosen beam's row of lp, row 1 the token,
+// row 2 the new score's float32 bits. If lp holds NaN or ±Inf, every score
+// of the result is NaN (and the rest undefined).
+type BeamTopOp struct{ Width int }
+
+// SliceOp (built by Slice) views rows Lo..Hi-1 of an array's first
+// dimension. Like ReshapeOp it shares the source's storage.
+type SliceOp struct{ Lo, Hi int }
+
 // ReshapeOp (built by Reshape) reinterprets an array with a new shape of the
 // same size. It is a view: the result shares the source's storage.
 type ReshapeOp struct{ Shape Shape }
 
-func (EmbedOp) isOp()      {}
-func (MatMulOp) isOp()     {}
-func (RMSNormOp) isOp()    {}
-func (RoPEOp) isOp()       {}
-func (AttentionOp) isOp()  {}
-func (KVWriteOp) isOp()    {}
-func (KVCompactOp) isOp()  {}
-func (SiLUOp) isOp()       {}
-func (SwiGLUOp) isOp()     {}
-func (AddOp) isOp()        {}
-func (MulOp) isOp()        {}
-func (ConcatOp) isOp()     {}
-func (LogSoftmaxOp) isOp() {}
-func (ArgmaxOp) isOp()     {}
-func (TopKOp) isOp()       {}
-func (GatherRowsOp) isOp() {}
-func (TakeAlongOp) isOp()  {}
-func (RNNStepOp) isOp()    {}
-func (ReshapeOp) isOp()    {}
+func (EmbedOp) isOp()          {}
+func (MatMulOp) isOp()         {}
+func (RMSNormOp) isOp()        {}
+func (RoPEOp) isOp()           {}
+func (AttentionOp) isOp()      {}
+func (KVWriteOp) isOp()        {}
+func (KVCompactOp) isOp()      {}
+func (SiLUOp) isOp()           {}
+func (SwiGLUOp) isOp()         {}
+func (AddOp) isOp()            {}
+func (MulOp) isOp()            {}
+func (ConcatOp) isOp()         {}
+func (LogSoftmaxOp) isOp()     {}
+func (ArgmaxOp) isOp()         {}
+func (TopKOp) isOp()           {}
+func (GatherRowsOp) isOp()     {}
+func (TakeAlongOp) isOp()      {}
+func (RNNStepOp) isOp()        {}
+func (ReshapeOp) isOp()        {}
+func (WarpLogSoftmaxOp) isOp() {}
+func (BeamTopOp) isOp()        {}
+func (SliceOp) isOp()          {}
 
 func (EmbedOp) String() string     { return "Embed" }
 func (MatMulOp) String() string    { return "MatMul" }
@@ -156,13 +187,18 @@ func (GatherRowsOp) String() string  { return "GatherRows" }
 func (TakeAlongOp) String() string   { return "TakeAlong" }
 func (RNNStepOp) String() string     { return "RNNStep" }
 func (o ReshapeOp) String() string   { return "Reshape" + o.Shape.String() }
+func (o WarpLogSoftmaxOp) String() string {
+	return fmt.Sprintf("WarpLogSoftmax{k=%d,masked=%g}", o.K, o.Masked)
+}
+func (o BeamTopOp) String() string { return fmt.Sprintf("BeamTop{width=%d}", o.Width) }
+func (o SliceOp) String() string   { return fmt.Sprintf("Slice[%d:%d]", o.Lo, o.Hi) }
 
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
 	return []Op{EmbedOp{}, MatMulOp{}, RMSNormOp{}, RoPEOp{}, AttentionOp{}, KVWriteOp{}, KVCompactOp{},
 		SiLUOp{}, SwiGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
-		QEmbedOp{Bits: 4, GroupSize: 64}}
+		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1}}
 }
 
 func isFloatWeight(d DType) bool { return d == F32 || d == F16 || d == BF16 }
@@ -326,6 +362,29 @@ func RNNStep(e, s, w, u, b *Array) *Array {
 		"RNNStep: w %v u %v for e %v", w, u, e)
 	mustf(len(b.shape) == 1 && b.shape[0] == w.shape[0] && b.dtype == F32, "RNNStep: b %v for w %v", b, w)
 	return node(RNNStepOp{}, F32, Shape{e.shape[0], w.shape[0]}, e, s, w, u, b)
+}
+
+// WarpLogSoftmax masks each row of x [M,V] below its k-th largest value
+// and takes the log-softmax of the rest; see WarpLogSoftmaxOp.
+func WarpLogSoftmax(x *Array, k int, masked float32) *Array {
+	mustf(len(x.shape) == 2 && x.dtype == F32 && k >= 1, "WarpLogSoftmax{k=%d}: x %v", k, x)
+	return node(WarpLogSoftmaxOp{K: k, Masked: masked}, F32, x.shape, x)
+}
+
+// BeamTop selects the width best continuations of beams [3,B] from their
+// log-probabilities lp [R,V] (R = B or 1); see BeamTopOp.
+func BeamTop(beams, lp *Array, width int) *Array {
+	mustf(len(beams.shape) == 2 && beams.shape[0] == 3 && beams.dtype == I32, "BeamTop: beams %v", beams)
+	mustf(len(lp.shape) == 2 && lp.dtype == F32 && (lp.shape[0] == 1 || lp.shape[0] == beams.shape[1]), "BeamTop: lp %v for beams %v", lp, beams)
+	mustf(width >= 1 && width <= beams.shape[1]*lp.shape[1], "BeamTop{width=%d}: of %d×%d", width, beams.shape[1], lp.shape[1])
+	return node(BeamTopOp{Width: width}, I32, Shape{3, width}, beams, lp)
+}
+
+// Slice views rows lo..hi-1 of x's first dimension; see SliceOp.
+func Slice(x *Array, lo, hi int) *Array {
+	mustf(len(x.shape) >= 1 && 0 <= lo && lo < hi && hi <= x.shape[0], "Slice[%d:%d]: x %v", lo, hi, x)
+	s := append(Shape{hi - lo}, x.shape[1:]...)
+	return node(SliceOp{Lo: lo, Hi: hi}, x.dtype, s, x)
 }
 
 // Reshape views x with a new shape of the same size; see ReshapeOp.

@@ -71,7 +71,7 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	for i, a := range g.nodes {
 		root[i] = i
 		switch a.op.(type) {
-		case ReshapeOp, KVWriteOp, KVCompactOp:
+		case ReshapeOp, SliceOp, KVWriteOp, KVCompactOp:
 			root[i] = root[a.src[0].id]
 		}
 	}
@@ -132,7 +132,11 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 			p.where[i] = Operand{Buf: b, DType: a.dtype, Shape: a.shape}
 		case root[i] != i: // view or in-place update: reuse the source's storage
 			src := p.where[a.src[0].id]
-			p.where[i] = Operand{Buf: src.Buf, Off: src.Off, DType: a.dtype, Shape: a.shape}
+			off := src.Off
+			if sl, ok := a.op.(SliceOp); ok {
+				off += sl.Lo * a.shape[1:].Numel() * a.dtype.Size()
+			}
+			p.where[i] = Operand{Buf: src.Buf, Off: off, DType: a.dtype, Shape: a.shape}
 		default:
 			size := a.shape.Numel() * a.dtype.Size()
 			s := -1
@@ -157,7 +161,7 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 		}
 		p.known[i] = true
 		if a.kind == kindOp {
-			if _, view := a.op.(ReshapeOp); !view {
+			if !isView(a.op) {
 				in := make([]Operand, len(a.src))
 				dts := make([]DType, len(a.src))
 				for j, s := range a.src {
@@ -178,6 +182,16 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// isView reports whether op only reinterprets its source's storage, so that
+// no step computes it.
+func isView(op Op) bool {
+	switch op.(type) {
+	case ReshapeOp, SliceOp:
+		return true
+	}
+	return false
 }
 
 // Run executes the plan.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,5 +176,42 @@ func TestOpenAutoSkipsBrokenBackend(t *testing.T) {
 	}
 	if _, err := graph.Open("metal"); err == nil || !strings.Contains(err.Error(), "norm.metal") {
 		t.Errorf("metal: %v", err)
+	}
+}
+
+// A Slice is a view: it costs no step, and the ops that read it see the
+// rows it names, at their offset in the source's storage.
+func TestSliceIsAViewOfRows(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.I32, 3, 2)
+	idx := g.Input("idx", graph.I32, 2)
+	mid := graph.Slice(x, 1, 3)
+	out := graph.GatherRows(mid, idx)
+	p, err := graph.Compile(cpu.NewReference(), out, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if len(p.Steps) != 1 {
+		t.Errorf("steps %v, want only the GatherRows", p.Steps)
+	}
+	if o := p.Operand(mid); o.Off != 8 || !o.Shape.Equal(graph.Shape{2, 2}) {
+		t.Errorf("Slice[1:3] operand at offset %d shape %v, want 8 and [2,2]", o.Off, o.Shape)
+	}
+	if err := p.Write(x, []int32{1, 2, 3, 4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(idx, []int32{1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 4)
+	if err := p.Read(out, got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{5, 6, 3, 4}; !slices.Equal(got, want) {
+		t.Errorf("rows [1, 0] of Slice[1:3] = %v, want %v", got, want)
 	}
 }

@@ -236,6 +236,10 @@ func (b *Backend) step(s *graph.Step) error {
 		return takeAlong(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape[1], in[1].Shape[1])
 	case graph.RNNStepOp:
 		return b.rnnStep(s.Out, in)
+	case graph.WarpLogSoftmaxOp:
+		warpLogSoftmax(f32(s.Out), f32(in[0]), in[0].Shape[1], op)
+	case graph.BeamTopOp:
+		beamTop(i32(s.Out), i32(in[0]), f32(in[1]), in[1].Shape[0], in[1].Shape[1], op.Width)
 	case graph.QMatMulOp:
 		return b.qmatmul(s.Out, in, op)
 	case graph.QEmbedOp:

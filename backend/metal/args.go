@@ -62,6 +62,13 @@ type RowArgs struct{ M, V, K int32 }
 // GatherArgs: out[N,Row] = x[idx[N]], x [M,Row].
 type GatherArgs struct{ N, M, Row int32 }
 
+// DraftArgs: WarpLogSoftmax over x [Rows,V] keeping the top K (Masked
+// elsewhere); BeamTop of K from Beams beams over lp [Rows,V].
+type DraftArgs struct {
+	Rows, Beams, V, K int32
+	Masked            float32
+}
+
 // QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
 type QuantArgs struct{ M, N, K, G, Vec4 int32 }
 
@@ -79,6 +86,7 @@ var argStructs = map[string]any{
 	"RowArgs":         RowArgs{},
 	"GatherArgs":      GatherArgs{},
 	"QuantArgs":       QuantArgs{},
+	"DraftArgs":       DraftArgs{},
 }
 
 // argConstants maps each args.h #define to its Go mirror.

@@ -35,9 +35,10 @@ type Backend struct {
 	views []*hostView
 }
 
-// Stats counts what the backend has encoded, for tests and `bench`.
+// Stats counts what the backend has encoded, for tests and `bench`. Waits
+// counts the host's waits for the device: one per Run that submitted work.
 type Stats struct {
-	Runs, Encodes, Dispatches, Barriers, CommandBuffers int
+	Runs, Encodes, Dispatches, Barriers, CommandBuffers, Waits int
 }
 
 func newBackend(dev device, p Policy) *Backend {
@@ -58,6 +59,12 @@ func (b *Backend) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stats
+}
+
+// Counts implements graph.Counter.
+func (b *Backend) Counts() graph.Counts {
+	s := b.Stats()
+	return graph.Counts{Waits: s.Waits, Dispatches: s.Dispatches, CommandBuffers: s.CommandBuffers}
 }
 
 // Close releases the pipelines, the pooled buffers and the device.
@@ -277,8 +284,12 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return hasKernel("gather", "rows", dt(0))
 	case graph.RNNStepOp:
 		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
-	case graph.ReshapeOp:
+	case graph.ReshapeOp, graph.SliceOp:
 		return true
+	case graph.WarpLogSoftmaxOp:
+		return dt(0) == graph.F32 && hasKernel("reduce", "warp", dt(0))
+	case graph.BeamTopOp:
+		return dt(0) == graph.I32 && dt(1) == graph.F32 && hasKernel("reduce", "beamtop", dt(1))
 	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
 	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp,
@@ -387,6 +398,7 @@ func (b *Backend) submit(st *planState) error {
 	b.mu.Lock()
 	b.stats.Dispatches += len(st.ds)
 	b.stats.CommandBuffers += len(cbs)
+	b.stats.Waits++ // the host waited for all of cbs at once
 	for _, x := range st.sched.barrier {
 		if x {
 			b.stats.Barriers++

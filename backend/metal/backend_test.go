@@ -243,6 +243,8 @@ func TestSupportsEveryOp(t *testing.T) {
 			in = []graph.DType{graph.U32, graph.F16, graph.F16}
 		case graph.RNNStepOp:
 			in = []graph.DType{graph.F32, graph.F32, graph.F16, graph.F16, graph.F32}
+		case graph.BeamTopOp:
+			in = []graph.DType{graph.I32, graph.F32}
 		}
 		if !be.Supports(op, in) {
 			t.Errorf("Supports(%v, %v) = false", op, in)

@@ -321,6 +321,7 @@ func opCases(r *rand.Rand) []opCase {
 		}
 	}
 	cs = append(cs, quantCases(r)...)
+	cs = append(cs, drafterCases(r)...)
 	return cs
 }
 

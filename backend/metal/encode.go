@@ -32,7 +32,7 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.elementwise()
 	case graph.ConcatOp:
 		err = e.concat()
-	case graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp:
+	case graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp, graph.WarpLogSoftmaxOp, graph.BeamTopOp:
 		err = e.reduce()
 	case graph.GatherRowsOp:
 		err = e.gatherRows()

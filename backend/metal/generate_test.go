@@ -53,4 +53,3 @@ func TestGenerationMatchesCPU(t *testing.T) {
 		t.Errorf("stats %+v: want plans reused, barriers, several command buffers per run", st)
 	}
 }
-

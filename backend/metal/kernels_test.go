@@ -83,6 +83,10 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
 		// The RNN step reads the state where it should read the embedding.
 		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
+		// The warp leaves the K-th largest value's repeats out of the sum.
+		{"reduce.metal", "if (!(y < kth)) {", "if (y > kth) {", "WarpLogSoftmax/M3_V64_K7_masked-3_tiestrue"},
+		// BeamTop reads every beam's continuations from row 0.
+		{"reduce.metal", "const int row = one_row ? 0 : b;", "const int row = 0;", "BeamTop/B4_R4_V257_W4_tiesfalse"},
 		// The quantized matvec forgets to multiply the bias by the x sum.
 		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 		// The pre-scaled x of qmv is off by one place in a 16-bit half.

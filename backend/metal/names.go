@@ -36,6 +36,8 @@ var kernelFamilies = append([]kernelEntry{
 	{"reduce", "logsoftmax", []graph.DType{graph.F32}},
 	{"reduce", "argmax", []graph.DType{graph.F32}},
 	{"reduce", "topk", []graph.DType{graph.F32}},
+	{"reduce", "warp", []graph.DType{graph.F32}},
+	{"reduce", "beamtop", []graph.DType{graph.F32}},
 	{"gather", "rows", []graph.DType{graph.F32, graph.I32}},
 	{"gather", "take", []graph.DType{graph.F32}},
 	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},

@@ -39,6 +39,10 @@ type draftJSON struct {
 	VerifyMS        float64 `json:"verify_ms"`
 	AcceptMS        float64 `json:"accept_ms"`
 	OtherMS         float64 `json:"other_ms"`
+	// Device work per step where the backend counts it (metal).
+	WaitsPerStep          float64 `json:"waits_per_step,omitempty"`
+	CommandBuffersPerStep float64 `json:"command_buffers_per_step,omitempty"`
+	DispatchesPerStep     float64 `json:"dispatches_per_step,omitempty"`
 }
 
 type resultJSON struct {
@@ -72,7 +76,9 @@ func draftStats(r *redrafter.Result) *draftJSON {
 	if d == nil {
 		return nil
 	}
+	waits, dispatches, cbs := d.PerStep()
 	return &draftJSON{
+		WaitsPerStep: waits, DispatchesPerStep: dispatches, CommandBuffersPerStep: cbs,
 		BeamWidth: r.Stats.BeamWidth, BeamLength: r.Stats.BeamLength,
 		Steps: d.Steps, TokensPerStep: d.TokensPerStep(), AcceptHist: d.AcceptHist, AcceptedAtDepth: d.AcceptedAtDepth,
 		Compression: d.Compression(), DraftMS: ms(d.Draft.Seconds()), TreeMS: ms(d.Tree.Seconds()),

@@ -36,6 +36,11 @@ type Drafter struct {
 	Head *Head
 	llm  *llama.Runner
 	bind *llama.Binding
+	// onDevice runs each search as one plan on the backend (see
+	// searchOnDevice): set for backends that count their waits for a
+	// device (graph.Counter: Metal), where every host round trip costs a
+	// wait. The CPU keeps the host loop, which is faster there.
+	onDevice bool
 
 	mu   sync.Mutex
 	idle []*searcher // searchers not in use
@@ -45,7 +50,8 @@ type Drafter struct {
 // searcher is what one beam search runs on: the head's step compiled for
 // each row count, with its own plan buffers, and host scratch.
 type searcher struct {
-	steps map[int]*stepGraph // by rows
+	steps    map[int]*stepGraph      // by rows
+	searches map[[2]int]*searchGraph // by (w, l), for onDevice
 	// host scratch
 	logits, state []float32
 	heap          []float32 // warpLogSoftmax's top-50
@@ -60,7 +66,7 @@ func (d *Drafter) acquire() *searcher {
 		d.idle = d.idle[:n-1]
 		return s
 	}
-	s := &searcher{steps: map[int]*stepGraph{}}
+	s := &searcher{steps: map[int]*stepGraph{}, searches: map[[2]int]*searchGraph{}}
 	d.all = append(d.all, s)
 	return s
 }
@@ -79,6 +85,7 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 		return nil, err
 	}
 	d := &Drafter{Head: h, llm: llm, bind: llama.NewBinding(llm.Backend)}
+	_, d.onDevice = llm.Backend.(graph.Counter)
 	if err := d.bind.Add(h.weights()...); err != nil {
 		d.Close()
 		return nil, err
@@ -94,7 +101,10 @@ func (d *Drafter) Close() {
 		for _, s := range sr.steps {
 			s.plan.Free()
 		}
-		sr.steps = nil
+		for _, s := range sr.searches {
+			s.plan.Free()
+		}
+		sr.steps, sr.searches = nil, nil
 	}
 	d.all, d.idle = nil, nil
 	d.bind.Close()
@@ -107,10 +117,9 @@ type stepGraph struct {
 	newState, logits           *graph.Array
 }
 
-// build writes one step of the head as a graph (PyTorch equivalents in the
-// comments).
+// build writes one step of the head as a graph.
 func (d *Drafter) build(rows int) (*stepGraph, error) {
-	h, c := d.Head, d.Head.Config
+	c := d.Head.Config
 	g := graph.New()
 	s := &stepGraph{
 		tok:     g.Input("tokens", graph.I32, rows),
@@ -118,15 +127,29 @@ func (d *Drafter) build(rows int) (*stepGraph, error) {
 		context: g.Input("context", graph.F32, 1, c.HiddenSize),
 		zeros:   g.Input("zeros", graph.I32, rows),
 	}
-	w := func(x *llama.Weight) *graph.Array { return d.bind.Array(g, x) }
-	e := graph.Embed(d.llm.Array(g, &d.llm.Model.Embed), s.tok) // e = llm.embed_tokens(tok)   [rows, H]
-	if c.RNN {
-		s.newState = graph.RNNStep(e, s.state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
-	} else {
-		s.newState = graph.Add(s.state, e) // s = s + e
+	s.newState, s.logits = d.headStep(g, s.tok, s.state, s.context, s.zeros)
+	p, err := graph.Compile(d.llm.Backend, s.newState, s.logits)
+	if err != nil {
+		return nil, err
 	}
-	ctx := graph.GatherRows(s.context, s.zeros) // h repeated over the beams  [rows, H]
-	x := graph.Concat(ctx, s.newState)          // x = cat([h, s], -1)          [rows, 2H]
+	s.plan = p
+	return s, nil
+}
+
+// headStep adds one step of the head over rows beams to g (PyTorch
+// equivalents in the comments): their last tokens [rows], states [rows, H],
+// the context h [1, H] and rows zeros to repeat it by.
+func (d *Drafter) headStep(g *graph.Graph, tok, state, context, zeros *graph.Array) (newState, logits *graph.Array) {
+	h, c := d.Head, d.Head.Config
+	w := func(x *llama.Weight) *graph.Array { return d.bind.Array(g, x) }
+	e := graph.Embed(d.llm.Array(g, &d.llm.Model.Embed), tok) // e = llm.embed_tokens(tok)   [rows, H]
+	if c.RNN {
+		newState = graph.RNNStep(e, state, w(&h.RnnW), w(&h.RnnU), w(&h.RnnUBias)) // s = silu(rnn_w(e) + rnn_u(s))
+	} else {
+		newState = graph.Add(state, e) // s = s + e
+	}
+	ctx := graph.GatherRows(context, zeros) // h repeated over the beams  [rows, H]
+	x := graph.Concat(ctx, newState)        // x = cat([h, s], -1)          [rows, 2H]
 	if h.InputProj.Present() {
 		x = graph.Add(graph.MatMul(x, w(&h.InputProj)), w(&h.InputProjBias)) // x = input_proj(x)  [rows, E]
 	}
@@ -134,13 +157,7 @@ func (d *Drafter) build(rows int) (*stepGraph, error) {
 		b := &h.Blocks[k]
 		x = graph.Add(x, graph.SiLU(graph.Add(graph.MatMul(x, w(&b.W)), w(&b.B)))) // x = x + silu(lm_head[k](x))
 	}
-	s.logits = graph.MatMul(x, w(&h.Vocab)) // logits = lm_head[n](x)   [rows, V]
-	p, err := graph.Compile(d.llm.Backend, s.newState, s.logits)
-	if err != nil {
-		return nil, err
-	}
-	s.plan = p
-	return s, nil
+	return newState, graph.MatMul(x, w(&h.Vocab)) // logits = lm_head[n](x)   [rows, V]
 }
 
 // step runs the head on sr over rows beams: their last tokens and states,
@@ -220,6 +237,9 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 	v := c.VocabSize
 	sr := d.acquire()
 	defer d.release(sr)
+	if d.onDevice && !keepLogQ {
+		return d.searchOnDevice(sr, h, init, w, l)
+	}
 	beams := &Beams{Tokens: make([][]int32, w)}
 	for i := range beams.Tokens {
 		beams.Tokens[i] = append(make([]int32, 0, l), init)
@@ -278,6 +298,116 @@ func (d *Drafter) BeamSearch(h []float32, init int32, w, l int, keepLogQ bool) (
 		for i := range rowOf {
 			rowOf[i] = i
 		}
+	}
+	return beams, nil
+}
+
+// searchGraph is a whole beam search of w beams of l tokens as one graph:
+// l-1 steps of the head, each followed by the top-50 warp and log-softmax
+// (graph.WarpLogSoftmax) and the global top-w (graph.BeamTop), whose
+// choices pick the next step's tokens and states on the device.
+type searchGraph struct {
+	plan                              *graph.Plan
+	init, context, state, start, zero *graph.Array
+	sel                               []*graph.Array // [3, w] per draft: row, token, score bits
+	// host side
+	zeros, startVals []int32
+	stateVals        []float32
+	selVals          [][]int32
+}
+
+// buildSearch compiles the search of w beams of l tokens.
+func (d *Drafter) buildSearch(w, l int) (*searchGraph, error) {
+	c := d.Head.Config
+	g := graph.New()
+	sg := &searchGraph{
+		init:    g.Input("init", graph.I32, 1),
+		context: g.Input("context", graph.F32, 1, c.HiddenSize),
+		state:   g.Input("state", graph.F32, 1, c.HiddenSize),
+		start:   g.Input("beams", graph.I32, 3, w),
+		zero:    g.Input("zeros", graph.I32, w),
+	}
+	// As on the host, the first step runs one row (every beam starts from
+	// the same token and state) and only beam 0 is alive.
+	tok, state, beams, zeros := sg.init, sg.state, sg.start, graph.Slice(sg.zero, 0, 1)
+	for t := 1; t < l; t++ {
+		newState, logits := d.headStep(g, tok, state, sg.context, zeros)
+		beams = graph.BeamTop(beams, graph.WarpLogSoftmax(logits, topLogits, maskedLogit), w)
+		sg.sel = append(sg.sel, beams)
+		if t+1 < l {
+			tok = graph.Reshape(graph.Slice(beams, 1, 2), w)
+			state = graph.GatherRows(newState, graph.Reshape(graph.Slice(beams, 0, 1), w))
+			zeros = sg.zero
+		}
+	}
+	p, err := graph.Compile(d.llm.Backend, sg.sel...)
+	if err != nil {
+		return nil, err
+	}
+	sg.plan = p
+	sg.zeros = make([]int32, w)
+	sg.stateVals = make([]float32, c.HiddenSize)
+	sg.startVals = make([]int32, 3*w)
+	for i := 1; i < w; i++ {
+		sg.startVals[2*w+i] = int32(math.Float32bits(deadBeam))
+	}
+	for range sg.sel {
+		sg.selVals = append(sg.selVals, make([]int32, 3*w))
+	}
+	return sg, nil
+}
+
+// searchOnDevice is BeamSearch as one plan run: the host writes the
+// context and the init token, waits for the device once, reads back each
+// draft's choices (3·w integers) and follows them back from the last draft
+// to spell the beams. Scores are float32 sums here (float64 on the host),
+// so a near-tie may rank differently from the host search; either is a
+// valid beam search, and verification makes the output the same.
+func (d *Drafter) searchOnDevice(sr *searcher, h []float32, init int32, w, l int) (*Beams, error) {
+	key := [2]int{w, l}
+	sg := sr.searches[key]
+	if sg == nil {
+		var err error
+		if sg, err = d.buildSearch(w, l); err != nil {
+			return nil, err
+		}
+		sr.searches[key] = sg
+	}
+	p := sg.plan
+	for _, in := range []struct {
+		a *graph.Array
+		v any
+	}{{sg.init, []int32{init}}, {sg.context, h}, {sg.state, sg.stateVals}, {sg.start, sg.startVals}, {sg.zero, sg.zeros}} {
+		if err := p.Write(in.a, in.v); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.Run(); err != nil {
+		return nil, fmt.Errorf("drafter: %w", err)
+	}
+	for t, a := range sg.sel {
+		if err := p.Read(a, sg.selVals[t]); err != nil {
+			return nil, err
+		}
+		// A non-finite logit makes every score of its draft NaN (see
+		// graph.BeamTopOp), and every later one.
+		for _, bits := range sg.selVals[t][2*w:] {
+			if x := math.Float32frombits(uint32(bits)); x-x != 0 {
+				return nil, fmt.Errorf("drafter: the draft head produced NaN or Inf logits for draft %d; its weights may hold NaN or Inf", t+1)
+			}
+		}
+	}
+	beams := &Beams{Tokens: make([][]int32, w)}
+	for i := range beams.Tokens {
+		tok := make([]int32, l)
+		tok[0] = init
+		b := i
+		for t := l - 1; t >= 1; t-- {
+			sel := sg.selVals[t-1]
+			tok[t] = sel[w+b]
+			b = int(sel[b]) // the row, which is the beam from the second draft on
+		}
+		beams.Tokens[i] = tok
 	}
 	return beams, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
 // Stats is the ledger of a ReDrafter decode loop: acceptance, tree
@@ -22,6 +24,12 @@ type Stats struct {
 
 	Packed int // Σ N, the tokens verified
 	Beamed int // Σ W·L, the tokens the beams hold before merging prefixes
+
+	// Device is the device work of the steps, on a backend that counts it
+	// (graph.Counter: Metal): host waits, dispatches and command buffers,
+	// summed over Steps. It counts the whole backend, so Sessions decoding
+	// on other goroutines at the same time add theirs.
+	Device graph.Counts
 
 	Draft  time.Duration // drafter beam search
 	Tree   time.Duration // sorting, merging, packing
@@ -64,6 +72,15 @@ func (s *Stats) Compression() float64 {
 	return float64(s.Beamed) / float64(s.Packed)
 }
 
+// PerStep is the device work of a mean step (zero when nothing was counted).
+func (s *Stats) PerStep() (waits, dispatches, commandBuffers float64) {
+	if s.Steps == 0 {
+		return 0, 0, 0
+	}
+	n := float64(s.Steps)
+	return float64(s.Device.Waits) / n, float64(s.Device.Dispatches) / n, float64(s.Device.CommandBuffers) / n
+}
+
 // Total is the sum of the timed phases.
 func (s *Stats) Total() time.Duration {
 	return s.Draft + s.Tree + s.Verify + s.Accept + s.Other
@@ -80,6 +97,10 @@ func (s *Stats) String() string {
 		for n, c := range s.AcceptHist {
 			fmt.Fprintf(&b, "  %-14d %5d %7.1f%%\n", n, c, pct(s.AcceptedAtDepth[n], s.Steps))
 		}
+	}
+	if s.Device != (graph.Counts{}) {
+		w, d, c := s.PerStep()
+		fmt.Fprintf(&b, "device         %.2f host waits, %.2f command buffers, %.1f dispatches per step\n", w, c, d)
 	}
 	if total := s.Total(); total > 0 {
 		b.WriteString("time\n")

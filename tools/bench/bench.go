@@ -119,8 +119,13 @@ type Cell struct {
 	// MeanPacked tokens costs relative to one.
 	VerifyPerStepMS float64 `json:"verify_ms_per_step"`
 	AcceptHist      []int   `json:"accepted_drafts_histogram"`
-	Split           Split   `json:"split_percent"`
-	Times           Split   `json:"split_ms"`
+	// Device work per step on a backend that counts it (Metal): host
+	// waits for the GPU, command buffers and kernel dispatches.
+	WaitsPerStep          float64 `json:"waits_per_step,omitempty"`
+	CommandBuffersPerStep float64 `json:"command_buffers_per_step,omitempty"`
+	DispatchesPerStep     float64 `json:"dispatches_per_step,omitempty"`
+	Split                 Split   `json:"split_percent"`
+	Times                 Split   `json:"split_ms"`
 }
 
 // Split is the ReDrafter step's time by phase.
@@ -336,6 +341,7 @@ func (r *Report) sweep(prompts []Prompt, cfg Config, gen generator) error {
 			if st.Steps > 0 {
 				cell.MeanPacked = float64(st.Packed) / float64(st.Steps)
 				cell.VerifyPerStepMS = ms(st.Verify) / float64(st.Steps)
+				cell.WaitsPerStep, cell.DispatchesPerStep, cell.CommandBuffersPerStep = st.PerStep()
 			}
 			cell.Times = Split{ms(st.Draft), ms(st.Tree), ms(st.Verify), ms(st.Accept), ms(st.Other)}
 			if tot := st.Total(); tot > 0 {
@@ -359,6 +365,9 @@ func addStats(a, s *drafter.Stats) {
 	a.Verify += s.Verify
 	a.Accept += s.Accept
 	a.Other += s.Other
+	a.Device.Waits += s.Device.Waits
+	a.Device.Dispatches += s.Device.Dispatches
+	a.Device.CommandBuffers += s.Device.CommandBuffers
 	for len(a.AcceptHist) < len(s.AcceptHist) {
 		a.AcceptHist = append(a.AcceptHist, 0)
 		a.AcceptedAtDepth = append(a.AcceptedAtDepth, 0)

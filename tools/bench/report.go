@@ -43,6 +43,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	ew.printf("\nN/step: tokens verified per step; verify ms: one verification pass; ×AR: that pass over one autoregressive step.\n")
+	header := false
+	for _, c := range r.Cells {
+		if c.WaitsPerStep == 0 {
+			continue
+		}
+		if !header {
+			ew.printf("\ndevice work per step (host waits for the GPU, command buffers, dispatches):\n")
+			header = true
+		}
+		ew.printf("  W=%d L=%d  %.2f waits, %.2f command buffers, %.1f dispatches\n",
+			c.W, c.L, c.WaitsPerStep, c.CommandBuffersPerStep, c.DispatchesPerStep)
+	}
 	if len(r.Passes) > 0 {
 		ew.printf("\none forward pass over N new tokens (all logits), median:\n")
 		if err := WritePasses(ew, r.Passes); err != nil {

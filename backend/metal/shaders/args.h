@@ -110,6 +110,17 @@ struct RowArgs {
 	int K;
 };
 
+// The beam search's reductions (reduce.metal): WarpLogSoftmax over x
+// [rows,V] keeping the top K, masked to masked; BeamTop of K beams from
+// `beams` beams over lp [rows,V].
+struct DraftArgs {
+	int rows;
+	int beams;
+	int V;
+	int K;
+	float masked;
+};
+
 // out[n,row] = x[idx[n]], x [M,row] 4-byte elements.
 struct GatherArgs {
 	int n;
