@@ -30,6 +30,9 @@ import (
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter"
+	// The GPU on Apple Silicon for backend "auto" (NULL); elsewhere it does
+	// not open and the CPU runs.
+	_ "github.com/seed9b8f47b1/redrafter/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
 	"github.com/seed9b8f47b1/redrafter/sample"
 )
