@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || darwin
 
 package tests
 
@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,9 @@ import (
 // built shared and static, the header compiled as C99 and C++, the exported
 // symbols against the header's functions, and tests/c/redrafter_test.c run
 // against each build and once under AddressSanitizer. It needs gcc and g++,
-// as the race detector in `make test` needs a C compiler.
+// as the race detector in `make test` needs a C compiler. It was written for
+// darwin too (a .dylib, Mach-O symbol names, the frameworks the archive
+// needs) but has only run on Linux.
 func TestCLibrary(t *testing.T) {
 	for _, tool := range []string{"gcc", "g++", "nm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -30,6 +33,11 @@ func TestCLibrary(t *testing.T) {
 	}
 	dir := t.TempDir()
 	so := filepath.Join(dir, "libredrafter.so")
+	staticLibs := []string{"-lpthread"}
+	if runtime.GOOS == "darwin" {
+		so = filepath.Join(dir, "libredrafter.dylib")
+		staticLibs = []string{"-framework", "CoreFoundation", "-lresolv"}
+	}
 	archive := filepath.Join(dir, "libredrafter.a")
 	mustRun(t, "", "go", "build", "-buildmode=c-shared", "-o", so, "../cmd/libredrafter")
 	mustRun(t, "", "go", "build", "-buildmode=c-archive", "-o", archive, "../cmd/libredrafter")
@@ -48,7 +56,7 @@ func TestCLibrary(t *testing.T) {
 			t.Fatalf("found only %d functions in redrafter.h: %v", len(want), want)
 		}
 		if got := exported(t, "-D", so); !slices.Equal(got, want) {
-			t.Errorf("libredrafter.so exports the rd_ functions\n%v\nredrafter.h declares\n%v", got, want)
+			t.Errorf("the shared library exports the rd_ functions\n%v\nredrafter.h declares\n%v", got, want)
 		}
 		if got := exported(t, "", archive); !slices.Equal(got, want) {
 			t.Errorf("libredrafter.a defines the rd_ functions\n%v\nredrafter.h declares\n%v", got, want)
@@ -67,7 +75,7 @@ func TestCLibrary(t *testing.T) {
 	})
 	t.Run("static", func(t *testing.T) {
 		exe := filepath.Join(dir, "test-static")
-		mustRun(t, "", "gcc", append(cflags, "-o", exe, "c/redrafter_test.c", archive, "-lpthread")...)
+		mustRun(t, "", "gcc", append(append(cflags, "-o", exe, "c/redrafter_test.c", archive), staticLibs...)...)
 		runC(t, nil, exe, args...)
 	})
 	// AddressSanitizer instruments the C side (the test program; the Go
@@ -81,7 +89,11 @@ func TestCLibrary(t *testing.T) {
 		exe := filepath.Join(dir, "test-asan")
 		mustRun(t, "", "gcc", append(cflags, "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
 			"-o", exe, "c/redrafter_test.c", "-L", dir, "-lredrafter", "-lpthread", "-Wl,-rpath,"+dir)...)
-		runC(t, []string{"ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=23"}, exe, args...)
+		options := "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=23"
+		if runtime.GOOS == "darwin" {
+			options = "ASAN_OPTIONS=halt_on_error=1:exitcode=23" // Apple's ASan may lack LeakSanitizer
+		}
+		runC(t, []string{options}, exe, args...)
 	})
 }
 
@@ -132,6 +144,9 @@ func exported(t *testing.T, flag, lib string) []string {
 	if flag != "" {
 		args = append([]string{flag}, args...)
 	}
+	if runtime.GOOS == "darwin" {
+		args = []string{"-gU", lib} // Mach-O: external, defined; names start with _
+	}
 	out, err := exec.Command("nm", args...).Output()
 	if err != nil {
 		t.Fatalf("nm %s: %v", lib, err)
@@ -139,8 +154,15 @@ func exported(t *testing.T, flag, lib string) []string {
 	var names []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[1] == "T" && strings.HasPrefix(f[2], "rd_") {
-			names = append(names, f[2])
+		if len(f) != 3 || f[1] != "T" {
+			continue
+		}
+		name := f[2]
+		if runtime.GOOS == "darwin" {
+			name = strings.TrimPrefix(name, "_")
+		}
+		if strings.HasPrefix(name, "rd_") {
+			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
