@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short deps lint check check-tidy check-generate cross bench fuzz clean
+.PHONY: build demo demo-speedup test test-short deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -31,11 +31,28 @@ demo-speedup: build
 		--prompts models/stories260K/distill/prompts-heldout.txt --limit 2 --max-tokens 48 \
 		--beam-width 1 --beam-length 5
 
-# Install what the tests need (see scripts/deps.sh), then run every test,
-# the pure-Go (noasm) kernels too, concurrent Sessions of one Engine under
-# the race detector (which needs cgo and a C compiler), the darwin
-# cross-build checks, and the repository checks (go.mod tidy, generated
-# assembly up to date).
+# libredrafter, the C library for apps (cmd/libredrafter, docs/EMBEDDING.md),
+# for the host: shared and static, with its header beside them. (Go also
+# writes a libredrafter.h of its own next to each; redrafter.h is the API.)
+LIBDIR := bin/lib
+lib:
+	@mkdir -p $(LIBDIR)
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(LIBDIR)/libredrafter.so ./cmd/libredrafter
+	CGO_ENABLED=1 $(GO) build -buildmode=c-archive -o $(LIBDIR)/libredrafter.a ./cmd/libredrafter
+	rm -f $(LIBDIR)/libredrafter.h
+	cp cmd/libredrafter/redrafter.h $(LIBDIR)/
+
+# The C library's test alone: tests/c/redrafter_test.c against the .so, the
+# .a and under AddressSanitizer (`make test` runs it with every test).
+test-lib:
+	CGO_ENABLED=1 $(GO) test -count=1 -run '^TestCLibrary$$' -v ./tests
+
+# Install what the tests need (see scripts/deps.sh), then run every test
+# (TestCLibrary among them: libredrafter built shared and static, its C
+# test run against both and under AddressSanitizer), the pure-Go (noasm)
+# kernels too, concurrent Sessions of one Engine under the race detector
+# (which needs cgo and a C compiler), the darwin cross-build checks, and
+# the repository checks (go.mod tidy, generated assembly up to date).
 test: deps
 	$(GO) test -count=1 $(PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^TestConcurrentSessions$$' .
