@@ -93,6 +93,11 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 	return d, nil
 }
 
+// OnDevice reports whether d's backend counts its waits for a device
+// (graph.Counter: Metal), where searches run as one plan and a greedy
+// decoder runs whole steps as one (DeviceStep).
+func (d *Drafter) OnDevice() bool { return d.onDevice }
+
 // Close frees the plans and the weights' backend views.
 func (d *Drafter) Close() {
 	d.mu.Lock()
