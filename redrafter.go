@@ -139,6 +139,9 @@ func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 // last hidden state, verify their prefix tree in one forward pass, keep the
 // accepted path's cache entries, repeat.
 func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
+	if dr, ok := d.deviceStep(p); ok {
+		return d.speculativeOnDevice(ctx, p, dr)
+	}
 	s := d.s
 	c := s.e.cfg
 	st := &drafter.Stats{}
@@ -171,7 +174,11 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 		}
 		if s.state.Len()+maxN > s.state.Cap() {
 			// Too close to the end of the context for a full tree: finish
-			// one token at a time.
+			// one token at a time, as autoregressive does (a step that
+			// filled the cache leaves no room for init).
+			if s.state.Len()+1 >= s.state.Cap() {
+				return nil
+			}
 			if err := s.forward([]int32{init}); err != nil {
 				return err
 			}

@@ -198,7 +198,8 @@ func AllOps() []Op {
 	return []Op{EmbedOp{}, MatMulOp{}, RMSNormOp{}, RoPEOp{}, AttentionOp{}, KVWriteOp{}, KVCompactOp{},
 		SiLUOp{}, SwiGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
-		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1}}
+		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1},
+		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1}}
 }
 
 func isFloatWeight(d DType) bool { return d == F32 || d == F16 || d == BF16 }

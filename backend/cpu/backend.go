@@ -240,6 +240,10 @@ func (b *Backend) step(s *graph.Step) error {
 		warpLogSoftmax(f32(s.Out), f32(in[0]), in[0].Shape[1], op)
 	case graph.BeamTopOp:
 		beamTop(i32(s.Out), i32(in[0]), f32(in[1]), in[1].Shape[0], in[1].Shape[1], op.Width)
+	case graph.BeamChainsOp:
+		beamChains(i32(s.Out), i32(in[0]), i32(in[1]), op.Depth)
+	case graph.AcceptChainsOp:
+		acceptChains(i32(s.Out), i32(in[0]), i32(in[1]), op.Width)
 	case graph.QMatMulOp:
 		return b.qmatmul(s.Out, in, op)
 	case graph.QEmbedOp:

@@ -17,6 +17,7 @@ const (
 	attnChunk        = 256 // ATTN_CHUNK
 	attnBlock        = 8   // ATTN_BLOCK
 	rowThreads       = 256 // ROW_THREADS
+	chainsThreads    = 64  // CHAINS_THREADS
 	qmvRows          = 4   // QMV_ROWS
 	qmvSimdgroups    = 2   // QMV_SIMDGROUPS
 	qmvMaxM          = 8   // QMV_MAX_M
@@ -69,6 +70,10 @@ type DraftArgs struct {
 	Masked            float32
 }
 
+// ChainsArgs: W beams of length L in N = 1+W·(L-1) tokens; Depth is
+// BeamChains' draft.
+type ChainsArgs struct{ N, W, L, Depth int32 }
+
 // QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
 type QuantArgs struct{ M, N, K, G, Vec4 int32 }
 
@@ -87,6 +92,7 @@ var argStructs = map[string]any{
 	"GatherArgs":      GatherArgs{},
 	"QuantArgs":       QuantArgs{},
 	"DraftArgs":       DraftArgs{},
+	"ChainsArgs":      ChainsArgs{},
 }
 
 // argConstants maps each args.h #define to its Go mirror.
@@ -103,6 +109,7 @@ var argConstants = map[string]int{
 	"ATTN_CHUNK":        attnChunk,
 	"ATTN_BLOCK":        attnBlock,
 	"ROW_THREADS":       rowThreads,
+	"CHAINS_THREADS":    chainsThreads,
 	"QMV_ROWS":          qmvRows,
 	"QMV_SIMDGROUPS":    qmvSimdgroups,
 	"QMV_MAX_M":         qmvMaxM,

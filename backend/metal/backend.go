@@ -290,6 +290,10 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return dt(0) == graph.F32 && hasKernel("reduce", "warp", dt(0))
 	case graph.BeamTopOp:
 		return dt(0) == graph.I32 && dt(1) == graph.F32 && hasKernel("reduce", "beamtop", dt(1))
+	case graph.BeamChainsOp:
+		return dt(0) == graph.I32 && dt(1) == graph.I32 && hasKernel("chains", "beam", dt(0))
+	case graph.AcceptChainsOp:
+		return dt(0) == graph.I32 && dt(1) == graph.I32 && hasKernel("chains", "accept", dt(0))
 	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
 	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp,

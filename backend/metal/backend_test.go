@@ -245,6 +245,8 @@ func TestSupportsEveryOp(t *testing.T) {
 			in = []graph.DType{graph.F32, graph.F32, graph.F16, graph.F16, graph.F32}
 		case graph.BeamTopOp:
 			in = []graph.DType{graph.I32, graph.F32}
+		case graph.BeamChainsOp, graph.AcceptChainsOp:
+			in = []graph.DType{graph.I32, graph.I32}
 		}
 		if !be.Supports(op, in) {
 			t.Errorf("Supports(%v, %v) = false", op, in)

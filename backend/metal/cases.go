@@ -322,6 +322,7 @@ func opCases(r *rand.Rand) []opCase {
 	}
 	cs = append(cs, quantCases(r)...)
 	cs = append(cs, drafterCases(r)...)
+	cs = append(cs, chainsCases(r)...)
 	return cs
 }
 

@@ -40,6 +40,8 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.takeAlong()
 	case graph.RNNStepOp:
 		err = e.rnnStep()
+	case graph.BeamChainsOp, graph.AcceptChainsOp:
+		err = e.chains()
 	case graph.QMatMulOp:
 		err = e.qmatmul(op)
 	case graph.QEmbedOp:

@@ -87,6 +87,12 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"reduce.metal", "if (!(y < kth)) {", "if (y > kth) {", "WarpLogSoftmax/M3_V64_K7_masked-3_tiestrue"},
 		// BeamTop reads every beam's continuations from row 0.
 		{"reduce.metal", "const int row = one_row ? 0 : b;", "const int row = 0;", "BeamTop/B4_R4_V257_W4_tiesfalse"},
+		// BeamChains copies each beam's own chain instead of the one it extends.
+		{"chains.metal", "int src = int(sel[i]);", "int src = i;", "BeamChains/W4_L5_depth4"},
+		// AcceptChains breaks ties between threads toward the higher beam.
+		{"chains.metal", "(sn == n && sb < b)", "(sn == n && sb > b)", "AcceptChains/W70_L3_top1_tiestrue"},
+		// AcceptChains compares a draft with the argmax after it, not before.
+		{"chains.metal", "== int(argmax[prev])", "== int(argmax[1 + i * c + k])", "AcceptChains/W4_L5_top4_tiesfalse"},
 		// The quantized matvec forgets to multiply the bias by the x sum.
 		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 		// The pre-scaled x of qmv is off by one place in a 16-bit half.

@@ -41,6 +41,8 @@ var kernelFamilies = append([]kernelEntry{
 	{"gather", "rows", []graph.DType{graph.F32, graph.I32}},
 	{"gather", "take", []graph.DType{graph.F32}},
 	{"drafter", "rnn", []graph.DType{graph.F32, graph.F16, graph.BF16}},
+	{"chains", "beam", []graph.DType{graph.I32}},
+	{"chains", "accept", []graph.DType{graph.I32}},
 	// quant: <variant><bits>, by the dtype of the scales and biases.
 	{"quant", "embed4", scaleDTypes}, {"quant", "embed8", scaleDTypes},
 	{"quant", "dequant4", scaleDTypes}, {"quant", "dequant8", scaleDTypes},

@@ -93,6 +93,11 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 	return d, nil
 }
 
+// OnDevice reports whether d's backend counts its waits for a device
+// (graph.Counter: Metal), where searches run as one plan and a greedy
+// decoder runs whole steps as one (DeviceStep).
+func (d *Drafter) OnDevice() bool { return d.onDevice }
+
 // Close frees the plans and the weights' backend views.
 func (d *Drafter) Close() {
 	d.mu.Lock()
@@ -327,19 +332,7 @@ func (d *Drafter) buildSearch(w, l int) (*searchGraph, error) {
 		start:   g.Input("beams", graph.I32, 3, w),
 		zero:    g.Input("zeros", graph.I32, w),
 	}
-	// As on the host, the first step runs one row (every beam starts from
-	// the same token and state) and only beam 0 is alive.
-	tok, state, beams, zeros := sg.init, sg.state, sg.start, graph.Slice(sg.zero, 0, 1)
-	for t := 1; t < l; t++ {
-		newState, logits := d.headStep(g, tok, state, sg.context, zeros)
-		beams = graph.BeamTop(beams, graph.WarpLogSoftmax(logits, topLogits, maskedLogit), w)
-		sg.sel = append(sg.sel, beams)
-		if t+1 < l {
-			tok = graph.Reshape(graph.Slice(beams, 1, 2), w)
-			state = graph.GatherRows(newState, graph.Reshape(graph.Slice(beams, 0, 1), w))
-			zeros = sg.zero
-		}
-	}
+	sg.sel = d.addSearch(g, sg.init, sg.context, sg.state, sg.start, sg.zero, w, l)
 	p, err := graph.Compile(d.llm.Backend, sg.sel...)
 	if err != nil {
 		return nil, err
@@ -347,14 +340,54 @@ func (d *Drafter) buildSearch(w, l int) (*searchGraph, error) {
 	sg.plan = p
 	sg.zeros = make([]int32, w)
 	sg.stateVals = make([]float32, c.HiddenSize)
-	sg.startVals = make([]int32, 3*w)
-	for i := 1; i < w; i++ {
-		sg.startVals[2*w+i] = int32(math.Float32bits(deadBeam))
-	}
+	sg.startVals = startBeams(w)
 	for range sg.sel {
 		sg.selVals = append(sg.selVals, make([]int32, 3*w))
 	}
 	return sg, nil
+}
+
+// addSearch adds a search of w beams of l tokens to g: from the init token
+// [1], the context h [1, H], a zero state [1, H], the starting beams [3, w]
+// (scores 0 for beam 0 and deadBeam for the rest) and w zeros. It returns
+// each draft's selection [3, w] (graph.BeamTop's layout).
+func (d *Drafter) addSearch(g *graph.Graph, init, context, state, start, zero *graph.Array, w, l int) []*graph.Array {
+	// As on the host, the first step runs one row (every beam starts from
+	// the same token and state) and only beam 0 is alive.
+	var sel []*graph.Array
+	tok, beams, zeros := init, start, graph.Slice(zero, 0, 1)
+	for t := 1; t < l; t++ {
+		newState, logits := d.headStep(g, tok, state, context, zeros)
+		beams = graph.BeamTop(beams, graph.WarpLogSoftmax(logits, topLogits, maskedLogit), w)
+		sel = append(sel, beams)
+		if t+1 < l {
+			tok = graph.Reshape(graph.Slice(beams, 1, 2), w)
+			state = graph.GatherRows(newState, graph.Reshape(graph.Slice(beams, 0, 1), w))
+			zeros = zero
+		}
+	}
+	return sel
+}
+
+// startBeams is the search's starting selection [3, w]: only beam 0 alive.
+func startBeams(w int) []int32 {
+	start := make([]int32, 3*w)
+	for i := 1; i < w; i++ {
+		start[2*w+i] = int32(math.Float32bits(deadBeam))
+	}
+	return start
+}
+
+// nonFiniteDraft is the error for a search whose scores are NaN: a
+// non-finite logit makes every score of its draft NaN (see
+// graph.BeamTopOp), and every later one.
+func nonFiniteDraft(sel []int32, w, draft int) error {
+	for _, bits := range sel[2*w:] {
+		if x := math.Float32frombits(uint32(bits)); x-x != 0 {
+			return fmt.Errorf("drafter: the draft head produced NaN or Inf logits for draft %d; its weights may hold NaN or Inf", draft)
+		}
+	}
+	return nil
 }
 
 // searchOnDevice is BeamSearch as one plan run: the host writes the
@@ -389,12 +422,8 @@ func (d *Drafter) searchOnDevice(sr *searcher, h []float32, init int32, w, l int
 		if err := p.Read(a, sg.selVals[t]); err != nil {
 			return nil, err
 		}
-		// A non-finite logit makes every score of its draft NaN (see
-		// graph.BeamTopOp), and every later one.
-		for _, bits := range sg.selVals[t][2*w:] {
-			if x := math.Float32frombits(uint32(bits)); x-x != 0 {
-				return nil, fmt.Errorf("drafter: the draft head produced NaN or Inf logits for draft %d; its weights may hold NaN or Inf", t+1)
-			}
+		if err := nonFiniteDraft(sg.selVals[t], w, t+1); err != nil {
+			return nil, err
 		}
 	}
 	beams := &Beams{Tokens: make([][]int32, w)}

@@ -41,11 +41,22 @@ type Stats struct {
 // Record adds one step that verified t, accepted n drafts and emitted
 // emitted tokens (n+1, or fewer when a stop rule cut the step short).
 func (s *Stats) Record(t *Tree, n, emitted int) {
+	s.record(t.N(), t.Width(), t.Length(), n, emitted)
+}
+
+// RecordChains adds one step that verified w beams of length l in the
+// chains layout (DeviceStep: 1+w·(l-1) tokens, no prefix merged), accepted
+// n drafts and emitted emitted tokens.
+func (s *Stats) RecordChains(w, l, n, emitted int) {
+	s.record(1+w*(l-1), w, l, n, emitted)
+}
+
+func (s *Stats) record(packed, w, l, n, emitted int) {
 	s.Steps++
 	s.Tokens += emitted
-	s.Packed += t.N()
-	s.Beamed += t.Width() * t.Length()
-	for len(s.AcceptHist) < max(n+1, t.Length()) {
+	s.Packed += packed
+	s.Beamed += w * l
+	for len(s.AcceptHist) < max(n+1, l) {
 		s.AcceptHist = append(s.AcceptHist, 0)
 		s.AcceptedAtDepth = append(s.AcceptedAtDepth, 0)
 	}

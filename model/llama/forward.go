@@ -101,11 +101,8 @@ type forwardGraph struct {
 	logits, hidden                *graph.Array
 }
 
-// build writes the Llama forward pass as a graph. PyTorch equivalents are
-// in the comments; shapes are [rows, ...].
+// build writes the Llama forward pass as a graph.
 func (r *Runner) build(s *State, n, nOut int) (*forwardGraph, error) {
-	c := &r.Model.Config
-	m := r.Model
 	g := graph.New()
 	f := &forwardGraph{
 		tokens: g.Input("tokens", graph.I32, n),
@@ -114,6 +111,29 @@ func (r *Runner) build(s *State, n, nOut int) (*forwardGraph, error) {
 		end:    g.Input("tree_end", graph.I32, n),
 		rows:   g.Input("out_rows", graph.I32, nOut),
 	}
+	f.logits, f.hidden = s.AddForward(g, f.tokens, f.pos, f.kvLen, f.end, f.rows)
+	p, err := graph.Compile(r.Backend, f.logits, f.hidden)
+	if err != nil {
+		return nil, err
+	}
+	f.plan = p
+	return f, nil
+}
+
+// AddForward adds the Llama forward pass over the new tokens [n] to g, with
+// their positions [n], the cached length kvLen [1] and their tree interval
+// ends [n] (see Batch), writing their keys and values into s's cache at
+// kvLen; it returns the logits [nOut, vocab] and final-norm hidden states
+// [nOut, dim] of the tokens rows [nOut] names. Forward runs it with every
+// array an Input; a caller may compute tokens on the device instead (the
+// greedy ReDrafter step, drafter.DeviceStep). PyTorch equivalents are in
+// the comments; shapes are [rows, ...].
+func (s *State) AddForward(g *graph.Graph, tokens, pos, kvLen, end, rows *graph.Array) (logits, hidden *graph.Array) {
+	r := s.r
+	c := &r.Model.Config
+	m := r.Model
+	n := tokens.Shape()[0]
+	f := &forwardGraph{tokens: tokens, pos: pos, kvLen: kvLen, end: end, rows: rows}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	x := graph.Embed(r.weight(g, &m.Embed), f.tokens) // x = embed_tokens(tokens)      [n, dim]
 	for i := range m.Layers {
@@ -143,12 +163,7 @@ func (r *Runner) build(s *State, n, nOut int) (*forwardGraph, error) {
 	x = graph.GatherRows(x, f.rows)                              // only the rows asked for
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]
 	f.logits = graph.MatMul(f.hidden, r.weight(g, &m.Output))    // logits = lm_head(hidden) [nOut, vocab]
-	p, err := graph.Compile(r.Backend, f.logits, f.hidden)
-	if err != nil {
-		return nil, err
-	}
-	f.plan = p
-	return f, nil
+	return f.logits, f.hidden
 }
 
 // State is one sequence's KV cache on the backend, with the plans compiled
@@ -391,13 +406,7 @@ func (s *State) Keep(idx []int32) error {
 		if cg == nil {
 			g := graph.New()
 			cg = &compactGraph{kvLen: g.Input("kv_len", graph.I32, 1), idx: g.Input("keep", graph.I32, n)}
-			var outs []*graph.Array
-			for l := range s.r.Model.Layers {
-				for which := range 2 {
-					outs = append(outs, graph.KVCompact(s.kv(g, l, which), cg.kvLen, cg.idx))
-				}
-			}
-			p, err := graph.Compile(s.r.Backend, outs...)
+			p, err := graph.Compile(s.r.Backend, s.AddKeep(g, cg.kvLen, cg.idx)...)
 			if err != nil {
 				return err
 			}

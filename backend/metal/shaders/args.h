@@ -30,6 +30,9 @@
 // Threads per threadgroup of the row reductions (norm, reduce).
 #define ROW_THREADS 256
 
+// chains.metal: threads of chains_accept's one threadgroup.
+#define CHAINS_THREADS 64
+
 // quant.metal qmv: outputs per simdgroup, simdgroups per threadgroup, rows
 // of x per threadgroup, and codes per lane per step.
 #define QMV_ROWS 4
@@ -119,6 +122,15 @@ struct DraftArgs {
 	int V;
 	int K;
 	float masked;
+};
+
+// The chains layout of W beams of length L in N = 1+W·(L-1) tokens
+// (chains.metal); depth is BeamChains' draft.
+struct ChainsArgs {
+	int N;
+	int W;
+	int L;
+	int depth;
 };
 
 // out[n,row] = x[idx[n]], x [M,row] 4-byte elements.
