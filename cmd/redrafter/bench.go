@@ -87,6 +87,7 @@ line.`,
 				table = stderr
 			}
 			var reports []*bench.Report
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 			for i, n := range threads {
 				// The CPU backend sizes its worker pool by GOMAXPROCS when
 				// the engine opens it, so each thread count loads anew.
