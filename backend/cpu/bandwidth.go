@@ -19,9 +19,10 @@ const BandwidthBuffer = 1 << 30
 // second, from threads goroutines each locked to an OS thread and summing its
 // own contiguous share of a buffer of size bytes with kernels.SumSquares (the
 // same full-width vector loads as the f16/f32 matrix-vector kernels, with
-// one multiply-add per 16 floats, so the loads bound it). The buffer is
-// written first: pages that were never written all map the kernel's one zero
-// page, which reads from cache at several times the memory's speed. The best
+// one multiply-add per 16 floats, so the loads bound it). Every page of the
+// buffer is written first: pages that were never written all map the
+// kernel's one zero page, which reads from cache at several times the
+// memory's speed. The best
 // of a few passes is the figure, as a decode step streams weights that are
 // already resident.
 //
@@ -46,8 +47,8 @@ func ReadBandwidth(ctx context.Context, threads, size int) (float64, error) {
 	for t := range threads {
 		fill.Go(func() {
 			part := buf[t*chunk : (t+1)*chunk]
-			for i := range part {
-				part[i] = float32(i&255) / 256
+			for i := 0; i < len(part); i += 1024 { // one float per 4 KiB page
+				part[i] = 1
 			}
 		})
 	}
