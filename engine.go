@@ -49,6 +49,7 @@ type Engine struct {
 	// draftSource proposes beams: the drafter, or a test's stand-in.
 	draftSource beamSource
 	context     int
+	decodeBytes int64 // weight bytes a decode step reads (llama.Model.DecodeBytes)
 	log         *slog.Logger
 	closed      bool
 }
@@ -112,6 +113,7 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	e.ChatTemplate = vocab.ChatTemplate
+	e.decodeBytes = ck.Model.DecodeBytes()
 	if e.runner, err = llama.Bind(ck.Model, be); err != nil {
 		return fail(err)
 	}
@@ -226,6 +228,11 @@ type ModelInfo struct {
 	TrainedContext int
 	// KVCache is the KV cache's element type, "f32" or "f16".
 	KVCache string
+	// DecodeBytes is what one decode step reads of the weights, in bytes (the
+	// KV cache's reads come on top). Decoding is bound by memory bandwidth:
+	// DecodeBytes over the read bandwidth (HostReadBandwidth on the CPU) is
+	// the shortest a token can take.
+	DecodeBytes int64
 }
 
 // Model describes the loaded model.
@@ -236,7 +243,7 @@ func (e *Engine) Model() ModelInfo {
 		kv = "f16"
 	}
 	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
-		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv}
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv, DecodeBytes: e.decodeBytes}
 }
 
 // Backend is the name of the backend the engine runs on ("cpu", "metal", ...).

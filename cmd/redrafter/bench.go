@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 
@@ -20,7 +22,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
 		model, head, prompts, jsonOut, svgOut, template, profile, kvCache string
 		maxTokens, limit, ctxLen, passesAfter                             int
-		widths, lengths, passes                                           []int
+		widths, lengths, passes, threads                                  []int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH --drafter DIR --prompts FILE",
@@ -60,19 +62,13 @@ line.`,
 			if limit > 0 && limit < len(ps) {
 				ps = ps[:limit]
 			}
-			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend, Context: ctxLen, KVCache: kvCache})
-			if err != nil {
-				return err
+			if len(threads) == 0 {
+				threads = []int{runtime.GOMAXPROCS(0)}
 			}
-			defer e.Close()
-			if err := e.LoadDrafter(head); err != nil {
-				return err
-			}
-			cfg := bench.Config{Widths: widths, Lengths: lengths, MaxTokens: maxTokens, Template: template}
-			stderr := cmd.ErrOrStderr()
-			pl := newProgressLine(stderr, "bench")
-			cfg.Progress = func(done, total int, what string) {
-				pl.update(done == total, fmt.Sprintf("[%d/%d] %s", done, total, what), "done", done, "total", total, "run", what)
+			for _, n := range threads {
+				if n < 1 || n > maxThreads() {
+					return fmt.Errorf("--threads %d: want 1 to %d (4× the %d CPUs)", n, maxThreads(), runtime.NumCPU())
+				}
 			}
 			if profile != "" {
 				f, err := os.Create(profile)
@@ -83,36 +79,49 @@ line.`,
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return err
 				}
+				defer pprof.StopCPUProfile()
 			}
-			r, err := bench.Run(cmd.Context(), e, ps, cfg)
-			pl.finish()
-			if profile != "" {
-				pprof.StopCPUProfile()
-			}
-			if err != nil {
-				return err
-			}
-			if len(passes) > 0 {
-				if r.Passes, err = bench.MeasurePasses(e, passes, passesAfter, 10); err != nil {
-					return err
-				}
-			}
-			r.Model.Path, r.Drafter.Path = model, head
-			r.Model.InflatedFrom = inflatedFrom(model)
+			stderr := cmd.ErrOrStderr()
 			table := cmd.OutOrStdout()
 			if jsonOut == "-" {
 				table = stderr
 			}
-			if err := r.WriteTable(table); err != nil {
-				return err
+			var reports []*bench.Report
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+			for i, n := range threads {
+				// The CPU backend sizes its worker pool by GOMAXPROCS when
+				// the engine opens it, so each thread count loads anew.
+				runtime.GOMAXPROCS(n)
+				r, err := benchOnce(cmd, g.backend, model, head, ps, passes, passesAfter, ctxLen, kvCache,
+					bench.Config{Widths: widths, Lengths: lengths, MaxTokens: maxTokens, Template: template})
+				if err != nil {
+					return err
+				}
+				if i > 0 {
+					fmt.Fprintln(table)
+				}
+				if err := r.WriteTable(table); err != nil {
+					return err
+				}
+				reports = append(reports, r)
+			}
+			if len(reports) > 1 {
+				fmt.Fprintln(table)
+				if err := bench.WriteScaling(table, reports); err != nil {
+					return err
+				}
 			}
 			if jsonOut != "" {
-				if err := writeOut(cmd.OutOrStdout(), jsonOut, r.WriteJSON); err != nil {
+				write := reports[0].WriteJSON
+				if len(reports) > 1 {
+					write = func(w io.Writer) error { return bench.WriteJSONs(w, reports) }
+				}
+				if err := writeOut(cmd.OutOrStdout(), jsonOut, write); err != nil {
 					return err
 				}
 			}
 			if svgOut != "" {
-				if err := writeOut(cmd.OutOrStdout(), svgOut, r.WriteSVG); err != nil {
+				if err := writeOut(cmd.OutOrStdout(), svgOut, reports[len(reports)-1].WriteSVG); err != nil {
 					return err
 				}
 			}
@@ -135,10 +144,47 @@ line.`,
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the runs (warm-up included) to this file")
 	f.IntVar(&ctxLen, "context", 0, "maximum tokens in the context (0: the model's)")
 	f.StringVar(&kvCache, "kv-cache", "", "KV cache element type: f32 or f16 (default f16 on a GPU, f32 on the CPU)")
+	f.IntSliceVar(&threads, "threads", nil, "CPU threads; several (1,2,4) run the whole benchmark once per count and add a scaling table (default: all cores)")
 	for _, name := range []string{"model", "drafter", "prompts"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// benchOnce loads the model and its head, runs the benchmark at the current
+// GOMAXPROCS, measuring the read bandwidth in the same run on the CPU, and
+// closes the engine.
+func benchOnce(cmd *cobra.Command, backend, model, head string, ps []bench.Prompt, passes []int, passesAfter, ctxLen int,
+	kvCache string, cfg bench.Config) (*bench.Report, error) {
+	e, err := redrafter.Load(model, redrafter.Options{Backend: backend, Context: ctxLen, KVCache: kvCache})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	if err := e.LoadDrafter(head); err != nil {
+		return nil, err
+	}
+	if e.Backend() == "cpu" {
+		threads := runtime.GOMAXPROCS(0)
+		cfg.ReadBandwidth = func(ctx context.Context) (float64, error) { return redrafter.HostReadBandwidth(ctx, threads) }
+	}
+	pl := newProgressLine(cmd.ErrOrStderr(), fmt.Sprintf("bench (%d threads)", runtime.GOMAXPROCS(0)))
+	cfg.Progress = func(done, total int, what string) {
+		pl.update(done == total, fmt.Sprintf("[%d/%d] %s", done, total, what), "done", done, "total", total, "run", what)
+	}
+	r, err := bench.Run(cmd.Context(), e, ps, cfg)
+	pl.finish()
+	if err != nil {
+		return nil, err
+	}
+	if len(passes) > 0 {
+		if r.Passes, err = bench.MeasurePasses(e, passes, passesAfter, 10); err != nil {
+			return nil, err
+		}
+	}
+	r.Model.Path, r.Drafter.Path = model, head
+	r.Model.InflatedFrom = inflatedFrom(model)
+	return r, nil
 }
 
 // writeOut writes with write to path, or to stdout when path is "-".

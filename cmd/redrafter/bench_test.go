@@ -69,6 +69,44 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// TestBenchThreads: a thread-count sweep runs the benchmark once per count,
+// each with the read bandwidth measured at that count, and adds the scaling
+// table; the JSON is then an array of reports.
+func TestBenchThreads(t *testing.T) {
+	head, prompts := benchFixture(t)
+	out, stderr, err := run(t, "", "bench", "--backend", "cpu", "--model", stories, "--drafter", head, "--prompts", prompts,
+		"--limit", "1", "--max-tokens", "8", "--beam-width", "1", "--beam-length", "3", "--threads", "1,2", "--json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []struct {
+		Machine struct {
+			Threads   int
+			Bandwidth [2]float64 `json:"read_bandwidth_bytes_per_s"`
+		}
+		Model struct {
+			DecodeBytes int64 `json:"decode_bytes"`
+		}
+		Autoregressive struct {
+			Fraction float64 `json:"bandwidth_fraction"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("stdout is not a JSON array of reports: %v\n%s", err, out)
+	}
+	if len(rs) != 2 || rs[0].Machine.Threads != 1 || rs[1].Machine.Threads != 2 {
+		t.Fatalf("reports %+v", rs)
+	}
+	for _, r := range rs {
+		if !(r.Machine.Bandwidth[0] > 0 && r.Machine.Bandwidth[1] > 0 && r.Autoregressive.Fraction > 0) || r.Model.DecodeBytes != 1040384 {
+			t.Errorf("report %+v", r)
+		}
+	}
+	if !strings.Contains(stderr, "scaling with threads") || !strings.Contains(stderr, "of the measured read bandwidth") {
+		t.Errorf("no scaling table or bandwidth line on stderr:\n%s", stderr)
+	}
+}
+
 func TestBenchErrors(t *testing.T) {
 	head, prompts := benchFixture(t)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
@@ -91,6 +129,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--drafter", head, "--prompts", bad}, "bad.jsonl:1: the record has no turns, question or prompt field"},
 		{[]string{"--drafter", head, "--prompts", "nowhere.jsonl"}, "no such file"},
 		{[]string{"--drafter", t.TempDir(), "--prompts", prompts}, "not a draft head checkpoint"},
+		{[]string{"--drafter", head, "--prompts", prompts, "--threads", "1,0"}, "--threads 0: want 1 to"},
 	} {
 		if _, _, err := run(t, "", append(base, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("bench %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)

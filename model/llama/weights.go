@@ -212,3 +212,32 @@ func (m *Model) weightsOf() []*Weight {
 	}
 	return ws
 }
+
+// DecodeBytes is what one decode step reads of the weights, in bytes: every
+// layer's matrices, norms and biases, the final norm, the output projection,
+// and one row of the embedding table (all of it when the table is also the
+// output projection). Quantized weights count their codes, scales and biases.
+// The KV cache's reads come on top and grow with the context. Decoding is
+// bound by memory bandwidth, so this over the machine's read bandwidth is the
+// fastest a token can be.
+func (m *Model) DecodeBytes() int64 {
+	var n int64
+	for _, w := range m.weightsOf() {
+		if w == &m.Embed && !m.Config.TiedOutput {
+			if m.Config.Vocab > 0 {
+				n += weightBytes(w) / int64(m.Config.Vocab)
+			}
+			continue
+		}
+		n += weightBytes(w)
+	}
+	return n
+}
+
+func weightBytes(w *Weight) int64 {
+	n := int64(len(w.Data))
+	if q := w.Quant; q != nil {
+		n += int64(len(q.Scales.Data) + len(q.Biases.Data))
+	}
+	return n
+}

@@ -33,6 +33,12 @@ type Config struct {
 	WarmupTokens int
 	// Progress, if set, is told about every run before it starts.
 	Progress func(done, total int, what string)
+	// ReadBandwidth, if set, measures the machine's streaming read
+	// bandwidth in bytes per second (redrafter.HostReadBandwidth at the
+	// run's thread count, for the CPU backend). Run calls it after the
+	// warm-up and after the runs, so that the decode rate can be put as a
+	// fraction of what the memory could deliver in the same sitting.
+	ReadBandwidth func(context.Context) (float64, error)
 }
 
 // Report is the outcome of a benchmark.
@@ -67,6 +73,19 @@ type Machine struct {
 	// (Linux; zero elsewhere): other work on the machine skews the numbers.
 	LoadBefore [3]float64 `json:"load_before"`
 	LoadAfter  [3]float64 `json:"load_after"`
+	// ReadBandwidth is the streaming read bandwidth measured in the same run
+	// (bytes per second), before and after the timed runs; zero when not
+	// measured (Config.ReadBandwidth).
+	ReadBandwidth [2]float64 `json:"read_bandwidth_bytes_per_s,omitempty"`
+}
+
+// Bandwidth is the mean of the read bandwidth measured before and after the
+// runs (0 when it was not measured).
+func (m Machine) Bandwidth() float64 {
+	if m.ReadBandwidth[0] == 0 || m.ReadBandwidth[1] == 0 {
+		return 0
+	}
+	return (m.ReadBandwidth[0] + m.ReadBandwidth[1]) / 2
 }
 
 // Model describes the LLM.
@@ -81,6 +100,8 @@ type Model struct {
 	FFN     int    `json:"ffn"`
 	Vocab   int    `json:"vocab"`
 	KVCache string `json:"kv_cache"` // the KV cache's element type: f32 or f16
+	// DecodeBytes is what one decode step reads of the weights.
+	DecodeBytes int64 `json:"decode_bytes"`
 	// InflatedFrom is the original shape of a model padded by redrafter dev
 	// inflate (tools/inflate): same function, larger cost, same vocabulary.
 	InflatedFrom string `json:"inflated_from,omitempty"`
@@ -100,6 +121,11 @@ type Baseline struct {
 	Tokens          int     `json:"tokens"`
 	DecodeSeconds   float64 `json:"decode_s"`
 	TokensPerSecond float64 `json:"tokens_per_s"`
+	// BandwidthFraction is the weight bytes read per second while decoding
+	// (TokensPerSecond × Model.DecodeBytes) over the machine's read
+	// bandwidth measured in the same run: 1 is the memory's limit. Zero
+	// when the bandwidth was not measured.
+	BandwidthFraction float64 `json:"bandwidth_fraction,omitempty"`
 }
 
 // Cell is ReDrafter at one beam shape, summed over all prompts.
@@ -222,7 +248,7 @@ func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config)
 		Date:    time.Now().UTC(),
 		Machine: machine(e.Backend()),
 		Model: Model{Arch: c.Arch, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
-			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: c.KVCache},
+			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: c.KVCache, DecodeBytes: c.DecodeBytes},
 		Drafter: Drafter{HiddenSize: hc.HiddenSize, ExitDim: hc.ExitDim, Layers: hc.Layers, RNN: hc.RNN},
 	}
 	s, err := e.NewSession()
@@ -235,7 +261,7 @@ func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config)
 		o.MaxTokens, o.Draft = max, draft
 		return s.Generate(ctx, texts[i], o, nil)
 	}
-	if err := r.sweep(prompts, cfg, gen); err != nil {
+	if err := r.sweep(ctx, prompts, cfg, gen); err != nil {
 		return nil, err
 	}
 	r.Template = tmpl
@@ -246,7 +272,7 @@ func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config)
 type generator func(i, max int, draft redrafter.DraftOptions) (*redrafter.Result, error)
 
 // sweep runs the warm-up and the measurements and fills r.
-func (r *Report) sweep(prompts []Prompt, cfg Config, gen generator) error {
+func (r *Report) sweep(ctx context.Context, prompts []Prompt, cfg Config, gen generator) error {
 	r.MaxTokens, r.Greedy = cfg.MaxTokens, true
 	for _, p := range prompts {
 		r.Prompts = append(r.Prompts, p.ID)
@@ -258,6 +284,9 @@ func (r *Report) sweep(prompts []Prompt, cfg Config, gen generator) error {
 	}
 	cells := make([]acc, len(cfg.Widths)*len(cfg.Lengths))
 	total := (1 + len(cells)) * (len(prompts) + 1)
+	if cfg.ReadBandwidth != nil {
+		total += 2
+	}
 	done := 0
 	progress := func(format string, args ...any) {
 		if cfg.Progress != nil {
@@ -282,6 +311,14 @@ func (r *Report) sweep(prompts []Prompt, cfg Config, gen generator) error {
 				return err
 			}
 		}
+	}
+	if cfg.ReadBandwidth != nil {
+		progress("read bandwidth")
+		bw, err := cfg.ReadBandwidth(ctx)
+		if err != nil {
+			return fmt.Errorf("bench: read bandwidth: %w", err)
+		}
+		r.Machine.ReadBandwidth[0] = bw
 	}
 	r.Machine.LoadBefore = loadAvg()
 
@@ -320,12 +357,23 @@ func (r *Report) sweep(prompts []Prompt, cfg Config, gen generator) error {
 		}
 	}
 	r.Machine.LoadAfter = loadAvg()
+	if cfg.ReadBandwidth != nil {
+		progress("read bandwidth")
+		bw, err := cfg.ReadBandwidth(ctx)
+		if err != nil {
+			return fmt.Errorf("bench: read bandwidth: %w", err)
+		}
+		r.Machine.ReadBandwidth[1] = bw
+	}
 	if cfg.Progress != nil {
 		cfg.Progress(total, total, "done")
 	}
 
 	ar := &r.Autoregressive
 	ar.TokensPerSecond = rate(ar.Tokens, ar.DecodeSeconds)
+	if bw := r.Machine.Bandwidth(); bw > 0 {
+		ar.BandwidthFraction = ar.TokensPerSecond * float64(r.Model.DecodeBytes) / bw
+	}
 	k := 0
 	for _, w := range cfg.Widths {
 		for _, l := range cfg.Lengths {

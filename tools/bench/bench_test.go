@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -268,7 +269,7 @@ func TestSweepMismatch(t *testing.T) {
 	ps := []Prompt{{ID: "first"}, {ID: "second"}}
 	cfg := Config{Widths: []int{1, 2}, Lengths: []int{3}, MaxTokens: 10}
 	var r Report
-	err := r.sweep(ps, cfg, fakeGen(func(i int, d redrafter.DraftOptions) bool { return i == 1 && d.BeamWidth == 2 }))
+	err := r.sweep(context.Background(), ps, cfg, fakeGen(func(i int, d redrafter.DraftOptions) bool { return i == 1 && d.BeamWidth == 2 }))
 	var me *MismatchError
 	if !errors.As(err, &me) || me.Prompt != "second" || me.W != 2 || me.L != 3 || me.At != 5 {
 		t.Fatalf("sweep = %v, want a mismatch on prompt second at W=2 L=3, token 5", err)
@@ -277,11 +278,46 @@ func TestSweepMismatch(t *testing.T) {
 		t.Errorf("message %q", err)
 	}
 	r = Report{}
-	if err := r.sweep(ps, cfg, fakeGen(nil)); err != nil {
+	if err := r.sweep(context.Background(), ps, cfg, fakeGen(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if c := r.Cell(2, 3); c == nil || c.Speedup < 1.99 || c.Speedup > 2.01 || c.TokensPerStep != 2 || c.Split.Verify != 100 {
 		t.Errorf("cell %+v", c)
+	}
+}
+
+// TestSweepBandwidth: the read bandwidth is measured before and after the
+// runs, and decoding is reported as a fraction of their mean.
+func TestSweepBandwidth(t *testing.T) {
+	ps := []Prompt{{ID: "p"}}
+	calls := 0
+	cfg := Config{Widths: []int{1}, Lengths: []int{3}, MaxTokens: 10,
+		ReadBandwidth: func(context.Context) (float64, error) { calls++; return float64(calls) * 2e9, nil }}
+	r := Report{Model: Model{DecodeBytes: 1e6}}
+	if err := r.sweep(context.Background(), ps, cfg, fakeGen(nil)); err != nil {
+		t.Fatal(err)
+	}
+	// fakeGen decodes a token a millisecond: 1000 tokens/s × 1 MB = 1 GB/s
+	// against (2 + 4) / 2 GB/s.
+	if calls != 2 || r.Machine.ReadBandwidth != [2]float64{2e9, 4e9} {
+		t.Fatalf("%d calls, bandwidth %v", calls, r.Machine.ReadBandwidth)
+	}
+	if f := r.Autoregressive.BandwidthFraction; math.Abs(f-1.0/3) > 1e-9 {
+		t.Errorf("fraction %v, want 1/3", f)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2.0 GB/s before the runs, 4.0 GB/s after", "1.0 MB of weights read per token: 1.0 GB/s, 33% of the measured read bandwidth"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	boom := errors.New("boom")
+	cfg.ReadBandwidth = func(context.Context) (float64, error) { return 0, boom }
+	if err := r.sweep(context.Background(), ps, cfg, fakeGen(nil)); !errors.Is(err, boom) {
+		t.Errorf("failing measurement: %v", err)
 	}
 }
 

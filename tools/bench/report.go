@@ -25,9 +25,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 		orUnknown(mc.CPU), mc.Cores, mc.Threads, mc.Backend, mc.GoVersion, mc.LoadBefore[0], mc.LoadAfter[0])
 	ew.printf("prompts   %d × up to %d new tokens, greedy (outputs identical), template %s; %s\n",
 		len(r.Prompts), r.MaxTokens, r.Template, r.Date.Format("2006-01-02 15:04 MST"))
+	if bw := mc.ReadBandwidth; bw[0] > 0 {
+		ew.printf("memory    streaming read bandwidth on %d threads: %.1f GB/s before the runs, %.1f GB/s after\n",
+			mc.Threads, bw[0]/1e9, bw[1]/1e9)
+	}
 	ar := r.Autoregressive
-	ew.printf("autoregressive  %d tokens in %.2f s: %.2f tokens/s (%.2f ms per token)\n\n",
+	ew.printf("autoregressive  %d tokens in %.2f s: %.2f tokens/s (%.2f ms per token)\n",
 		ar.Tokens, ar.DecodeSeconds, ar.TokensPerSecond, ar.MSPerToken())
+	if m.DecodeBytes > 0 {
+		ew.printf("                %.1f MB of weights read per token", float64(m.DecodeBytes)/1e6)
+		if ar.BandwidthFraction > 0 {
+			ew.printf(": %.1f GB/s, %.0f%% of the measured read bandwidth", ar.TokensPerSecond*float64(m.DecodeBytes)/1e9, 100*ar.BandwidthFraction)
+		}
+		ew.printf("\n")
+	}
+	ew.printf("\n")
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "W\tL\ttok/s\tspeedup\ttok/step\tcompr\tN/step\tverify ms\t×AR\tdraft%\ttree%\tverify%\taccept%\tother%\t")
 	for _, c := range r.Cells {
@@ -92,4 +104,47 @@ func orUnknown(s string) string {
 		return "unknown CPU"
 	}
 	return s
+}
+
+// WriteScaling prints one row per report of a thread-count sweep (the same
+// benchmark run at each count): autoregressive decoding against the first
+// report's, the read bandwidth measured at that count, the fraction of it
+// reached, and the fastest ReDrafter shape.
+func WriteScaling(w io.Writer, reports []*Report) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	ew := &errWriter{w: w}
+	ew.printf("scaling with threads (autoregressive decoding against the first row; bandwidth measured in each run):\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "threads\tAR tok/s\t×first\tread GB/s\tdecode GB/s\t% of read\tbest ReDrafter tok/s\tW\tL\t")
+	base := reports[0].Autoregressive.TokensPerSecond
+	for _, r := range reports {
+		ar := r.Autoregressive
+		rel := 0.0
+		if base > 0 {
+			rel = ar.TokensPerSecond / base
+		}
+		var best Cell
+		for _, c := range r.Cells {
+			if c.TokensPerSecond > best.TokensPerSecond {
+				best = c
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f×\t%.1f\t%.1f\t%.0f%%\t%.2f\t%d\t%d\t\n", r.Machine.Threads, ar.TokensPerSecond, rel,
+			r.Machine.Bandwidth()/1e9, ar.TokensPerSecond*float64(r.Model.DecodeBytes)/1e9, 100*ar.BandwidthFraction,
+			best.TokensPerSecond, best.W, best.L)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return ew.err
+}
+
+// WriteJSONs writes the reports of a thread-count sweep as one indented JSON
+// array.
+func WriteJSONs(w io.Writer, reports []*Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(reports)
 }
