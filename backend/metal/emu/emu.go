@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,20 +235,78 @@ func (b *Builder) build(name, src, key string) (*Program, error) {
 	if err := os.WriteFile(cpp, []byte(tu.String()), 0o644); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(base); err != nil {
-		args := append(append([]string{}, cxxFlags...), "-I", b.shimDir(), "-x", "c++", cpp, "-x", "none", driver, "-o", base+".tmp")
-		if err := run(b.cxx, args...); err != nil {
-			return nil, fmt.Errorf("emu: compiling %s: %w", name, err)
-		}
-		if err := os.Rename(base+".tmp", base); err != nil {
-			return nil, err
-		}
-	}
-	p := &Program{Name: name, path: base}
+	p := &Program{Name: name, b: b, cpp: cpp, driver: driver, base: base}
 	for _, k := range kernels {
 		p.Kernels = append(p.Kernels, k.Name)
 	}
+	// The default variant is built now, so that a kernel that does not
+	// compile fails Build; the other on first use.
+	if _, err := p.binary(ContractOff); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// Contract is how the compiler may fuse a multiply and an add into one
+// fused multiply-add (one rounding instead of two). Apple's compiler may
+// fuse them, and where it does is its own choice, so a kernel is only right
+// if its results are within tolerance both ways.
+type Contract int
+
+const (
+	// ContractOff never fuses (-ffp-contract=off): every product and sum is
+	// rounded, as written.
+	ContractOff Contract = iota
+	// ContractFast fuses wherever it can, across statements too
+	// (-ffp-contract=fast, with the host's FMA instructions).
+	ContractFast
+)
+
+func (c Contract) String() string {
+	if c == ContractFast {
+		return "fp-contract=fast"
+	}
+	return "fp-contract=off"
+}
+
+// flags are the compiler flags of c. x86-64's baseline has no FMA
+// instruction, so without -march=native (which has it on any x86-64 since
+// 2013, and never uses what the host lacks) -ffp-contract=fast would fuse
+// nothing; arm64 always has FMA.
+func (c Contract) flags() []string {
+	if c != ContractFast {
+		return []string{"-ffp-contract=off"}
+	}
+	if runtime.GOARCH == "amd64" {
+		return []string{"-ffp-contract=fast", "-march=native"}
+	}
+	return []string{"-ffp-contract=fast"}
+}
+
+// binary returns the path of the program compiled with c, compiling it on
+// first use.
+func (p *Program) binary(c Contract) (string, error) {
+	if c != ContractOff && c != ContractFast {
+		return "", fmt.Errorf("emu: unknown contraction mode %d", c)
+	}
+	r := &p.variants[c]
+	r.once.Do(func() {
+		path := p.base
+		if c == ContractFast {
+			path += "-fast"
+		}
+		if _, err := os.Stat(path); err == nil {
+			r.path = path
+			return
+		}
+		args := append(append(append([]string{}, cxxFlags...), c.flags()...), "-I", p.b.shimDir(), "-x", "c++", p.cpp, "-x", "none", p.driver, "-o", path+".tmp")
+		if err := run(p.b.cxx, args...); err != nil {
+			r.err = fmt.Errorf("emu: compiling %s (%v): %w", p.Name, c, err)
+			return
+		}
+		r.path, r.err = path, os.Rename(path+".tmp", path)
+	})
+	return r.path, r.err
 }
 
 var builtins = map[string]bool{
@@ -278,7 +337,10 @@ func run(name string, args ...string) error {
 type Program struct {
 	Name    string   // the .metal file
 	Kernels []string // host names, in instantiation order
-	path    string
+
+	b                 *Builder
+	cpp, driver, base string
+	variants          [2]onceResult // by Contract
 }
 
 // Buffer is one device buffer of a dispatch. Run replaces Data with the
@@ -295,14 +357,59 @@ type Dispatch struct {
 	Group       [3]int // threads per threadgroup
 	Buffers     []Buffer
 	Threadgroup map[int]int // threadgroup memory length by index
+	// Contract is the variant of the program that runs the dispatch.
+	Contract Contract
+	// Orders are the thread orders to run the dispatch in, each from the
+	// same buffers; results that differ bit for bit between them are an
+	// error (a race). Nil means DefaultOrders.
+	Orders []Order
 }
+
+// Order is an order of running threads: which ready thread of a
+// threadgroup the scheduler resumes first at each step, and the order of
+// the threadgroups. A thread runs until it waits at a barrier or in a
+// simdgroup collective, so the order decides which writes a thread that
+// should have waited, and did not, sees.
+type Order struct {
+	kind uint32
+	seed uint64
+}
+
+var (
+	// Forward runs threads by increasing index, threadgroups by increasing
+	// position (x fastest).
+	Forward = Order{kind: 0}
+	// Reverse runs threads and threadgroups by decreasing index.
+	Reverse = Order{kind: 1}
+)
+
+// Random runs threads in a new random order at every scheduling pass, and
+// threadgroups in a random order, from seed.
+func Random(seed uint64) Order { return Order{kind: 2, seed: seed} }
+
+func (o Order) String() string {
+	switch o.kind {
+	case 0:
+		return "forward"
+	case 1:
+		return "reverse"
+	}
+	return fmt.Sprintf("random(%d)", o.seed)
+}
+
+// DefaultOrders is forward, reverse and one random order: with forward
+// alone, a missing barrier before a thread reads what a lower thread wrote
+// goes unseen; reverse sees it, and forward sees the mirror image; the
+// random order mixes both within a threadgroup. The seed is fixed so that
+// a failure replays.
+var DefaultOrders = []Order{Forward, Reverse, Random(0x5eed)}
 
 // Run executes the dispatch and copies the results into d.Buffers.
 func (p *Program) Run(d *Dispatch) error {
 	var req bytes.Buffer
 	u32 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint32(v)) }
 	u64 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint64(v)) }
-	req.WriteString("EMU1")
+	req.WriteString("EMU2")
 	u32(len(d.Kernel))
 	req.WriteString(d.Kernel)
 	for _, v := range d.Grid {
@@ -324,7 +431,20 @@ func (p *Program) Run(d *Dispatch) error {
 			u64(n)
 		}
 	}
-	cmd := exec.Command(p.path)
+	orders := d.Orders
+	if orders == nil {
+		orders = DefaultOrders
+	}
+	u32(len(orders))
+	for _, o := range orders {
+		u32(int(o.kind))
+		_ = binary.Write(&req, binary.LittleEndian, o.seed)
+	}
+	path, err := p.binary(d.Contract)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path)
 	cmd.Stdin = &req
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -333,7 +453,7 @@ func (p *Program) Run(d *Dispatch) error {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return fmt.Errorf("emu: %s: %s grid %v group %v: %s", p.Name, d.Kernel, d.Grid, d.Group, msg)
+		return fmt.Errorf("emu: %s (%v): %s grid %v group %v: %s", p.Name, d.Contract, d.Kernel, d.Grid, d.Group, msg)
 	}
 	out := stdout.Bytes()
 	for i := range d.Buffers {
@@ -350,7 +470,11 @@ func (p *Program) Run(d *Dispatch) error {
 // List asks the compiled program for its kernel names, as the dispatcher
 // sees them.
 func (p *Program) List() ([]string, error) {
-	out, err := exec.Command(p.path, "--list").Output()
+	path, err := p.binary(ContractOff)
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(path, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("emu: %s --list: %w", p.Name, err)
 	}

@@ -44,6 +44,12 @@ type Emulator struct {
 	b        *emu.Builder
 	override map[string]string
 
+	// Contract and Orders are passed to every dispatch (emu.Dispatch): the
+	// program variant (FMA contraction) and the thread orders to run in,
+	// nil for emu.DefaultOrders.
+	Contract emu.Contract
+	Orders   []emu.Order
+
 	mu  sync.Mutex
 	ran map[string]int
 }
@@ -74,7 +80,8 @@ func (x *Emulator) Exec(d *metal.Dispatch) error {
 	if err != nil {
 		return err
 	}
-	ed := &emu.Dispatch{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{}}
+	ed := &emu.Dispatch{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{},
+		Contract: x.Contract, Orders: x.Orders}
 	for i, n := range d.Threadgroup {
 		ed.Threadgroup[i] = n
 	}
