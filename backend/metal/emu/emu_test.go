@@ -251,8 +251,10 @@ func TestReportsBugs(t *testing.T) {
 }
 
 // TestRefusesWhatMSLRefuses checks that kernels Apple's compiler refuses
-// (for their address spaces, or for C++ that MSL does not have) fail to
-// compile here too, and that the same kernels written right compile.
+// (for their address spaces, or for C++ that MSL does not have: double,
+// the C and C++ libraries, variable-length arrays, recursion, function
+// pointers, lambdas) fail to compile here too, and that the same kernels
+// written right compile.
 func TestRefusesWhatMSLRefuses(t *testing.T) {
 	const head = "#include <metal_stdlib>\nusing namespace metal;\nstruct N { int n; };\n"
 	for _, tc := range []struct {
@@ -311,6 +313,61 @@ kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2
 			bad:  `kernel void k(device float *out [[buffer(1)]]) { out[0] = std::fmax(out[0], 1.0f); }`,
 			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = max(out[0], 1.0f); }`,
 			want: "poisoned",
+		},
+		{
+			name: "recursion",
+			bad: `inline float fact(int n) { return n <= 1 ? 1.0f : float(n) * fact(n - 1); }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = fact(a.n); }`,
+			good: `inline float fact(int n) { float f = 1.0f; for (int i = 2; i <= n; i++) { f *= float(i); } return f; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = fact(a.n); }`,
+			want: "fact: is recursive (fact → fact)",
+		},
+		{
+			name: "mutual recursion",
+			bad: `inline int odd(int n);
+inline int even(int n) { return n == 0 ? 1 : odd(n - 1); }
+inline int odd(int n) { return n == 0 ? 0 : even(n - 1); }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = float(even(a.n)); }`,
+			good: `inline int even(int n) { return (n % 2) == 0 ? 1 : 0; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = float(even(a.n)); }`,
+			want: "is recursive (",
+		},
+		{
+			name: "function pointer",
+			bad: `inline float twice(float x) { return 2.0f * x; }
+inline float apply(float (*f)(float), float x) { return f(x); }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = apply(twice, out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+inline float apply(float x) { return twice(x); }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = apply(out[0]); }`,
+			want: "k<float>: uses function twice as a value (a function pointer)",
+		},
+		{
+			name: "call through a function pointer",
+			bad: `inline float twice(float x) { return 2.0f * x; }
+inline float half_of(float x) { return 0.5f * x; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	float (*f)(float) = a.n > 0 ? twice : half_of; out[0] = f(out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+inline float half_of(float x) { return 0.5f * x; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	out[0] = a.n > 0 ? twice(out[0]) : half_of(out[0]); }`,
+			want: "function pointer",
+		},
+		{
+			name: "lambda",
+			bad: `kernel void k(device float *out [[buffer(1)]]) {
+	auto twice = [](float x) { return 2.0f * x; }; out[0] = twice(out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = twice(out[0]); }`,
+			want: "k<float>: makes a lambda expression",
+		},
+		{
+			name: "lambda never called",
+			bad: `kernel void k(device float *out [[buffer(1)]]) {
+	auto unused = [out]() { out[1] = 0.0f; }; (void)unused; out[0] = 1.0f; }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = 1.0f; }`,
+			want: "lambda expression",
 		},
 		{
 			name: "variable-length array",
