@@ -28,10 +28,14 @@ func Main(m *testing.M) int { return emu.Main(m) }
 
 // NewEmulated returns a Metal backend over the fake device with every
 // dispatch run by its emulated kernel, under the fake device's default
-// policy.
+// policy. Dispatches run in the forward thread order only: the kernels are
+// checked in every order by package metal's TestKernels, and a whole
+// generation in three orders would take three times as long for nothing
+// more about the host code.
 func NewEmulated(tb testing.TB) *metal.Backend {
 	tb.Helper()
 	x := NewEmulator(tb, nil)
+	x.Orders = []emu.Order{emu.Forward}
 	ref := metal.NewFake(metal.Policy{})
 	p := metal.DefaultPolicy(ref.Device())
 	ref.Close()
