@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/backend/metal/emu"
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
 )
 
@@ -25,31 +26,20 @@ func seed(t *testing.T) uint64 {
 	return s
 }
 
+// kernelModes are the emulator modes TestKernels runs every case in: the
+// kernels compiled with FMA contraction off and fast (Apple's compiler may
+// fuse a multiply and an add or not, as it sees fit, so a kernel must be
+// within tolerance of the reference either way), each dispatch run in the
+// default thread orders (forward, reverse, random), whose results must
+// agree bit for bit.
+var kernelModes = []emuMode{{contract: emu.ContractOff}, {contract: emu.ContractFast}}
+
 // TestKernels runs every op case through the Metal backend's encoder and
-// the emulated kernels, against the CPU reference backend, and then checks
-// that the cases ran every kernel of the library.
+// the emulated kernels, against the CPU reference backend, in each of
+// kernelModes, and then checks that the cases ran every kernel of the
+// library in each mode.
 func TestKernels(t *testing.T) {
-	r := rand.New(rand.NewPCG(seed(t), 5))
-	be, x := newEmuBackend(t, nil)
-	ref := cpu.NewReference()
-	for _, c := range opCases(r) {
-		t.Run(c.name, func(t *testing.T) {
-			want, err := evalCase(ref, c)
-			if err != nil {
-				t.Fatalf("cpu: %v", err)
-			}
-			got, err := evalCase(be, c)
-			if err != nil {
-				t.Fatalf("metal: %v", err)
-			}
-			if msg, _ := compare(got, want, c.tol, c.floor); msg != "" {
-				t.Errorf("%s: %s", c.name, msg)
-			}
-		})
-	}
-	if f := flag.Lookup("test.run"); t.Failed() || (f != nil && strings.Contains(f.Value.String(), "/")) {
-		return // a failed or subtest-filtered run covers part of the library
-	}
+	s := seed(t)
 	lib, err := msl.Library()
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +49,35 @@ func TestKernels(t *testing.T) {
 		names = append(names, k.Name)
 	}
 	sort.Strings(names)
-	if ran := x.names(); !slices.Equal(ran, names) {
-		t.Errorf("the cases ran %d kernels %v; the library has %d: %v", len(ran), ran, len(names), names)
+	for _, m := range kernelModes {
+		t.Run(m.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(s, 5))
+			be, x := newEmuBackendMode(t, nil, m)
+			ref := cpu.NewReference()
+			for _, c := range opCases(r) {
+				t.Run(c.name, func(t *testing.T) {
+					want, err := evalCase(ref, c)
+					if err != nil {
+						t.Fatalf("cpu: %v", err)
+					}
+					got, err := evalCase(be, c)
+					if err != nil {
+						t.Fatalf("metal: %v", err)
+					}
+					if msg, _ := compare(got, want, c.tol, c.floor); msg != "" {
+						t.Errorf("%s: %s", c.name, msg)
+					}
+				})
+			}
+			if f := flag.Lookup("test.run"); t.Failed() || (f != nil && strings.Count(f.Value.String(), "/") > 1) {
+				return // a failed or case-filtered run covers part of the library
+			}
+			if ran := x.names(); !slices.Equal(ran, names) {
+				t.Errorf("the cases ran %d kernels %v; the library has %d: %v", len(ran), ran, len(names), names)
+			}
+			t.Logf("%d of %d kernels in the library run against the CPU reference (%v)", len(x.names()), len(names), m)
+		})
 	}
-	t.Logf("%d of %d kernels in the library run against the CPU reference", len(x.names()), len(names))
 }
 
 // TestHarnessCatchesPlantedBug plants a wrong index in a copy of a kernel
@@ -131,6 +146,67 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		}
 		if !found {
 			t.Fatalf("no case %s", bug.cases)
+		}
+	}
+}
+
+// TestOrdersCatchMissingBarrier plants a missing threadgroup_barrier in a
+// copy of a kernel, one that running threads in index order hides: the
+// case passes with the forward order alone and fails under the default
+// orders (forward, reverse, random), whose results disagree.
+func TestOrdersCatchMissingBarrier(t *testing.T) {
+	const file, cases = "attention.metal", "Attention/f32/decode/N1_H2_KVH2_D8_past0"
+	// The barrier between each simdgroup writing its partial (maximum, sum,
+	// values) and every thread reading all of them.
+	const from = `				os[int(sgitg) * D + d] = acc[t][e];
+			}
+		}
+	}
+	threadgroup_barrier(mem_flags::mem_threadgroup);`
+	raw, err := msl.Raw(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(raw, from) != 1 {
+		t.Fatalf("%s no longer contains one %q; update the planted bug", file, from)
+	}
+	override := map[string]string{file: strings.Replace(raw, from, strings.TrimSuffix(from, "threadgroup_barrier(mem_flags::mem_threadgroup);"), 1)}
+	ref := cpu.NewReference()
+	for _, tc := range []struct {
+		mode   emuMode
+		caught bool
+	}{
+		{emuMode{orders: []emu.Order{emu.Forward}}, false},
+		{emuMode{}, true},
+	} {
+		be, _ := newEmuBackendMode(t, override, tc.mode)
+		found := false
+		for _, c := range opCases(rand.New(rand.NewPCG(1, 2))) {
+			if c.name != cases {
+				continue
+			}
+			found = true
+			want, err := evalCase(ref, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := ""
+			got, err := evalCase(be, c)
+			if err != nil {
+				msg = err.Error()
+			} else {
+				msg, _ = compare(got, want, c.tol, c.floor)
+			}
+			t.Logf("%s without the barrier (%v): %q", c.name, tc.mode, msg)
+			if caught := msg != ""; caught != tc.caught {
+				t.Errorf("%s without the barrier (%v): caught %v, want %v", c.name, tc.mode, caught, tc.caught)
+			}
+			if tc.caught && !strings.Contains(msg, "results differ between thread orders") {
+				t.Errorf("%s: caught as %q, want as results that differ between thread orders", c.name, msg)
+			}
+		}
+		if !found {
+			t.Fatalf("no case %s", cases)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package emu
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,7 +84,25 @@ kernel void bad_load(constant N &a [[buffer(0)]], device float *out [[buffer(1)]
 	simdgroup_load(x, out + lane, 8);
 }
 
+// Each thread takes a ticket from a counter in device memory (out[n]), as
+// no correct kernel does: the tickets show the order threads ran in.
+template <typename T>
+kernel void ticket(constant N &a [[buffer(0)]], device uint *out [[buffer(1)]],
+		uint tid [[thread_index_in_threadgroup]], uint3 tg [[threadgroup_position_in_grid]]) {
+	const uint t = out[a.n];
+	out[a.n] = t + 1u;
+	out[tg.x * 64u + tid] = t;
+}
+
+// out = x*y + z, which a fused multiply-add computes with one rounding.
+template <typename T>
+kernel void mul_add(constant N &a [[buffer(0)]], device float *x [[buffer(1)]]) {
+	x[3] = x[0] * x[1] + x[2];
+}
+
 instantiate_kernel("barrier_rotate_f32", barrier_rotate, float)
+instantiate_kernel("ticket_f32", ticket, float)
+instantiate_kernel("mul_add_f32", mul_add, float)
 instantiate_kernel("simd_ops_f32", simd_ops, float)
 instantiate_kernel("matrix_mul_f32", matrix_mul, float)
 instantiate_kernel("bad_barrier_f32", bad_barrier, float)
@@ -232,8 +251,10 @@ func TestReportsBugs(t *testing.T) {
 }
 
 // TestRefusesWhatMSLRefuses checks that kernels Apple's compiler refuses
-// (for their address spaces, or for C++ that MSL does not have) fail to
-// compile here too, and that the same kernels written right compile.
+// (for their address spaces, or for C++ that MSL does not have: double,
+// the C and C++ libraries, variable-length arrays, recursion, function
+// pointers, lambdas) fail to compile here too, and that the same kernels
+// written right compile.
 func TestRefusesWhatMSLRefuses(t *testing.T) {
 	const head = "#include <metal_stdlib>\nusing namespace metal;\nstruct N { int n; };\n"
 	for _, tc := range []struct {
@@ -294,6 +315,61 @@ kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2
 			want: "poisoned",
 		},
 		{
+			name: "recursion",
+			bad: `inline float fact(int n) { return n <= 1 ? 1.0f : float(n) * fact(n - 1); }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = fact(a.n); }`,
+			good: `inline float fact(int n) { float f = 1.0f; for (int i = 2; i <= n; i++) { f *= float(i); } return f; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = fact(a.n); }`,
+			want: "fact: is recursive (fact → fact)",
+		},
+		{
+			name: "mutual recursion",
+			bad: `inline int odd(int n);
+inline int even(int n) { return n == 0 ? 1 : odd(n - 1); }
+inline int odd(int n) { return n == 0 ? 0 : even(n - 1); }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = float(even(a.n)); }`,
+			good: `inline int even(int n) { return (n % 2) == 0 ? 1 : 0; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) { out[0] = float(even(a.n)); }`,
+			want: "is recursive (",
+		},
+		{
+			name: "function pointer",
+			bad: `inline float twice(float x) { return 2.0f * x; }
+inline float apply(float (*f)(float), float x) { return f(x); }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = apply(twice, out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+inline float apply(float x) { return twice(x); }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = apply(out[0]); }`,
+			want: "k<float>: uses function twice as a value (a function pointer)",
+		},
+		{
+			name: "call through a function pointer",
+			bad: `inline float twice(float x) { return 2.0f * x; }
+inline float half_of(float x) { return 0.5f * x; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	float (*f)(float) = a.n > 0 ? twice : half_of; out[0] = f(out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+inline float half_of(float x) { return 0.5f * x; }
+kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
+	out[0] = a.n > 0 ? twice(out[0]) : half_of(out[0]); }`,
+			want: "function pointer",
+		},
+		{
+			name: "lambda",
+			bad: `kernel void k(device float *out [[buffer(1)]]) {
+	auto twice = [](float x) { return 2.0f * x; }; out[0] = twice(out[0]); }`,
+			good: `inline float twice(float x) { return 2.0f * x; }
+kernel void k(device float *out [[buffer(1)]]) { out[0] = twice(out[0]); }`,
+			want: "k<float>: makes a lambda expression",
+		},
+		{
+			name: "lambda never called",
+			bad: `kernel void k(device float *out [[buffer(1)]]) {
+	auto unused = [out]() { out[1] = 0.0f; }; (void)unused; out[0] = 1.0f; }`,
+			good: `kernel void k(device float *out [[buffer(1)]]) { out[0] = 1.0f; }`,
+			want: "lambda expression",
+		},
+		{
 			name: "variable-length array",
 			bad: `kernel void k(constant N &a [[buffer(0)]], device float *out [[buffer(1)]]) {
 	float v[a.n]; v[0] = 1.0f; out[0] = v[0]; }`,
@@ -318,5 +394,86 @@ kernel void k(device const float *in [[buffer(1)]], device float *out [[buffer(2
 				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOrders checks that each thread order runs threads and threadgroups
+// as documented, and that a dispatch whose results depend on the order is
+// an error under the default orders.
+func TestOrders(t *testing.T) {
+	p := semantics(t)
+	const groups, n = 2, 64
+	run := func(orders []Order) ([]uint32, error) {
+		out := make([]byte, 4*(groups*n+1))
+		d := &Dispatch{Kernel: "ticket_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
+			Buffers: []Buffer{{0, i32s(groups * n)}, {1, out}}, Orders: orders}
+		err := p.Run(d)
+		tickets := make([]uint32, groups*n)
+		for i := range tickets {
+			tickets[i] = binary.LittleEndian.Uint32(d.Buffers[1].Data[4*i:])
+		}
+		return tickets, err
+	}
+	fwd, err := run([]Order{Forward})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := run([]Order{Reverse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd, err := run([]Order{Random(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd2, err := run([]Order{Random(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fwd {
+		if fwd[i] != uint32(i) {
+			t.Fatalf("forward: thread %d ran %d-th, want in index order: %v", i, fwd[i], fwd)
+		}
+		if rev[i] != uint32(groups*n-1-i) {
+			t.Fatalf("reverse: thread %d ran %d-th, want in reverse index order: %v", i, rev[i], rev)
+		}
+	}
+	if !slices.Equal(rnd, rnd2) {
+		t.Errorf("the same seed gave two orders: %v, %v", rnd, rnd2)
+	}
+	seen := make([]bool, len(rnd))
+	for _, v := range rnd {
+		seen[v] = true
+	}
+	if slices.Equal(rnd, fwd) || slices.Equal(rnd, rev) || slices.Contains(seen, false) {
+		t.Errorf("random: tickets %v, want a permutation other than forward and reverse", rnd)
+	}
+	_, err = run(nil)
+	t.Logf("default orders: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "results differ between thread orders") {
+		t.Errorf("an order-dependent dispatch under the default orders %v: error %v, want one saying the results differ", DefaultOrders, err)
+	}
+}
+
+// TestContract checks that the two contraction modes compile x*y+z as two
+// roundings and as one.
+func TestContract(t *testing.T) {
+	p := semantics(t)
+	// x*y = 1 + 2^-11 + 2^-24 exactly: rounded to float it loses the 2^-24,
+	// which z then cancels to 0; fused, the 2^-24 survives.
+	x := float32(1 + 1.0/4096)
+	in := []float32{x, x, -(1 + 1.0/2048), 42}
+	for _, tc := range []struct {
+		c    Contract
+		want float32
+	}{{ContractOff, 0}, {ContractFast, 1.0 / (1 << 24)}} {
+		d := &Dispatch{Kernel: "mul_add_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{1, 1, 1},
+			Buffers: []Buffer{{0, i32s(0)}, {1, fromF32(in)}}, Contract: tc.c}
+		if err := p.Run(d); err != nil {
+			t.Fatal(err)
+		}
+		if got := f32s(d.Buffers[1].Data)[3]; got != tc.want {
+			t.Errorf("%v: x*y+z = %g, want %g", tc.c, got, tc.want)
+		}
 	}
 }

@@ -28,10 +28,14 @@ func Main(m *testing.M) int { return emu.Main(m) }
 
 // NewEmulated returns a Metal backend over the fake device with every
 // dispatch run by its emulated kernel, under the fake device's default
-// policy.
+// policy. Dispatches run in the forward thread order only: the kernels are
+// checked in every order by package metal's TestKernels, and a whole
+// generation in three orders would take three times as long for nothing
+// more about the host code.
 func NewEmulated(tb testing.TB) *metal.Backend {
 	tb.Helper()
 	x := NewEmulator(tb, nil)
+	x.Orders = []emu.Order{emu.Forward}
 	ref := metal.NewFake(metal.Policy{})
 	p := metal.DefaultPolicy(ref.Device())
 	ref.Close()
@@ -43,6 +47,12 @@ func NewEmulated(tb testing.TB) *metal.Backend {
 type Emulator struct {
 	b        *emu.Builder
 	override map[string]string
+
+	// Contract and Orders are passed to every dispatch (emu.Dispatch): the
+	// program variant (FMA contraction) and the thread orders to run in,
+	// nil for emu.DefaultOrders.
+	Contract emu.Contract
+	Orders   []emu.Order
 
 	mu  sync.Mutex
 	ran map[string]int
@@ -74,7 +84,8 @@ func (x *Emulator) Exec(d *metal.Dispatch) error {
 	if err != nil {
 		return err
 	}
-	ed := &emu.Dispatch{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{}}
+	ed := &emu.Dispatch{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{},
+		Contract: x.Contract, Orders: x.Orders}
 	for i, n := range d.Threadgroup {
 		ed.Threadgroup[i] = n
 	}

@@ -4,10 +4,19 @@
 // back to stdout. Errors go to stderr with exit status 2; a memory fault
 // (a guard page around every buffer) exits with status 3.
 //
+// The dispatch runs once per thread order of the request, each from the
+// request's buffers: an order sets which ready thread the scheduler resumes
+// first and the order of the threadgroups. The GPU promises no order, so a
+// kernel whose results differ bit for bit between orders has a race (most
+// often a missing threadgroup_barrier: with threads run forward, a thread
+// that reads what a lower thread wrote before the barrier finds it written
+// anyway; run in reverse, it does not) and is reported.
+//
 // Request, little-endian:
-//   "EMU1" u32 namelen, name, u32 grid[3] (threadgroups), u32 group[3] (threads),
+//   "EMU2" u32 namelen, name, u32 grid[3] (threadgroups), u32 group[3] (threads),
 //   u32 nbuf, nbuf × {u32 index, u64 size, size bytes},
-//   u32 ntg, ntg × {u32 index, u64 size}
+//   u32 ntg, ntg × {u32 index, u64 size},
+//   u32 norders, norders × {u32 kind (0 forward, 1 reverse, 2 random), u64 seed}
 // Reply: the nbuf buffers' bytes, in request order.
 //
 // "driver --list" prints the kernel names, one a line.
@@ -21,6 +30,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "emu.h"
@@ -36,6 +46,41 @@ Launch *launch;
 enum State { kReady, kRunning, kBlockedSimd, kBlockedBarrier, kDone };
 
 static const char *kernel_name = "";
+
+// Thread orders.
+enum OrderKind { kForward, kReverse, kRandom };
+struct Order {
+	uint32_t kind;
+	uint64_t seed;
+};
+static Order order;
+static uint64_t rng; // the random order's state (splitmix64)
+
+static uint64_t next_random() {
+	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+// arrange fills perm with 0..n-1 in the current order.
+static void arrange(std::vector<uint32_t> &perm, uint32_t n) {
+	perm.resize(n);
+	for (uint32_t i = 0; i < n; i++) perm[i] = order.kind == kReverse ? n - 1 - i : i;
+	if (order.kind == kRandom) {
+		for (uint32_t i = n; i > 1; i--) std::swap(perm[i - 1], perm[next_random() % i]);
+	}
+}
+
+static std::string order_name(const Order &o) {
+	switch (o.kind) {
+	case kForward:
+		return "forward";
+	case kReverse:
+		return "reverse";
+	}
+	return "random (seed " + std::to_string(o.seed) + ")";
+}
 // Fibers are created once per thread slot with makecontext and then switched
 // with _setjmp/_longjmp, which (unlike swapcontext) make no system call. A
 // fiber loops: run the kernel for the thread in its slot, finish, yield;
@@ -62,6 +107,7 @@ static const size_t kStack = 256 << 10;
 		fprintf(stderr, " threadgroup (%u,%u,%u) thread (%u,%u,%u)", cur->tgpig.x, cur->tgpig.y, cur->tgpig.z,
 		        cur->tpitg.x, cur->tpitg.y, cur->tpitg.z);
 	}
+	if (order.kind != kForward) fprintf(stderr, " in %s thread order", order_name(order).c_str());
 	fprintf(stderr, ": ");
 	va_list ap;
 	va_start(ap, fmt);
@@ -187,12 +233,25 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 	for (int i = 0; i < 8; i++)
 		if (launch->tgmem[i] != nullptr) memset(launch->tgmem[i], 0xff, launch->tgsizes[i]);
 
+	// Each pass over the ready threads goes in the order's sequence. The
+	// random order shuffles every pass and leaves each ready thread out of
+	// it with probability 1/2, so that a thread may fall several passes
+	// behind the others, as a stalled simdgroup does on the GPU: without
+	// that, every thread released by a barrier would take its first step
+	// before any other took its second, whatever the order.
+	static std::vector<uint32_t> perm;
 	int done = 0;
 	while (done < n) {
-		bool ran = false;
-		for (int i = 0; i < n; i++) {
+		bool ran = false, skipped = false;
+		arrange(perm, uint32_t(n));
+		for (int k = 0; k < n; k++) {
+			int i = int(perm[k]);
 			Thread &t = threads[i];
 			if (t.state != kReady) continue;
+			if (order.kind == kRandom && (next_random() & 1) != 0) {
+				skipped = true;
+				continue;
+			}
 			ran = true;
 			t.state = kRunning;
 			cur = &t;
@@ -200,7 +259,7 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 			if (t.state == kRunning) t.state = kBlockedSimd;
 			if (t.state == kDone) done++;
 		}
-		if (!ran && done < n) {
+		if (!ran && !skipped && done < n) {
 			cur = nullptr;
 			std::string why;
 			for (auto *g : simdgroups) {
@@ -297,7 +356,7 @@ int main(int argc, char **argv) {
 	}
 	char magic[4];
 	read_full(magic, 4);
-	if (memcmp(magic, "EMU1", 4) != 0) fail("bad request magic");
+	if (memcmp(magic, "EMU2", 4) != 0) fail("bad request magic");
 	std::string name(read_u32(), '\0');
 	read_full(name.data(), name.size());
 	kernel_name = strdup(name.c_str());
@@ -313,7 +372,7 @@ int main(int argc, char **argv) {
 	launch = &l;
 	guarded.resize(32);
 	uint32_t nbuf = read_u32();
-	std::vector<uint32_t> order;
+	std::vector<uint32_t> bound; // buffer indices in request order
 	for (uint32_t i = 0; i < nbuf; i++) {
 		uint32_t idx = read_u32();
 		uint64_t size = read_u64();
@@ -324,7 +383,7 @@ int main(int argc, char **argv) {
 		guarded[idx] = g;
 		l.buffers[idx] = g.data;
 		l.sizes[idx] = size;
-		order.push_back(idx);
+		bound.push_back(idx);
 	}
 	uint32_t ntg = read_u32();
 	size_t tgtotal = 0;
@@ -338,6 +397,13 @@ int main(int argc, char **argv) {
 		l.tgsizes[idx] = size;
 	}
 	if (tgtotal > 32768) fail("%zu bytes of threadgroup memory (Apple GPUs allow 32768)", tgtotal);
+	std::vector<Order> orders(read_u32());
+	if (orders.empty()) fail("no thread order");
+	for (auto &o : orders) {
+		o.kind = read_u32();
+		o.seed = read_u64();
+		if (o.kind > kRandom) fail("unknown thread order %u", o.kind);
+	}
 
 	stack_t ss;
 	ss.ss_sp = malloc(1 << 16);
@@ -361,15 +427,43 @@ int main(int argc, char **argv) {
 	                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
 	if (stacks == MAP_FAILED) fail("cannot map fiber stacks");
 
-	for (uint32_t z = 0; z < grid.z; z++)
-		for (uint32_t y = 0; y < grid.y; y++)
-			for (uint32_t x = 0; x < grid.x; x++) run_threadgroup(Dim3{x, y, z}, grid, tg);
-
-	for (uint32_t idx : order) {
-		Guarded &g = guarded[idx];
-		for (size_t i = 0; i < g.slack; i++)
-			if (g.data[g.size + i] != 0xff) fail("kernel wrote past the end of buffer(%u) (byte %zu)", idx, g.size + i);
-		if (g.size > 0 && fwrite(g.data, 1, g.size, stdout) != g.size) fail("short write of buffer(%u)", idx);
+	uint64_t ngroups = uint64_t(grid.x) * grid.y * grid.z;
+	if (ngroups > (1u << 30)) fail("grid of %llu threadgroups", (unsigned long long)ngroups);
+	// The request's buffers, to start every order from, and the first
+	// order's results, to compare the others with.
+	std::vector<std::vector<unsigned char>> initial, first;
+	for (uint32_t idx : bound) initial.emplace_back(guarded[idx].data, guarded[idx].data + guarded[idx].size);
+	std::vector<uint32_t> groups;
+	for (size_t o = 0; o < orders.size(); o++) {
+		order = orders[o];
+		rng = order.seed;
+		for (size_t b = 0; b < bound.size(); b++) memcpy(guarded[bound[b]].data, initial[b].data(), initial[b].size());
+		arrange(groups, uint32_t(ngroups));
+		for (uint32_t gi : groups) {
+			Dim3 at{gi % grid.x, (gi / grid.x) % grid.y, gi / (grid.x * grid.y)};
+			run_threadgroup(at, grid, tg);
+		}
+		for (size_t b = 0; b < bound.size(); b++) {
+			uint32_t idx = bound[b];
+			Guarded &g = guarded[idx];
+			for (size_t i = 0; i < g.slack; i++)
+				if (g.data[g.size + i] != 0xff) fail("kernel wrote past the end of buffer(%u) (byte %zu)", idx, g.size + i);
+			if (o == 0) {
+				first.emplace_back(g.data, g.data + g.size);
+				continue;
+			}
+			for (size_t i = 0; i < g.size; i++) {
+				if (g.data[i] != first[b][i]) {
+					fail("results differ between thread orders (a race: a missing threadgroup_barrier?): "
+					     "buffer(%u) byte %zu is 0x%02x in %s order, 0x%02x in %s order",
+					     idx, i, g.data[i], order_name(order).c_str(), first[b][i], order_name(orders[0]).c_str());
+				}
+			}
+		}
+	}
+	for (size_t b = 0; b < bound.size(); b++) {
+		if (!first[b].empty() && fwrite(first[b].data(), 1, first[b].size(), stdout) != first[b].size())
+			fail("short write of buffer(%u)", bound[b]);
 	}
 	fflush(stdout);
 	return 0;

@@ -4,6 +4,12 @@
 // Objective-C selectors; each wrapper links the Apple reference it mirrors.
 // Only darwin has Metal: elsewhere every entry point returns ErrUnavailable.
 //
+// The encoder's per-dispatch calls (SetComputePipelineState,
+// SetBufferOffsetAtIndex, SetBytesLengthAtIndex,
+// SetThreadgroupMemoryLengthAtIndex, DispatchThreadgroups,
+// MemoryBarrierWithScope) neither allocate nor reflect: abi.go explains how
+// their arguments, the MTLSize structs included, are passed.
+//
 // Objects returned by new*/copy* selectors are owned by the caller and
 // freed with Release. Autoreleased objects (command buffers, encoders,
 // strings) live until the enclosing autorelease pool is drained: call the

@@ -24,9 +24,6 @@ var (
 	autoreleasePoolPush          func() uintptr
 	autoreleasePoolPop           func(uintptr)
 
-	// dispatchThreadgroups takes two MTLSize structs by value; purego's
-	// struct support passes them right on both arm64 and amd64.
-	dispatchThreadgroups func(enc objc.ID, sel objc.SEL, grid, group Size)
 	// sendPointer is objc_msgSend for selectors returning a C pointer.
 	sendPointer func(id objc.ID, sel objc.SEL) unsafe.Pointer
 )
@@ -94,7 +91,6 @@ func load() error {
 		}
 		purego.RegisterLibFunc(&autoreleasePoolPush, lib, "objc_autoreleasePoolPush")
 		purego.RegisterLibFunc(&autoreleasePoolPop, lib, "objc_autoreleasePoolPop")
-		purego.RegisterFunc(&dispatchThreadgroups, msgSend)
 		purego.RegisterFunc(&sendPointer, msgSend)
 		m, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
@@ -125,10 +121,32 @@ func Do(f func() error) error {
 	return f()
 }
 
-// send0 is objc_msgSend with integer and pointer arguments only, the hot path.
-func send0(id objc.ID, sel objc.SEL, args ...uintptr) uintptr {
-	all := append([]uintptr{uintptr(id), uintptr(sel)}, args...)
-	r, _, _ := purego.SyscallN(msgSend, all...)
+// send0 to send4 are objc_msgSend with 0 to 4 integer arguments, without
+// reflection (unlike objc.Send and purego.RegisterFunc). Each call
+// allocates its argument list (see msgArgs in abi.go): the encoder's hot
+// path uses its scratch instead.
+func send0(id objc.ID, sel objc.SEL) uintptr {
+	r, _, _ := purego.SyscallN(msgSend, uintptr(id), uintptr(sel))
+	return r
+}
+
+func send1(id objc.ID, sel objc.SEL, a uintptr) uintptr {
+	r, _, _ := purego.SyscallN(msgSend, uintptr(id), uintptr(sel), a)
+	return r
+}
+
+func send2(id objc.ID, sel objc.SEL, a, b uintptr) uintptr {
+	r, _, _ := purego.SyscallN(msgSend, uintptr(id), uintptr(sel), a, b)
+	return r
+}
+
+func send3(id objc.ID, sel objc.SEL, a, b, c uintptr) uintptr {
+	r, _, _ := purego.SyscallN(msgSend, uintptr(id), uintptr(sel), a, b, c)
+	return r
+}
+
+func send4(id objc.ID, sel objc.SEL, a, b, c, d uintptr) uintptr {
+	r, _, _ := purego.SyscallN(msgSend, uintptr(id), uintptr(sel), a, b, c, d)
 	return r
 }
 
@@ -293,14 +311,14 @@ type Library struct{ Object }
 func (d Device) NewLibraryWithSource(src string, version uint, fastMath bool) (Library, error) {
 	opts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(sel_new)
 	defer opts.Send(sel_release)
-	send0(opts, sel_setLanguageVersion, uintptr(version))
+	send1(opts, sel_setLanguageVersion, uintptr(version))
 	if objc.Send[bool](opts, sel_respondsToSelector, sel_setMathMode) {
 		mode, funcs := uintptr(MathModeSafe), uintptr(MathFloatingPointFunctionsPrecise)
 		if fastMath {
 			mode, funcs = MathModeFast, MathFloatingPointFunctionsFast
 		}
-		send0(opts, sel_setMathMode, mode)
-		send0(opts, sel_setMathFloatingPointFunctions, funcs)
+		send1(opts, sel_setMathMode, mode)
+		send1(opts, sel_setMathFloatingPointFunctions, funcs)
 	} else {
 		opts.Send(sel_setFastMathEnabled, fastMath)
 	}
@@ -366,7 +384,7 @@ type Buffer struct{ Object }
 // NewBufferWithLength allocates a zeroed buffer.
 // Reference: https://developer.apple.com/documentation/metal/mtldevice/1433375-newbufferwithlength
 func (d Device) NewBufferWithLength(n int, options uint) (Buffer, error) {
-	b := objc.ID(send0(d.id, sel_newBufferWithLength_options, uintptr(max(n, 1)), uintptr(options)))
+	b := objc.ID(send2(d.id, sel_newBufferWithLength_options, uintptr(max(n, 1)), uintptr(options)))
 	if b == 0 {
 		return Buffer{}, fmt.Errorf("metal: newBufferWithLength:%d returned nil", n)
 	}
@@ -381,7 +399,7 @@ func (d Device) NewBufferWithBytesNoCopy(data []byte, options uint) (Buffer, err
 		return Buffer{}, fmt.Errorf("metal: newBufferWithBytesNoCopy of no bytes")
 	}
 	p := unsafe.Pointer(unsafe.SliceData(data))
-	b := objc.ID(send0(d.id, sel_newBufferWithBytesNoCopy, uintptr(p), uintptr(len(data)), uintptr(options), 0))
+	b := objc.ID(send4(d.id, sel_newBufferWithBytesNoCopy, uintptr(p), uintptr(len(data)), uintptr(options), 0))
 	runtime.KeepAlive(data)
 	if b == 0 {
 		return Buffer{}, fmt.Errorf("metal: newBufferWithBytesNoCopy of %d bytes at %p returned nil (page-aligned?)", len(data), p)
@@ -437,30 +455,33 @@ func (c CommandBuffer) GPUTime() float64 {
 
 // ComputeCommandEncoder is an MTLComputeCommandEncoder.
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder
-type ComputeCommandEncoder struct{ Object }
+type ComputeCommandEncoder struct {
+	Object
+	args *msgArgs // scratch for the hot path's arguments (abi.go)
+}
 
 // ComputeCommandEncoderWithDispatchType starts a compute pass; with
 // DispatchTypeConcurrent, dispatches may overlap unless separated by
 // MemoryBarrierWithScope.
 // Reference: https://developer.apple.com/documentation/metal/mtlcommandbuffer/3088442-computecommandencoderwithdispatc
 func (c CommandBuffer) ComputeCommandEncoderWithDispatchType(t int) (ComputeCommandEncoder, error) {
-	e := objc.ID(send0(c.id, sel_computeCommandEncoderWithDispatchType, uintptr(t)))
+	e := objc.ID(send1(c.id, sel_computeCommandEncoderWithDispatchType, uintptr(t)))
 	if e == 0 {
 		return ComputeCommandEncoder{}, fmt.Errorf("metal: computeCommandEncoder returned nil")
 	}
-	return ComputeCommandEncoder{Object{e}}, nil
+	return ComputeCommandEncoder{Object: Object{e}, args: new(msgArgs)}, nil
 }
 
 // SetComputePipelineState sets the kernel.
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443140-setcomputepipelinestate
 func (e ComputeCommandEncoder) SetComputePipelineState(p ComputePipelineState) {
-	send0(e.id, sel_setComputePipelineState, uintptr(p.id))
+	purego.SyscallN(msgSend, e.args.words(uintptr(e.id), uintptr(sel_setComputePipelineState), uintptr(p.id))...)
 }
 
 // SetBufferOffsetAtIndex binds buffer(index).
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443126-setbuffer
 func (e ComputeCommandEncoder) SetBufferOffsetAtIndex(b Buffer, offset, index int) {
-	send0(e.id, sel_setBuffer_offset_atIndex, uintptr(b.id), uintptr(offset), uintptr(index))
+	purego.SyscallN(msgSend, e.args.words(uintptr(e.id), uintptr(sel_setBuffer_offset_atIndex), uintptr(b.id), uintptr(offset), uintptr(index))...)
 }
 
 // SetBytesLengthAtIndex copies up to 4 KiB of data into buffer(index).
@@ -469,27 +490,35 @@ func (e ComputeCommandEncoder) SetBytesLengthAtIndex(data []byte, index int) {
 	if len(data) == 0 {
 		return
 	}
-	send0(e.id, sel_setBytes_length_atIndex, uintptr(unsafe.Pointer(unsafe.SliceData(data))), uintptr(len(data)), uintptr(index))
-	runtime.KeepAlive(data)
+	// data is pinned in the scratch (on the heap, alive) until
+	// objc_msgSend returns; Metal copies the bytes before it does.
+	p := unsafe.Pointer(unsafe.SliceData(data))
+	e.args.pin = p
+	purego.SyscallN(msgSend, e.args.words(uintptr(e.id), uintptr(sel_setBytes_length_atIndex), uintptr(p), uintptr(len(data)), uintptr(index))...)
+	e.args.pin = nil
 }
 
 // SetThreadgroupMemoryLengthAtIndex sizes threadgroup(index) memory (a
 // multiple of 16 bytes).
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443142-setthreadgroupmemorylength
 func (e ComputeCommandEncoder) SetThreadgroupMemoryLengthAtIndex(n, index int) {
-	send0(e.id, sel_setThreadgroupMemoryLength_atIndex, uintptr(n), uintptr(index))
+	purego.SyscallN(msgSend, e.args.words(uintptr(e.id), uintptr(sel_setThreadgroupMemoryLength_atIndex), uintptr(n), uintptr(index))...)
 }
 
 // DispatchThreadgroups launches grid threadgroups of group threads.
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/1443138-dispatchthreadgroups
+//
+// The two MTLSize structs are passed as abi.go explains, with one SyscallN
+// and no allocation.
 func (e ComputeCommandEncoder) DispatchThreadgroups(grid, group Size) {
-	dispatchThreadgroups(e.id, sel_dispatchThreadgroups_threadsPerThreadgroup, grid, group)
+	purego.SyscallN(msgSend, e.args.dispatch(runtime.GOARCH, uintptr(e.id), uintptr(sel_dispatchThreadgroups_threadsPerThreadgroup), grid, group)...)
+	runtime.KeepAlive(e.args)
 }
 
 // MemoryBarrierWithScope orders the dispatches before it before those after.
 // Reference: https://developer.apple.com/documentation/metal/mtlcomputecommandencoder/2966579-memorybarrierwithscope
 func (e ComputeCommandEncoder) MemoryBarrierWithScope(scope int) {
-	send0(e.id, sel_memoryBarrierWithScope, uintptr(scope))
+	purego.SyscallN(msgSend, e.args.words(uintptr(e.id), uintptr(sel_memoryBarrierWithScope), uintptr(scope))...)
 }
 
 // EndEncoding ends the pass.
