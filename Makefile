@@ -50,12 +50,12 @@ test-lib:
 # Install what the tests need (see scripts/deps.sh), then run every test
 # (TestCLibrary among them: libredrafter built shared and static, its C
 # test run against both and under AddressSanitizer), the pure-Go (noasm)
-# kernels too, concurrent Sessions of one Engine under the race detector
+# kernels too, concurrent Sessions of one Engine and of a Group under the race detector
 # (which needs cgo and a C compiler), the darwin cross-build checks, and
 # the repository checks (go.mod tidy, generated assembly up to date).
 test: deps
 	$(GO) test -count=1 $(PKGS)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^TestConcurrentSessions$$' .
+	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^(TestConcurrentSessions|TestGroup.*)$$' .
 	$(GO) test -count=1 -tags noasm ./backend/cpu/...
 	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory check

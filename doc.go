@@ -40,6 +40,17 @@
 // of workers), so they add throughput only where one Session leaves the
 // hardware idle; each one's output is what it gives alone.
 //
+// Sessions that should share the hardware come from a Group
+// (Engine.NewGroup, Group.NewSession): while several of them generate, each
+// on its own goroutine, their forward passes run together, one pass over the
+// new tokens of all of them, so the weights are read once per pass rather
+// than once per session (continuous batching; a session joins when its
+// Generate starts and leaves when it returns). Each one's tokens are still
+// exactly what it gives alone. A member cancelled or failing ends alone; a
+// member that does not come back for its next pass within the group's
+// straggler wait is left out until it does. Group.Close must not overlap
+// its members' generations.
+//
 // Tools that measure or train against the model (benchmarks, draft-head
 // distillation) use the narrow hooks Engine.NewProbe, Engine.Embeddings,
 // Engine.Model and Engine.DraftHead rather than the model's internals.

@@ -114,6 +114,7 @@ type Session struct {
 	logits []float32 // [vocab] after the last cached token
 	hidden []float32 // [dim] final-norm hidden state of the last cached token
 	reused int       // tokens of the last prompt found in the cache
+	group  *Group    // the group whose passes it shares, or nil
 }
 
 // NewSession allocates a KV cache of Engine.Context() tokens.
@@ -132,6 +133,9 @@ func (e *Engine) NewSession() (*Session, error) {
 // must not be in use (Close is not safe concurrently with Generate).
 func (s *Session) Close() {
 	if s.state != nil {
+		if s.group != nil {
+			s.group.forget(s)
+		}
 		s.state.Close()
 		s.state = nil
 	}
@@ -166,6 +170,10 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	spec, err := e.draftPlan(opt.Draft)
 	if err != nil {
 		return nil, err
+	}
+	if s.group != nil {
+		s.group.join(s)
+		defer s.group.leave(s)
 	}
 	res := &Result{Reason: StopLength}
 	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
@@ -290,7 +298,7 @@ func (d *decoder) autoregressive(ctx context.Context) error {
 // forward runs a chain of tokens, keeps their cache entries and leaves the
 // last token's logits in s.logits and its final-norm hidden state in s.hidden.
 func (s *Session) forward(ids []int32) error {
-	if err := s.state.Forward(llama.Chain(ids, false), s.logits, s.hidden); err != nil {
+	if err := s.run(llama.Chain(ids, false), s.logits, s.hidden); err != nil {
 		return err
 	}
 	s.state.Advance(len(ids))
@@ -317,7 +325,7 @@ func (s *Session) prefill(ctx context.Context, ids []int32) error {
 			return err
 		}
 		n := 1
-		for n*2 <= len(rest) && n < maxChunk {
+		for n*2 <= len(rest) && n < s.maxChunk() {
 			n *= 2
 		}
 		if err := s.forward(rest[:n]); err != nil {
@@ -329,6 +337,31 @@ func (s *Session) prefill(ctx context.Context, ids []int32) error {
 }
 
 const maxChunk = 256
+
+// groupChunk caps a prefill chunk in a Group on backends whose rows do not
+// depend on the batch (the CPU), so that a long prompt holds the other
+// members' passes for a short chunk at a time; chunking does not change
+// a bit there. Elsewhere a chunk is what it would be alone (Metal's matmul
+// rounds differently above its matvec rows, and a large chunk runs alone).
+const groupChunk = 32
+
+func (s *Session) maxChunk() int {
+	if s.group == nil {
+		return maxChunk
+	}
+	if _, bounded := s.e.be.(llama.InvariantRower); bounded {
+		return maxChunk
+	}
+	return groupChunk
+}
+
+// run is a forward pass of s's State, alone or in its group's next pass.
+func (s *Session) run(b llama.Batch, logits, hidden []float32) error {
+	if s.group != nil {
+		return s.group.forward(s, b, logits, hidden)
+	}
+	return s.state.Forward(b, logits, hidden)
+}
 
 // stopWriter streams decoded text, holding back anything that could still
 // become a stop string.

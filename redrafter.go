@@ -201,7 +201,7 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 		t2 := time.Now()
 		n := tree.N()
 		batch := llama.Batch{Tokens: tree.Tokens, Depth: tree.Depth, End: tree.End, Rows: rows[:n]}
-		if err := s.state.Forward(batch, logits[:n*c.Vocab], hidden[:n*c.Dim]); err != nil {
+		if err := s.run(batch, logits[:n*c.Vocab], hidden[:n*c.Dim]); err != nil {
 			return err
 		}
 		t3 := time.Now()

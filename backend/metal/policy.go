@@ -103,3 +103,11 @@ func (b *Backend) RecommendedBeam() (width, length int) {
 	s := RecommendedBeam(b.Device())
 	return s.Width, s.Length
 }
+
+// InvariantRows is how many rows one forward pass may hold while each row's
+// result stays independent of the others (llama.InvariantRower, which joint
+// passes of several sequences respect): MatMul runs every row through
+// matvec, whose rows do not depend on the batch, up to
+// Policy.MatvecMaxRows rows; above it the simdgroup-matrix kernel orders
+// its sums differently.
+func (b *Backend) InvariantRows() int { return max(1, b.policy.MatvecMaxRows) }
