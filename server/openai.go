@@ -62,7 +62,7 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	}
 	var many []string
 	if err := json.Unmarshal(b, &many); err != nil {
-		return errors.New("want a string or an array of strings")
+		return errors.New("stop: want a string or an array of strings")
 	}
 	*s = many
 	return nil

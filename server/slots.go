@@ -108,14 +108,22 @@ func (s *scheduler) release(sl *slot) {
 }
 
 // takeBest removes and returns the idle slot with the longest cached prefix
-// of prompt (ties: the one unused longest). s.mu is held.
+// of prompt, when that prefix is at least half the prompt (a conversation's
+// next turn); otherwise the slot unused longest, so that a new conversation
+// does not overwrite a recent one's cache for the sake of a shared system
+// prompt. s.mu is held.
 func (s *scheduler) takeBest(prompt []int32) *slot {
-	best, bestLen := 0, -1
+	best, bestLen, lru := 0, -1, 0
 	for i, sl := range s.idle {
-		n := commonPrefix(sl.session.Tokens(), prompt)
-		if n > bestLen || n == bestLen && sl.lastUse < s.idle[best].lastUse {
+		if n := commonPrefix(sl.session.Tokens(), prompt); n > bestLen {
 			best, bestLen = i, n
 		}
+		if sl.lastUse < s.idle[lru].lastUse {
+			lru = i
+		}
+	}
+	if 2*bestLen < len(prompt) {
+		best = lru
 	}
 	sl := s.idle[best]
 	s.idle = append(s.idle[:best], s.idle[best+1:]...)
