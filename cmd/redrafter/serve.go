@@ -40,11 +40,11 @@ free port).`
 
 type serveFlags struct {
 	model, drafter, kvCache, template, name string
-	context, beamWidth, beamLength           int
-	host, socket                             string
-	port, parallel, queue                    int
-	apiKey                                   string
-	corsOrigins                              []string
+	context, beamWidth, beamLength          int
+	host, socket                            string
+	port, parallel, queue                   int
+	apiKey                                  string
+	corsOrigins                             []string
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
