@@ -296,6 +296,18 @@ func TestCancelledStream(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The generation was cancelled, not run to the end of the context.
+	req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\nredrafter_generations_total{reason=\"canceled\"} 1\n") {
+		t.Errorf("no cancelled generation in /metrics")
+	}
 	want := generate(t, "Once upon a time", 20, true)
 	c, err := s.client.Completions.New(context.Background(), completionParams("Once upon a time", 20))
 	if err != nil || c.Choices[0].Text != want {
