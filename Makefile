@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
+.PHONY: build demo demo-speedup test test-short test-clients deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -57,8 +57,16 @@ test: deps
 	$(GO) test -count=1 $(PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^(TestConcurrentSessions|TestGroup.*)$$' .
 	$(GO) test -count=1 -tags noasm ./backend/cpu/...
+	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory check
+
+# The official OpenAI clients against `redrafter serve` on loopback: the Go
+# one (tests/openai-go, a module of its own, which `go test ./...` above
+# skips) and the Node one (tests/node, installed by scripts/deps.sh).
+test-clients:
+	cd tests/openai-go && $(GO) test -count=1 ./...
+	cd tests/node && node --test
 
 deps:
 	@bash scripts/deps.sh

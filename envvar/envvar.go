@@ -16,6 +16,7 @@
 //	REDRAFTER_METAL_MB_PER_BUFFER    MiB of distinct bound ranges per command buffer (default
 //	                                 0: no limit)
 //	REDRAFTER_METAL_MATVEC_MAX_ROWS  the largest batch the Metal matvec kernel runs (default 16)
+//	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
 // The Metal kernel emulator (backend/metal/emu), which only tests use:
 //
@@ -94,6 +95,12 @@ func (v Count) Get() (n int, set bool, err error) {
 // metal, cuda and cpu that opens), cpu, metal or cuda. The flag, when given,
 // wins. The value is checked where the backend is opened, as the flag's is.
 const Backend Text = "REDRAFTER_BACKEND"
+
+// APIKey, REDRAFTER_API_KEY, is the default of redrafter serve's --api-key,
+// read when the command line is parsed: the key clients must send as
+// "Authorization: Bearer KEY". The environment keeps the key out of the
+// process list, where a flag would show it. The flag, when given, wins.
+const APIKey Text = "REDRAFTER_API_KEY"
 
 // CPUTiles, REDRAFTER_CPU_TILES, is read once, when the CPU backend's
 // package is initialised. "off" turns off the repacking of 4- and 8-bit

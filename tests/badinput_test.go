@@ -130,7 +130,7 @@ func TestBadInput(t *testing.T) {
 		{name: "train-drafter bad beams", args: []string{"train-drafter", "--model", stories, "--data", "FIX/none", "--out", "FIX/h", "--eval-beams", "4x1"}, want: "--eval-beams"},
 		{name: "inflate into its input", args: []string{"dev", "inflate", "--model", stories, "--out", stories}, want: "--out must differ"},
 		{name: "inflate a directory", args: []string{"dev", "inflate", "--model", "FIX/hf", "--out", "FIX/big.gguf"}, want: ".gguf"},
-		{name: "unknown command", args: []string{"serve"}, want: `unknown command "serve"`},
+		{name: "unknown command", args: []string{"launch"}, want: `unknown command "launch"`},
 	}
 	start := time.Now()
 	for _, c := range cases {

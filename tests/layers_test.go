@@ -24,6 +24,7 @@ const (
 	model   layer = "model"   // model/...: leaves and model
 	api     layer = "api"     // the module root, package redrafter
 	tool    layer = "tool"    // tools/...: the API, model and leaves, never a backend
+	service layer = "service" // server/: the API, model and leaves, never a backend (as tools)
 	program layer = "program" // cmd/...: anything
 	suite   layer = "suite"   // tests/: anything (end-to-end tests)
 )
@@ -34,8 +35,9 @@ var mayImport = map[layer][]layer{
 	model:   {leaf, model},
 	api:     {leaf, model, backend},
 	tool:    {leaf, model, api},
-	program: {leaf, backend, model, api, tool},
-	suite:   {leaf, backend, model, api, tool, program},
+	service: {leaf, model, api},
+	program: {leaf, backend, model, api, tool, service},
+	suite:   {leaf, backend, model, api, tool, service, program},
 }
 
 // layerOf places a package of the module; ok is false for a package
@@ -58,6 +60,8 @@ func layerOf(pkg string) (layer, bool) {
 		return model, true
 	case "tools":
 		return tool, true
+	case "server":
+		return service, true
 	case "cmd":
 		return program, true
 	case "tests":
@@ -158,6 +162,9 @@ func TestPlantedUpwardImportsAreCaught(t *testing.T) {
 		{"tools/train", "train", "backend/cpu/kernels", "tools/train (tool) imports " + module + "/backend/cpu/kernels (backend)"},
 		{"backend/cpu", "cpu", "", "backend/cpu (backend) imports " + module + " (api)"},
 		{"model/drafter", "drafter", "tools/bench", "model/drafter (model) imports " + module + "/tools/bench (tool)"},
+		{"server", "server", "backend/cpu", "server (service) imports " + module + "/backend/cpu (backend)"},
+		{"tools/bench", "bench", "server", "tools/bench (tool) imports " + module + "/server (service)"},
+		{"model/llama", "llama", "server", "model/llama (model) imports " + module + "/server (service)"},
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {

@@ -21,7 +21,7 @@ func newDevCmd() *cobra.Command {
 		Short: "Developer tools (benchmark models)",
 		Args:  cobra.NoArgs,
 	}
-	dev.AddCommand(newInflateCmd())
+	dev.AddCommand(newInflateCmd(), newLoadtestCmd())
 	return dev
 }
 

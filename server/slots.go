@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/seed9b8f47b1/redrafter"
+)
+
+// errQueueFull refuses a request at once when every slot is busy and the
+// queue holds as many waiting requests as it may.
+var errQueueFull = errors.New("server: every slot is busy and the queue is full")
+
+// slot is one sequence the server can decode: a Session whose KV cache
+// outlives the request, so that the next request that starts with the same
+// tokens (a chat's next turn) only runs what is new.
+type slot struct {
+	id      int
+	session *redrafter.Session
+	// lastUse orders idle slots for reuse: among equal prefixes the one
+	// unused longest is taken, which keeps recent conversations cached.
+	lastUse uint64
+}
+
+// waiter is a request in the queue; the scheduler sends it a slot.
+type waiter struct {
+	prompt []int32
+	got    chan *slot
+}
+
+// scheduler hands slots to requests: at once when one is idle, else in
+// arrival order through a bounded queue.
+type scheduler struct {
+	mu      sync.Mutex
+	idle    []*slot
+	queue   []*waiter
+	maxWait int
+	clock   uint64
+	// onChange reports the queue depth and the busy slots after each change
+	// (metrics).
+	onChange func(queued, busy int)
+	total    int
+}
+
+func newScheduler(slots []*slot, maxWait int, onChange func(queued, busy int)) *scheduler {
+	if onChange == nil {
+		onChange = func(int, int) {}
+	}
+	return &scheduler{idle: slots, maxWait: maxWait, onChange: onChange, total: len(slots)}
+}
+
+// acquire returns the idle slot whose cached tokens share the longest prefix
+// with prompt, waits in the queue for one, or fails at once with
+// errQueueFull. It returns ctx's error if ctx ends while it waits.
+func (s *scheduler) acquire(ctx context.Context, prompt []int32) (*slot, error) {
+	s.mu.Lock()
+	if len(s.idle) > 0 && len(s.queue) == 0 {
+		sl := s.takeBest(prompt)
+		s.changedLocked()
+		s.mu.Unlock()
+		return sl, nil
+	}
+	if len(s.queue) >= s.maxWait {
+		s.mu.Unlock()
+		return nil, errQueueFull
+	}
+	w := &waiter{prompt: prompt, got: make(chan *slot, 1)}
+	s.queue = append(s.queue, w)
+	s.changedLocked()
+	s.mu.Unlock()
+
+	select {
+	case sl := <-w.got:
+		return sl, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for i, q := range s.queue {
+			if q == w {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				s.changedLocked()
+				s.mu.Unlock()
+				return nil, context.Cause(ctx)
+			}
+		}
+		s.mu.Unlock()
+		// A slot was handed over as ctx ended: give it back.
+		s.release(<-w.got)
+		return nil, context.Cause(ctx)
+	}
+}
+
+// release returns a slot: to the first waiter, or to the idle set.
+func (s *scheduler) release(sl *slot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock++
+	sl.lastUse = s.clock
+	if len(s.queue) > 0 {
+		w := s.queue[0]
+		s.queue = s.queue[1:]
+		w.got <- sl
+		s.changedLocked()
+		return
+	}
+	s.idle = append(s.idle, sl)
+	s.changedLocked()
+}
+
+// takeBest removes and returns the idle slot with the longest cached prefix
+// of prompt, when that prefix is at least half the prompt (a conversation's
+// next turn); otherwise the slot unused longest, so that a new conversation
+// does not overwrite a recent one's cache for the sake of a shared system
+// prompt. s.mu is held.
+func (s *scheduler) takeBest(prompt []int32) *slot {
+	best, bestLen, lru := 0, -1, 0
+	for i, sl := range s.idle {
+		if n := commonPrefix(sl.session.Tokens(), prompt); n > bestLen {
+			best, bestLen = i, n
+		}
+		if sl.lastUse < s.idle[lru].lastUse {
+			lru = i
+		}
+	}
+	if 2*bestLen < len(prompt) {
+		best = lru
+	}
+	sl := s.idle[best]
+	s.idle = append(s.idle[:best], s.idle[best+1:]...)
+	return sl
+}
+
+func (s *scheduler) changedLocked() {
+	s.onChange(len(s.queue), s.total-len(s.idle))
+}
+
+// busy reports the slots in use and the requests waiting.
+func (s *scheduler) busy() (busy, queued int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total - len(s.idle), len(s.queue)
+}
+
+// closeAll closes the sessions of the idle slots; the server calls it once
+// every request is done, when all of them are idle.
+func (s *scheduler) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sl := range s.idle {
+		sl.session.Close()
+	}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
