@@ -78,6 +78,7 @@ type Server struct {
 	log     *slog.Logger
 	slots   []*slot
 	sched   *scheduler
+	group   *redrafter.Group // the slots' sessions decode in its shared passes
 	metrics *metrics
 	handler http.Handler
 	keyHash [sha256.Size]byte
@@ -135,12 +136,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.APIKey != "" {
 		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
 	}
+	s.group = cfg.Engine.NewGroup()
 	for i := range cfg.Parallel {
 		sess, err := s.newSlotSession()
 		if err != nil {
 			for _, sl := range s.slots {
 				sl.session.Close()
 			}
+			s.group.Close()
 			return nil, err
 		}
 		s.slots = append(s.slots, &slot{id: i, session: sess})
@@ -153,12 +156,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// newSlotSession makes the Session a slot decodes with. Every slot's
-// session comes from here, so that sessions decoding together in shared
-// forward passes (a batching group over the Engine) are a change of this
-// one line.
+// newSlotSession makes the Session a slot decodes with: a member of the
+// server's Group, so that the slots generating at the same time share their
+// forward passes (continuous batching; each slot's tokens are what it would
+// produce alone).
 func (s *Server) newSlotSession() (*redrafter.Session, error) {
-	return s.e.NewSession()
+	return s.group.NewSession()
 }
 
 // Handler is the server's http.Handler (every route and middleware).
@@ -209,6 +212,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.cancelBase(errShutdown)
 		s.sched.closeAll()
+		s.group.Close()
 	})
 }
 
