@@ -311,7 +311,9 @@ func (d *Driver) CopyToHost(dst []byte, src DevPtr) error {
 }
 
 // Zero sets n bytes at p to 0.
-func (d *Driver) Zero(p DevPtr, n int) error { return d.check("cuMemsetD8", d.cuMemsetD8(p, 0, uint64(n))) }
+func (d *Driver) Zero(p DevPtr, n int) error {
+	return d.check("cuMemsetD8", d.cuMemsetD8(p, 0, uint64(n)))
+}
 
 // MemInfo is the free and total device memory.
 func (d *Driver) MemInfo() (free, total uint64, err error) {
@@ -326,10 +328,14 @@ func (d *Driver) NewStream() (Stream, error) {
 }
 
 // DestroyStream releases a stream.
-func (d *Driver) DestroyStream(s Stream) error { return d.check("cuStreamDestroy", d.cuStreamDestroy(s)) }
+func (d *Driver) DestroyStream(s Stream) error {
+	return d.check("cuStreamDestroy", d.cuStreamDestroy(s))
+}
 
 // Sync waits for everything queued on s.
-func (d *Driver) Sync(s Stream) error { return d.check("cuStreamSynchronize", d.cuStreamSynchronize(s)) }
+func (d *Driver) Sync(s Stream) error {
+	return d.check("cuStreamSynchronize", d.cuStreamSynchronize(s))
+}
 
 // NewEvent creates an event (timing enabled).
 func (d *Driver) NewEvent() (Event, error) {
@@ -338,7 +344,9 @@ func (d *Driver) NewEvent() (Event, error) {
 }
 
 // Record queues e on s.
-func (d *Driver) Record(e Event, s Stream) error { return d.check("cuEventRecord", d.cuEventRecord(e, s)) }
+func (d *Driver) Record(e Event, s Stream) error {
+	return d.check("cuEventRecord", d.cuEventRecord(e, s))
+}
 
 // Elapsed waits for end and returns the milliseconds between two recorded events.
 func (d *Driver) Elapsed(start, end Event) (float32, error) {
