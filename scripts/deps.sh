@@ -21,3 +21,7 @@ fi
 if [ -x scripts/install-clang.sh ] || [ -f scripts/install-clang.sh ]; then
 	bash scripts/install-clang.sh
 fi
+
+# clang → PTX, NVIDIA's ptxas and libcuda.so.1 (unpacked, not installed, into
+# .cache/cuda-tools) for the CUDA kernel and binding tests without a GPU.
+bash scripts/install-cuda-tools.sh

@@ -1,0 +1,361 @@
+//go:build cuda && linux
+
+// Package cu is a thin purego binding (no cgo) of the CUDA driver API in
+// libcuda.so.1: the functions the backend needs, bound to their _v2 symbols
+// where the driver has them. Built only with the cuda tag on Linux.
+package cu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Result is a CUresult.
+type Result int32
+
+// Results the binding names; the driver's own cuGetErrorName gives the rest.
+const (
+	Success       Result = 0
+	NoDevice      Result = 100
+	InvalidDevice Result = 101
+)
+
+// Device, Context, Module, Function, Stream and Event are the driver's handles.
+type (
+	Device   int32
+	Context  uintptr
+	Module   uintptr
+	Function uintptr
+	Stream   uintptr
+	Event    uintptr
+	DevPtr   uint64
+)
+
+// Device attributes the backend reads.
+const (
+	AttrMaxThreadsPerBlock      = 1
+	AttrMaxSharedMemoryPerBlock = 8
+	AttrMultiprocessorCount     = 16
+	AttrComputeCapabilityMajor  = 75
+	AttrComputeCapabilityMinor  = 76
+)
+
+// Error is a failed driver call.
+type Error struct {
+	Call   string
+	Result Result
+	Name   string
+}
+
+func (e *Error) Error() string {
+	if e.Result == NoDevice {
+		return fmt.Sprintf("cuda: %s: no NVIDIA GPU is visible to the driver (CUDA_ERROR_NO_DEVICE, 100): is a GPU installed, its kernel module loaded (nvidia-smi), and CUDA_VISIBLE_DEVICES not empty?", e.Call)
+	}
+	return fmt.Sprintf("cuda: %s: %s (%d)", e.Call, e.Name, int32(e.Result))
+}
+
+// Driver holds the bound functions of one loaded libcuda.
+type Driver struct {
+	Path string
+
+	cuInit                    func(flags uint32) Result
+	cuDriverGetVersion        func(v *int32) Result
+	cuDeviceGetCount          func(n *int32) Result
+	cuDeviceGet               func(d *Device, ordinal int32) Result
+	cuDeviceGetName           func(name *byte, n int32, d Device) Result
+	cuDeviceGetAttribute      func(v *int32, attr int32, d Device) Result
+	cuDeviceTotalMem          func(bytes *uint64, d Device) Result
+	cuDevicePrimaryCtxRetain  func(c *Context, d Device) Result
+	cuDevicePrimaryCtxRelease func(d Device) Result
+	cuCtxSetCurrent           func(c Context) Result
+	cuCtxSynchronize          func() Result
+	cuModuleLoadDataEx        func(m *Module, image unsafe.Pointer, n uint32, opts, vals unsafe.Pointer) Result
+	cuModuleUnload            func(m Module) Result
+	cuModuleGetFunction       func(f *Function, m Module, name *byte) Result
+	cuLaunchKernel            func(f Function, gx, gy, gz, bx, by, bz, shared uint32, s Stream, params, extra unsafe.Pointer) Result
+	cuMemAlloc                func(p *DevPtr, n uint64) Result
+	cuMemFree                 func(p DevPtr) Result
+	cuMemcpyHtoD              func(dst DevPtr, src unsafe.Pointer, n uint64) Result
+	cuMemcpyDtoH              func(dst unsafe.Pointer, src DevPtr, n uint64) Result
+	cuMemsetD8                func(dst DevPtr, v uint8, n uint64) Result
+	cuMemGetInfo              func(free, total *uint64) Result
+	cuStreamCreate            func(s *Stream, flags uint32) Result
+	cuStreamDestroy           func(s Stream) Result
+	cuStreamSynchronize       func(s Stream) Result
+	cuEventCreate             func(e *Event, flags uint32) Result
+	cuEventRecord             func(e Event, s Stream) Result
+	cuEventSynchronize        func(e Event) Result
+	cuEventElapsedTime        func(ms *float32, start, end Event) Result
+	cuEventDestroy            func(e Event) Result
+	cuGetErrorName            func(r Result, s **byte) Result
+}
+
+var (
+	loadMu sync.Mutex
+	loaded = map[string]*Driver{}
+)
+
+// Load opens the driver library at path ("libcuda.so.1" searches the
+// system's library path) and binds its functions. It does not call cuInit.
+func Load(path string) (*Driver, error) {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if d, ok := loaded[path]; ok {
+		return d, nil
+	}
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: cannot load the NVIDIA driver library %s: %v (is the NVIDIA driver installed?)", path, err)
+	}
+	d := &Driver{Path: path}
+	for _, b := range []struct {
+		fn  any
+		sym string
+	}{
+		{&d.cuInit, "cuInit"},
+		{&d.cuDriverGetVersion, "cuDriverGetVersion"},
+		{&d.cuDeviceGetCount, "cuDeviceGetCount"},
+		{&d.cuDeviceGet, "cuDeviceGet"},
+		{&d.cuDeviceGetName, "cuDeviceGetName"},
+		{&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
+		{&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"},
+		{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+		{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+		{&d.cuCtxSetCurrent, "cuCtxSetCurrent"},
+		{&d.cuCtxSynchronize, "cuCtxSynchronize"},
+		{&d.cuModuleLoadDataEx, "cuModuleLoadDataEx"},
+		{&d.cuModuleUnload, "cuModuleUnload"},
+		{&d.cuModuleGetFunction, "cuModuleGetFunction"},
+		{&d.cuLaunchKernel, "cuLaunchKernel"},
+		{&d.cuMemAlloc, "cuMemAlloc_v2"},
+		{&d.cuMemFree, "cuMemFree_v2"},
+		{&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
+		{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
+		{&d.cuMemsetD8, "cuMemsetD8_v2"},
+		{&d.cuMemGetInfo, "cuMemGetInfo_v2"},
+		{&d.cuStreamCreate, "cuStreamCreate"},
+		{&d.cuStreamDestroy, "cuStreamDestroy_v2"},
+		{&d.cuStreamSynchronize, "cuStreamSynchronize"},
+		{&d.cuEventCreate, "cuEventCreate"},
+		{&d.cuEventRecord, "cuEventRecord"},
+		{&d.cuEventSynchronize, "cuEventSynchronize"},
+		{&d.cuEventElapsedTime, "cuEventElapsedTime"},
+		{&d.cuEventDestroy, "cuEventDestroy_v2"},
+		{&d.cuGetErrorName, "cuGetErrorName"},
+	} {
+		sym, err := purego.Dlsym(lib, b.sym)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: %s has no %s: %v (driver too old?)", path, b.sym, err)
+		}
+		purego.RegisterFunc(b.fn, sym)
+	}
+	loaded[path] = d
+	return d, nil
+}
+
+func (d *Driver) check(call string, r Result) error {
+	if r == Success {
+		return nil
+	}
+	name := "CUDA_ERROR_UNKNOWN"
+	var s *byte
+	if d.cuGetErrorName(r, &s) == Success && s != nil {
+		name = goString(s)
+	}
+	return &Error{Call: call, Result: r, Name: name}
+}
+
+func goString(p *byte) string {
+	var b []byte
+	for ; *p != 0; p = (*byte)(unsafe.Add(unsafe.Pointer(p), 1)) {
+		b = append(b, *p)
+	}
+	return string(b)
+}
+
+// Init is cuInit(0).
+func (d *Driver) Init() error { return d.check("cuInit", d.cuInit(0)) }
+
+// Version is the driver's CUDA version (12040 for 12.4).
+func (d *Driver) Version() (int, error) {
+	var v int32
+	return int(v), d.check("cuDriverGetVersion", d.cuDriverGetVersion(&v))
+}
+
+// DeviceCount is the number of visible GPUs.
+func (d *Driver) DeviceCount() (int, error) {
+	var n int32
+	return int(n), d.check("cuDeviceGetCount", d.cuDeviceGetCount(&n))
+}
+
+// Device returns the GPU of an ordinal.
+func (d *Driver) Device(ordinal int) (Device, error) {
+	var dev Device
+	return dev, d.check("cuDeviceGet", d.cuDeviceGet(&dev, int32(ordinal)))
+}
+
+// DeviceName is the GPU's marketing name.
+func (d *Driver) DeviceName(dev Device) (string, error) {
+	buf := make([]byte, 256)
+	if err := d.check("cuDeviceGetName", d.cuDeviceGetName(&buf[0], int32(len(buf)), dev)); err != nil {
+		return "", err
+	}
+	return goString(&buf[0]), nil
+}
+
+// Attribute reads a device attribute (the Attr constants).
+func (d *Driver) Attribute(dev Device, attr int) (int, error) {
+	var v int32
+	return int(v), d.check("cuDeviceGetAttribute", d.cuDeviceGetAttribute(&v, int32(attr), dev))
+}
+
+// TotalMem is the GPU's memory in bytes.
+func (d *Driver) TotalMem(dev Device) (uint64, error) {
+	var n uint64
+	return n, d.check("cuDeviceTotalMem", d.cuDeviceTotalMem(&n, dev))
+}
+
+// PrimaryContext retains the device's primary context and makes it current.
+func (d *Driver) PrimaryContext(dev Device) (Context, error) {
+	var c Context
+	if err := d.check("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(&c, dev)); err != nil {
+		return 0, err
+	}
+	return c, d.check("cuCtxSetCurrent", d.cuCtxSetCurrent(c))
+}
+
+// ReleasePrimaryContext undoes PrimaryContext.
+func (d *Driver) ReleasePrimaryContext(dev Device) error {
+	return d.check("cuDevicePrimaryCtxRelease", d.cuDevicePrimaryCtxRelease(dev))
+}
+
+// SetCurrent makes c the calling thread's context.
+func (d *Driver) SetCurrent(c Context) error { return d.check("cuCtxSetCurrent", d.cuCtxSetCurrent(c)) }
+
+// LoadPTX JIT-compiles a NUL-free PTX module for the current context's GPU.
+func (d *Driver) LoadPTX(ptx []byte) (Module, error) {
+	img := append(append([]byte(nil), ptx...), 0)
+	var m Module
+	return m, d.check("cuModuleLoadDataEx", d.cuModuleLoadDataEx(&m, unsafe.Pointer(&img[0]), 0, nil, nil))
+}
+
+// Unload releases a module.
+func (d *Driver) Unload(m Module) error { return d.check("cuModuleUnload", d.cuModuleUnload(m)) }
+
+// Function looks a kernel up by name.
+func (d *Driver) Function(m Module, name string) (Function, error) {
+	b := append([]byte(name), 0)
+	var f Function
+	if err := d.check("cuModuleGetFunction", d.cuModuleGetFunction(&f, m, &b[0])); err != nil {
+		return 0, fmt.Errorf("kernel %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// Launch params: CU_LAUNCH_PARAM_BUFFER_POINTER, _SIZE and _END.
+const (
+	launchParamEnd           = 0
+	launchParamBufferPointer = 1
+	launchParamBufferSize    = 2
+)
+
+// Launch starts f on s with its arguments as one buffer laid out as the
+// kernel's parameters (CU_LAUNCH_PARAM_BUFFER_POINTER). params must stay
+// unmoved until the call returns; the driver copies it.
+func (d *Driver) Launch(f Function, grid, block [3]int, shared int, s Stream, params []byte, name string) error {
+	size := uint64(len(params))
+	var p uintptr
+	if len(params) > 0 {
+		p = uintptr(unsafe.Pointer(&params[0]))
+	}
+	// The driver reads the "extra" array as void*s; Go's collector does not
+	// move heap memory, and KeepAlive holds params and size until it returns.
+	extra := [5]uintptr{launchParamBufferPointer, p, launchParamBufferSize, uintptr(unsafe.Pointer(&size)), launchParamEnd}
+	r := d.cuLaunchKernel(f, uint32(grid[0]), uint32(grid[1]), uint32(grid[2]), uint32(block[0]), uint32(block[1]), uint32(block[2]),
+		uint32(shared), s, nil, unsafe.Pointer(&extra[0]))
+	runtime.KeepAlive(params)
+	runtime.KeepAlive(&size)
+	if err := d.check("cuLaunchKernel", r); err != nil {
+		return fmt.Errorf("kernel %s: %w", name, err)
+	}
+	return nil
+}
+
+// Alloc allocates n bytes of device memory.
+func (d *Driver) Alloc(n int) (DevPtr, error) {
+	var p DevPtr
+	return p, d.check("cuMemAlloc", d.cuMemAlloc(&p, uint64(n)))
+}
+
+// Free releases device memory.
+func (d *Driver) Free(p DevPtr) error { return d.check("cuMemFree", d.cuMemFree(p)) }
+
+// CopyToDevice copies src to dst (synchronous).
+func (d *Driver) CopyToDevice(dst DevPtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return d.check("cuMemcpyHtoD", d.cuMemcpyHtoD(dst, unsafe.Pointer(&src[0]), uint64(len(src))))
+}
+
+// CopyToHost copies from src into dst (synchronous).
+func (d *Driver) CopyToHost(dst []byte, src DevPtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.check("cuMemcpyDtoH", d.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), src, uint64(len(dst))))
+}
+
+// Zero sets n bytes at p to 0.
+func (d *Driver) Zero(p DevPtr, n int) error {
+	return d.check("cuMemsetD8", d.cuMemsetD8(p, 0, uint64(n)))
+}
+
+// MemInfo is the free and total device memory.
+func (d *Driver) MemInfo() (free, total uint64, err error) {
+	err = d.check("cuMemGetInfo", d.cuMemGetInfo(&free, &total))
+	return free, total, err
+}
+
+// NewStream creates a stream.
+func (d *Driver) NewStream() (Stream, error) {
+	var s Stream
+	return s, d.check("cuStreamCreate", d.cuStreamCreate(&s, 0))
+}
+
+// DestroyStream releases a stream.
+func (d *Driver) DestroyStream(s Stream) error {
+	return d.check("cuStreamDestroy", d.cuStreamDestroy(s))
+}
+
+// Sync waits for everything queued on s.
+func (d *Driver) Sync(s Stream) error {
+	return d.check("cuStreamSynchronize", d.cuStreamSynchronize(s))
+}
+
+// NewEvent creates an event (timing enabled).
+func (d *Driver) NewEvent() (Event, error) {
+	var e Event
+	return e, d.check("cuEventCreate", d.cuEventCreate(&e, 0))
+}
+
+// Record queues e on s.
+func (d *Driver) Record(e Event, s Stream) error {
+	return d.check("cuEventRecord", d.cuEventRecord(e, s))
+}
+
+// Elapsed waits for end and returns the milliseconds between two recorded events.
+func (d *Driver) Elapsed(start, end Event) (float32, error) {
+	if err := d.check("cuEventSynchronize", d.cuEventSynchronize(end)); err != nil {
+		return 0, err
+	}
+	var ms float32
+	return ms, d.check("cuEventElapsedTime", d.cuEventElapsedTime(&ms, start, end))
+}
+
+// DestroyEvent releases an event.
+func (d *Driver) DestroyEvent(e Event) error { return d.check("cuEventDestroy", d.cuEventDestroy(e)) }

@@ -1,0 +1,90 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
+)
+
+// The launches of each op, by kernel: shapes in, grid, block and arguments
+// out. The emulator tests run them against the CPU reference; the backend's
+// encoder (not written yet) will map plan steps onto them.
+
+func embedLaunch(out, table, ids devptr, dt graph.DType, n, d, v int) *launch {
+	return newLaunch("embed_"+dt.String(), grid1(n), 128).ptr(out).ptr(table).ptr(ids).i32(n).i32(d).i32(v)
+}
+
+func qembedLaunch(out, w, scales, biases, ids devptr, bits int, sdt graph.DType, n, d, v, gs int) *launch {
+	return newLaunch(fmt.Sprintf("qembed_%d_%v", bits, sdt), grid1(n), 128).
+		ptr(out).ptr(w).ptr(scales).ptr(biases).ptr(ids).i32(n).i32(d).i32(v).i32(gs)
+}
+
+func rmsNormLaunch(out, x, w devptr, m, d int, eps float32) *launch {
+	return newLaunch("rms_norm_f32", grid1(m), 256).ptr(out).ptr(x).ptr(w).i32(m).i32(d).f32(eps)
+}
+
+// ropeLaunch: invFreq is a device copy of the op's inverse frequencies.
+func ropeLaunch(out, x, pos, invFreq devptr, neox bool, m, h, d, p int) *launch {
+	name := "rope_adjacent_f32"
+	if neox {
+		name = "rope_neox_f32"
+	}
+	return newLaunch(name, grid1(ceilDiv(m*h*d, 256)), 256).ptr(out).ptr(x).ptr(pos).ptr(invFreq).i32(m).i32(h).i32(d).i32(p)
+}
+
+func siluLaunch(out, x devptr, n int) *launch {
+	return newLaunch("silu_f32", grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(x).u64(n)
+}
+
+func swigluLaunch(out, gate, up devptr, n int) *launch {
+	return newLaunch("swiglu_f32", grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(gate).ptr(up).u64(n)
+}
+
+// binaryLaunch is Add or Mul; b has nb elements, broadcast over a's n.
+func binaryLaunch(kernel string, out, a, b devptr, n, nb int) *launch {
+	return newLaunch(kernel, grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(a).ptr(b).u64(n).u64(nb)
+}
+
+func concatLaunch(out, a, b devptr, m, da, db int) *launch {
+	return newLaunch("concat_f32", grid1(ceilDiv(m*(da+db), 256)), 256).ptr(out).ptr(a).ptr(b).i32(m).i32(da).i32(db)
+}
+
+func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matvec_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
+	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, 4)), 128).
+		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
+}
+
+func kvWriteLaunch(cache, rows, kvLen devptr, dt graph.DType, n, rowlen int) *launch {
+	return newLaunch("kv_write_"+dt.String(), grid1(ceilDiv(n*rowlen, 256)), 256).ptr(cache).ptr(rows).ptr(kvLen).i32(n).i32(rowlen)
+}
+
+func kvCompactLaunch(cache, kvLen, idx devptr, dt graph.DType, n, rowlen int) *launch {
+	return newLaunch("kv_compact_"+dt.String(), grid1(ceilDiv(rowlen, 256)), 256).ptr(cache).ptr(kvLen).ptr(idx).i32(n).i32(rowlen)
+}
+
+// attentionMaxD is the largest head dimension attention.cu takes.
+const attentionMaxD = 256
+
+func attentionLaunch(out, q, k, v, kvLen, end devptr, dt graph.DType, n, h, kvh, d int, scale float32) (*launch, error) {
+	if d > attentionMaxD {
+		return nil, fmt.Errorf("cuda: attention head dim %d > %d", d, attentionMaxD)
+	}
+	return newLaunch("attention_tree_"+dt.String(), grid2(h, n), 128).
+		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).i32(n).i32(h).i32(kvh).i32(d).f32(scale), nil
+}
+
+func logSoftmaxLaunch(out, x devptr, m, v int) *launch {
+	return newLaunch("log_softmax_f32", grid1(m), 256).ptr(out).ptr(x).i32(m).i32(v)
+}
+
+func argmaxLaunch(out, x devptr, m, v int) *launch {
+	return newLaunch("argmax_f32", grid1(m), 256).ptr(out).ptr(x).i32(m).i32(v)
+}
+
+func topKLaunch(out, x devptr, m, v, k int) *launch {
+	return newLaunch("top_k_f32", grid1(m), 256).ptr(out).ptr(x).i32(m).i32(v).i32(k)
+}

@@ -1,0 +1,50 @@
+// quant.cu: matvec with a 4- or 8-bit affine-quantized weight (MLX layout:
+// codes packed low bits first in u32 words, a scale s and bias b per group
+// of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
+// As in matvec.cu, a warp computes one column for every row and lane l
+// takes words l, l+32, ..., so a row's result depends on k alone.
+// Grid: (ceil(n/4)); block: 128 threads (4 warps).
+#include "prelude.cuh"
+
+template <int BITS, class S>
+DEVICE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
+	const int per = 32 / BITS;
+	const int lane = int(threadIdx.x) & 31;
+	const int col = int(blockIdx.x) * 4 + (int(threadIdx.x) >> 5);
+	if (col >= n) return;
+	const int words = k / per;
+	const u64 wrow = u64(col) * u64(words);
+	const u64 grow = u64(col) * u64(k / gs);
+	for (int r0 = 0; r0 < m; r0 += 4) {
+		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		const int rows = m - r0 < 4 ? m - r0 : 4;
+		for (int j = lane; j < words; j += 32) {
+			const unsigned word = w[wrow + u64(j)];
+			const u64 g = grow + u64(j * per / gs);
+			const float s = load_w(scales, g), b = load_w(biases, g);
+			for (int e = 0; e < per; e++) {
+				const float q = float((word >> (BITS * e)) & ((1u << BITS) - 1u));
+				const float wv = s * q + b;
+				const u64 kk = u64(j) * u64(per) + u64(e);
+				for (int r = 0; r < 4; r++) {
+					if (r < rows) acc[r] = cu_fma(x[u64(r0 + r) * u64(k) + kk], wv, acc[r]);
+				}
+			}
+		}
+		for (int r = 0; r < 4; r++) {
+			const float sum = warp_sum(acc[r]);
+			if (lane == 0 && r < rows) out[u64(r0 + r) * u64(n) + u64(col)] = sum;
+		}
+	}
+}
+
+#define QMATVEC(BITS, S, NAME) \
+	KERNEL void qmatvec_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) { \
+		qmatvec<BITS>(out, x, w, scales, biases, m, k, n, gs); \
+	}
+QMATVEC(4, float, f32)
+QMATVEC(4, f16_t, f16)
+QMATVEC(4, bf16_t, bf16)
+QMATVEC(8, float, f32)
+QMATVEC(8, f16_t, f16)
+QMATVEC(8, bf16_t, bf16)
