@@ -186,7 +186,7 @@ func (p *Program) Run(l *Launch) error {
 		u64(len(data))
 		req.Write(data)
 	}
-	req.WriteString("EMU1")
+	req.WriteString("EMU2")
 	u32(len(l.Kernel))
 	req.WriteString(l.Kernel)
 	for _, v := range l.Grid {
@@ -206,6 +206,16 @@ func (p *Program) Run(l *Launch) error {
 		buf(2+i, b.Data)
 	}
 	u32(0) // no threadgroup memory: shared arrays are static in the kernels
+	// Every launch runs its threads forward, in reverse and in a seeded
+	// random order (the Metal dispatcher's orders, kinds 0, 1 and 2), and
+	// fails if the results differ by a bit: a missing __syncthreads cannot
+	// hide behind a lucky order.
+	orders := [][2]int{{0, 0}, {1, 0}, {2, 0x5eed}}
+	u32(len(orders))
+	for _, o := range orders {
+		u32(o[0])
+		u64(o[1])
+	}
 	cmd := exec.Command(p.path)
 	cmd.Stdin = &req
 	var stdout, stderr bytes.Buffer
