@@ -173,16 +173,7 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 			return err
 		}
 		if s.state.Len()+maxN > s.state.Cap() {
-			// Too close to the end of the context for a full tree: finish
-			// one token at a time, as autoregressive does (a step that
-			// filled the cache leaves no room for init).
-			if s.state.Len()+1 >= s.state.Cap() {
-				return nil
-			}
-			if err := s.forward([]int32{init}); err != nil {
-				return err
-			}
-			return d.autoregressive(ctx)
+			return d.finishNearEnd(ctx, init)
 		}
 		var before graph.Counts
 		if counter != nil {
@@ -287,4 +278,19 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 		}
 		init = next
 	}
+}
+
+// finishNearEnd ends a speculative generation that is too close to the end
+// of the context for a full step: it decodes one token at a time, as
+// autoregressive decoding does, from init (a step that filled the cache
+// exactly leaves no room for init, and the generation ends there).
+func (d *decoder) finishNearEnd(ctx context.Context, init int32) error {
+	s := d.s
+	if s.state.Len()+1 >= s.state.Cap() {
+		return nil
+	}
+	if err := s.forward([]int32{init}); err != nil {
+		return err
+	}
+	return d.autoregressive(ctx)
 }

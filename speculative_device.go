@@ -57,15 +57,7 @@ func (d *decoder) speculativeOnDevice(ctx context.Context, p *specPlan, dr *draf
 			return err
 		}
 		if s.state.Len()+step.N > s.state.Cap() {
-			// Too close to the end of the context for a full step: finish
-			// one token at a time (see speculative).
-			if s.state.Len()+1 >= s.state.Cap() {
-				return nil
-			}
-			if err := s.forward([]int32{init}); err != nil {
-				return err
-			}
-			return d.autoregressive(ctx)
+			return d.finishNearEnd(ctx, init)
 		}
 		var before graph.Counts
 		if counter != nil {
