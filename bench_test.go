@@ -85,12 +85,21 @@ func BenchmarkGroupDecode(b *testing.B) {
 			if err := e.LoadDrafter(m.head); err != nil {
 				b.Fatal(err)
 			}
-			for _, draft := range []bool{false, true} {
+			// Autoregressive decoding, then ReDrafter with the engine's beam
+			// (W=1, L=5 on the CPU) under the group's row budget (the
+			// default) and with none (the beam kept whatever the load).
+			for _, mode := range []string{"off", "budget", "nobudget"} {
 				for _, n := range []int{1, 4} {
-					b.Run(fmt.Sprintf("redrafter=%v/sessions=%d", draft, n), func(b *testing.B) {
-						opt := GenerateOptions{MaxTokens: 32, Draft: DraftOptions{Off: !draft}}
+					if mode == "nobudget" && n == 1 {
+						continue // a member alone keeps its beam anyway
+					}
+					b.Run(fmt.Sprintf("redrafter=%s/sessions=%d", mode, n), func(b *testing.B) {
+						opt := GenerateOptions{MaxTokens: 32, Draft: DraftOptions{Off: mode == "off"}}
 						g := e.NewGroup()
 						defer g.Close()
+						if mode == "nobudget" {
+							g.SetRowBudget(0)
+						}
 						sessions := make([]*Session, n)
 						for i := range sessions {
 							if n == 1 {
@@ -141,7 +150,7 @@ func BenchmarkGroupDecode(b *testing.B) {
 							b.ReportMetric(float64(st.Rows-before.Rows)/passes, "rows/pass")
 							b.ReportMetric(float64(st.Compiles-before.Compiles)/passes, "compiles/pass")
 						}
-						if draft {
+						if mode != "off" {
 							// Shares of each session's time: drafting (its own beam
 							// search) and verifying (the forward pass, waits included).
 							per := float64(n) * wall.Seconds()

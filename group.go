@@ -48,6 +48,11 @@ type Group struct {
 	closed  bool
 	wait    time.Duration
 	most    int // the most sequences one gathering held
+	// idle frees the compiled passes once no member has generated for
+	// idleRelease; stopped when one starts again.
+	idle        *time.Timer
+	idleRelease time.Duration
+	rowBudget   int // SetRowBudget
 }
 
 // groupCall is one member's forward pass request, done when served.
@@ -60,10 +65,17 @@ type groupCall struct {
 // before a pass runs without the ones that have not come back.
 const DefaultStragglerWait = 100 * time.Millisecond
 
+// idleRelease is how long a group stays without generating members before
+// it frees its compiled passes. A burst of traffic compiles one pass per mix
+// of members and row counts (tens of megabytes of activations on a 1B
+// model); a server at rest gives that memory back, and the next burst
+// compiles them again in a few milliseconds each.
+const idleRelease = 2 * time.Second
+
 // NewGroup returns an empty group of sessions that share forward passes.
 func (e *Engine) NewGroup() *Group {
 	g := &Group{e: e, waiting: map[*Session]*groupCall{}, inPass: map[*Session]bool{}, late: map[*Session]bool{},
-		wait: DefaultStragglerWait}
+		wait: DefaultStragglerWait, idleRelease: idleRelease, rowBudget: groupRows(e)}
 	if e.runner != nil {
 		g.batcher = e.runner.NewBatcher()
 	}
@@ -96,12 +108,69 @@ func (g *Group) SetStragglerWait(d time.Duration) {
 	g.wait = max(d, 0)
 }
 
+// groupRows is the default row budget of a group's passes: the rows a
+// backend keeps batch-invariant where it has a limit (Metal's matvec rows,
+// where a pass is still bound by reading the weights), else cpuGroupRows.
+func groupRows(e *Engine) int {
+	if ir, ok := e.be.(llama.InvariantRower); ok {
+		return ir.InvariantRows()
+	}
+	return cpuGroupRows
+}
+
+// cpuGroupRows: on the CPU, a pass over up to about 16 rows costs little
+// more than reading the weights once (TinyLlama-shaped f16, 2 cores: 4 rows
+// 1.10× one, 8 rows 1.50×, 16 rows 2.29×); beyond it a pass is bound by
+// arithmetic (about 88 rows/s there, whatever the count), so rows spent on
+// drafts are rows taken from other sequences' tokens. docs/BENCHMARKS.md,
+// "serve under load".
+const cpuGroupRows = 16
+
+// SetRowBudget sets the rows that the greedy ReDrafter steps of the group's
+// generating members should fill in one pass together: with n members
+// drafting W beams of L tokens each, every member's beam is cut until its
+// tree (1 + W·(L-1) rows at most) fits rows/n, narrower first and then
+// shorter, down to an autoregressive step (L = 1) when even two rows each
+// would not. A member alone keeps its
+// beam. Greedy outputs do not change (they are those of decoding token by
+// token); only the work per pass does. Sampling members keep their beam,
+// since their draws depend on it and a seed gives the same text in a group
+// as alone. 0 removes the limit.
+func (g *Group) SetRowBudget(rows int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rowBudget = max(rows, 0)
+}
+
+// beam is the beam shape a member drafting w beams of up to l tokens uses
+// for its next step, given the members generating now: narrower first (one
+// beam drafts more accepted tokens per verified row than several), then
+// shorter.
+func (g *Group) beam(w, l int) (int, int) {
+	g.mu.Lock()
+	n, budget := len(g.active), g.rowBudget
+	g.mu.Unlock()
+	if n <= 1 || budget == 0 {
+		return w, l
+	}
+	per := budget / n
+	for l > 1 && 1+w*(l-1) > per {
+		if w > 1 {
+			w--
+		} else {
+			l--
+		}
+	}
+	return w, l
+}
+
 // GroupStats count a group's passes.
 type GroupStats struct {
 	Passes   int // joint forward passes run
 	Requests int // members' forward calls they served
 	Rows     int // tokens they ran
 	Compiles int // plans compiled for them (the rest came from the cache)
+	Cached   int // compiled plans held now (freed when the group is idle)
 	// MostSequences is the most members' requests gathered for one pass.
 	MostSequences int
 }
@@ -116,7 +185,7 @@ func (g *Group) Stats() GroupStats {
 	g.passMu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return GroupStats{Passes: b.Passes, Requests: b.Requests, Rows: b.Rows, Compiles: b.Compiles, MostSequences: g.most}
+	return GroupStats{Passes: b.Passes, Requests: b.Requests, Rows: b.Rows, Compiles: b.Compiles, Cached: b.Cached, MostSequences: g.most}
 }
 
 // Close frees the group's compiled passes. Its sessions stay open (Close
@@ -124,6 +193,9 @@ func (g *Group) Stats() GroupStats {
 func (g *Group) Close() {
 	g.mu.Lock()
 	g.closed = true
+	if g.idle != nil {
+		g.idle.Stop()
+	}
 	for s, c := range g.waiting {
 		c.req.Err = ErrClosed
 		close(c.done)
@@ -144,6 +216,9 @@ func (g *Group) join(s *Session) {
 	if !slices.Contains(g.active, s) {
 		g.active = append(g.active, s)
 	}
+	if g.idle != nil {
+		g.idle.Stop()
+	}
 }
 
 // leave ends s's membership; the others' pass may be ready without it.
@@ -152,12 +227,35 @@ func (g *Group) leave(s *Session) {
 	defer g.mu.Unlock()
 	g.active = slices.DeleteFunc(g.active, func(m *Session) bool { return m == s })
 	delete(g.late, s)
+	if len(g.active) == 0 && !g.closed {
+		if g.idle == nil {
+			g.idle = time.AfterFunc(g.idleRelease, g.release)
+		} else {
+			g.idle.Reset(g.idleRelease)
+		}
+	}
 	if g.ready() {
 		go func() { // s's Generate returns now; a waiting member's pass runs here
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			g.drive()
 		}()
+	}
+}
+
+// release frees the compiled passes if the group is still idle: no member
+// generates and no pass runs (one that starts later compiles its own).
+func (g *Group) release() {
+	g.mu.Lock()
+	busy := len(g.active) > 0 || g.running || g.closed
+	g.mu.Unlock()
+	if busy {
+		return
+	}
+	g.passMu.Lock()
+	defer g.passMu.Unlock()
+	if g.batcher != nil {
+		g.batcher.Release()
 	}
 }
 

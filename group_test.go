@@ -289,3 +289,66 @@ func TestGroupCancelOneMember(t *testing.T) {
 		})
 	}
 }
+
+// Once no member has generated for the idle time, the group frees its
+// compiled passes (a server at rest gives their memory back), and members
+// that generate afterwards compile again and give the same text.
+func TestGroupReleasesPassesWhenIdle(t *testing.T) {
+	e := groupEngine(t, "cpu")
+	want := alone(t, e)
+	g := e.NewGroup()
+	defer g.Close()
+	g.mu.Lock()
+	g.idleRelease = 50 * time.Millisecond
+	g.mu.Unlock()
+	sameResults(t, runGroup(t, g, false), want)
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Stats().Cached > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := g.Stats()
+	if st.Cached != 0 || st.Compiles == 0 {
+		t.Fatalf("%+v: want the compiled passes freed once the group is idle", st)
+	}
+	sameResults(t, runGroup(t, g, false), want)
+	if after := g.Stats(); after.Compiles <= st.Compiles {
+		t.Errorf("%+v after %+v: want passes compiled again", after, st)
+	}
+}
+
+// Under load the greedy ReDrafter members shorten their beams to the
+// group's row budget (8 members in 16 rows: W=1 drafts L=2, W=2 too, as
+// one beam) and give the same text as alone; sampled members keep
+// their beams. Without a budget every member verifies what it does alone.
+func TestGroupRowBudgetShortensBeams(t *testing.T) {
+	e := groupEngine(t, "cpu")
+	want := alone(t, e)
+	perStep := func(r *Result) float64 { return float64(r.Stats.Draft.Packed) / float64(r.Stats.Draft.Steps) }
+	for _, budget := range []int{16, 0} {
+		g := e.NewGroup()
+		g.SetStragglerWait(0)
+		g.SetRowBudget(budget)
+		got := runGroup(t, g, true)
+		g.Close()
+		sameResults(t, got, want)
+		for m := range want {
+			if want[m][0].Stats.Draft == nil {
+				continue
+			}
+			_, opt := groupScript(m)
+			for i := range want[m] {
+				alone, grouped := perStep(want[m][i]), perStep(got[m][i])
+				t.Logf("budget %d, member %d turn %d (W=%d, L=%d): %.2f tokens verified per step, %.2f alone",
+					budget, m, i, opt.Draft.BeamWidth, opt.Draft.BeamLength, grouped, alone)
+				switch {
+				case budget == 0 || !opt.Sampling.Greedy():
+					if grouped != alone {
+						t.Errorf("member %d turn %d: %.2f tokens verified per step, %.2f alone: want the same beam", m, i, grouped, alone)
+					}
+				case grouped >= alone:
+					t.Errorf("member %d turn %d: %.2f tokens verified per step, %.2f alone: want shorter beams under load", m, i, grouped, alone)
+				}
+			}
+		}
+	}
+}

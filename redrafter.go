@@ -180,9 +180,19 @@ func (d *decoder) speculative(ctx context.Context, p *specPlan) error {
 			before = counter.Counts()
 		}
 		t0 := time.Now()
-		beams, err := p.d.BeamSearch(h, init, p.w, p.l, p.accept == AcceptApple && !d.opt.Sampling.Greedy())
-		if err != nil {
-			return fmt.Errorf("redrafter: drafting after position %d: %w", s.state.Len(), err)
+		w, l := p.w, p.l
+		if s.group != nil && d.opt.Sampling.Greedy() {
+			// Shorter under load (1 is an autoregressive step). Greedy
+			// only: its tokens do not depend on the beam, while a sampled
+			// step's draws do, and a seed must give the same text in a
+			// group as alone.
+			w, l = s.group.beam(w, l)
+		}
+		beams := &drafter.Beams{Tokens: [][]int32{{init}}, LogQ: [][][]float32{nil}}
+		if l > 1 {
+			if beams, err = p.d.BeamSearch(h, init, w, l, p.accept == AcceptApple && !d.opt.Sampling.Greedy()); err != nil {
+				return fmt.Errorf("redrafter: drafting after position %d: %w", s.state.Len(), err)
+			}
 		}
 		t1 := time.Now()
 		tree, err := builder.Build(beams.Tokens)

@@ -18,7 +18,9 @@ import (
 // device. forceDeviceStep (tests) takes the device path on any backend.
 func (d *decoder) deviceStep(p *specPlan) (*drafter.Drafter, bool) {
 	dr, ok := p.d.(*drafter.Drafter)
-	if !ok || !d.opt.Sampling.Greedy() {
+	// A member of a Group verifies through the group's joint passes (the
+	// host loop's s.run), not a plan of its own.
+	if !ok || !d.opt.Sampling.Greedy() || d.s.group != nil {
 		return nil, false
 	}
 	return dr, dr.OnDevice() || forceDeviceStep

@@ -19,7 +19,11 @@ func newLoadtestCmd() *cobra.Command {
 concurrent clients to a server on this machine (loopback addresses only), and
 report requests/s, aggregate tokens/s, and time to first token and time per
 output token percentiles. It stops by itself after the requests or --timeout,
-whichever comes first; requests that fail or never started are counted.`,
+whichever comes first; requests that fail or never started are counted.
+With --check, each prompt is first sent alone and every request under load
+must return the same text (greedy decoding does not depend on the load).
+When the server exports Go's metrics (redrafter serve does), its goroutines
+and heap in use before and after the load are reported too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := loadtest.Run(cmd.Context(), cfg)
@@ -29,6 +33,9 @@ whichever comes first; requests that fail or never started are counted.`,
 			fmt.Fprint(cmd.OutOrStdout(), rep)
 			if rep.Failed > 0 {
 				return fmt.Errorf("%d of %d requests failed", rep.Failed, rep.Requests)
+			}
+			if rep.Mismatched > 0 {
+				return fmt.Errorf("%d of %d requests under load differ from their prompt's text alone", rep.Mismatched, rep.Checked)
 			}
 			return nil
 		},
@@ -41,6 +48,7 @@ whichever comes first; requests that fail or never started are counted.`,
 	f.IntVar(&cfg.Requests, "requests", 32, "requests in all")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens of each request")
 	f.StringArrayVar(&cfg.Prompts, "prompt", nil, "completion prompt, used in turn (repeatable; default: a few story openings)")
+	f.BoolVar(&cfg.Check, "check", false, "send each prompt alone first and fail if a request under load returns other text")
 	f.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "time limit of the whole run")
 	return cmd
 }

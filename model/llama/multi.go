@@ -53,6 +53,7 @@ type BatcherStats struct {
 	Rows     int // new tokens over all passes
 	Requests int // requests served (a pass serves one or more)
 	Compiles int // plans compiled (the rest were found in the cache)
+	Cached   int // plans held now
 }
 
 // maxJointPlans bounds the plans a Batcher keeps; the least recently used
@@ -65,7 +66,11 @@ func (r *Runner) NewBatcher() *Batcher {
 }
 
 // Stats returns the counts so far.
-func (b *Batcher) Stats() BatcherStats { return b.stats }
+func (b *Batcher) Stats() BatcherStats {
+	st := b.stats
+	st.Cached = len(b.plans)
+	return st
+}
 
 // jointGraph is one compiled pass over the requests of a key.
 type jointGraph struct {
@@ -268,7 +273,11 @@ func (b *Batcher) Forget(s *State) {
 }
 
 // Close frees every plan.
-func (b *Batcher) Close() {
+func (b *Batcher) Close() { b.Release() }
+
+// Release frees every cached plan; the Batcher stays usable and compiles
+// plans again as passes need them.
+func (b *Batcher) Release() {
 	for _, f := range b.plans {
 		f.plan.Free()
 	}

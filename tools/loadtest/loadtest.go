@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,10 @@ type Config struct {
 	MaxTokens int           // max_tokens of each request (>= 1)
 	Prompts   []string      // completion prompts, used in turn (default: a few story openings)
 	Timeout   time.Duration // the whole run's limit; requests still running then fail
+	// Check sends each prompt once alone before the load and counts the
+	// requests under load whose text differs from it (greedy decoding must
+	// not depend on who shares the server's passes).
+	Check bool
 }
 
 // DefaultPrompts open stories, which the demo model continues at length.
@@ -52,6 +57,19 @@ type Report struct {
 	TTFT                      Percentiles
 	TPOT                      Percentiles // time per output token after the first
 	TokensPerStep             float64     // mean over requests that report ReDrafter steps (0: none)
+	// Checked is how many requests were compared with their prompt's text
+	// alone (Config.Check), Mismatched how many differed.
+	Checked, Mismatched int
+	// Server is the server's own process (its /metrics, when it exports the
+	// Go collector's): goroutines and heap in use before the load and once
+	// it is over. Zero when the server does not export them.
+	Server ServerState
+}
+
+// ServerState is what a server's /metrics says about its process.
+type ServerState struct {
+	GoroutinesBefore, GoroutinesAfter int
+	HeapBefore, HeapAfter             int64 // go_memstats_heap_inuse_bytes
 }
 
 // Percentiles of a latency.
@@ -65,6 +83,13 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "time per output token: p50 %s  p90 %s  p99 %s  max %s\n", ms(r.TPOT.P50), ms(r.TPOT.P90), ms(r.TPOT.P99), ms(r.TPOT.Max))
 	if r.TokensPerStep > 0 {
 		fmt.Fprintf(&b, "ReDrafter: %.2f tokens per step\n", r.TokensPerStep)
+	}
+	if r.Checked > 0 {
+		fmt.Fprintf(&b, "greedy text equal to the prompt's text alone: %d of %d requests\n", r.Checked-r.Mismatched, r.Checked)
+	}
+	if st := r.Server; st.GoroutinesBefore > 0 {
+		fmt.Fprintf(&b, "server: %d goroutines before the load, %d after; heap in use %.1f MiB before, %.1f MiB after\n",
+			st.GoroutinesBefore, st.GoroutinesAfter, float64(st.HeapBefore)/(1<<20), float64(st.HeapAfter)/(1<<20))
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "error: %s\n", e)
@@ -120,7 +145,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	transport := &http.Transport{MaxIdleConnsPerHost: cfg.Clients, DisableCompression: true}
 	client := &http.Client{Transport: transport}
 	defer transport.CloseIdleConnections()
-	endpoint := strings.TrimSuffix(u.String(), "/") + "/v1/completions"
+	base := strings.TrimSuffix(u.String(), "/")
+	endpoint := base + "/v1/completions"
+
+	// The texts alone come first, one request at a time.
+	alone := map[string]string{}
+	if cfg.Check {
+		for _, p := range prompts {
+			if _, ok := alone[p]; ok {
+				continue
+			}
+			r := one(ctx, client, endpoint, cfg, p)
+			if r.err != nil {
+				return nil, fmt.Errorf("loadtest: %q alone: %w", p, r.err)
+			}
+			alone[p] = r.text
+		}
+	}
+	before, haveState := scrape(ctx, client, base, cfg.APIKey)
 
 	var (
 		next    atomic.Int64
@@ -139,6 +181,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return
 				}
 				r := one(ctx, client, endpoint, cfg, prompts[i%len(prompts)])
+				r.prompt = prompts[i%len(prompts)]
 				mu.Lock()
 				results = append(results, r)
 				mu.Unlock()
@@ -147,11 +190,94 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	return summarize(cfg, results, elapsed), nil
+	rep := summarize(cfg, results, elapsed)
+	if cfg.Check {
+		for _, r := range results {
+			if r.err == nil {
+				rep.Checked++
+				if r.text != alone[r.prompt] {
+					rep.Mismatched++
+					if len(rep.Errors) < 5 {
+						rep.Errors = append(rep.Errors, fmt.Sprintf("%q under load: %q, alone: %q", r.prompt, r.text, alone[r.prompt]))
+					}
+				}
+			}
+		}
+	}
+	if haveState {
+		rep.Server = settle(ctx, client, base, cfg.APIKey, before)
+	}
+	return rep, nil
+}
+
+// settleTime bounds the wait for the server's goroutines to come back to
+// their count before the load (its handlers end after the last byte is
+// sent; idle keep-alive connections are closed here first).
+const settleTime = 5 * time.Second
+
+// settle reads the server's state once its goroutines are back to their
+// count before the load, or settleTime has passed.
+func settle(ctx context.Context, client *http.Client, base, key string, before ServerState) ServerState {
+	if t, ok := client.Transport.(*http.Transport); ok {
+		t.CloseIdleConnections()
+	}
+	st := before
+	deadline := time.Now().Add(settleTime)
+	for {
+		now, ok := scrape(ctx, client, base, key)
+		if ok {
+			st.GoroutinesAfter, st.HeapAfter = now.GoroutinesBefore, now.HeapBefore
+		}
+		if !ok || st.GoroutinesAfter <= before.GoroutinesBefore || time.Now().After(deadline) || ctx.Err() != nil {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// scrape reads go_goroutines and go_memstats_heap_inuse_bytes from the
+// server's /metrics (into the Before fields); ok is false when it has
+// neither. The scrape's own connection is closed, so it leaves no
+// goroutine behind on the server.
+func scrape(ctx context.Context, client *http.Client, base, key string) (st ServerState, ok bool) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	if err != nil {
+		return st, false
+	}
+	req.Close = true
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return st, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, false
+	}
+	var goroutines, heap bool
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, found := strings.Cut(sc.Text(), " ")
+		if !found {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			n, err := strconv.ParseFloat(value, 64)
+			st.GoroutinesBefore, goroutines = int(n), err == nil
+		case "go_memstats_heap_inuse_bytes":
+			n, err := strconv.ParseFloat(value, 64)
+			st.HeapBefore, heap = int64(n), err == nil
+		}
+	}
+	return st, goroutines && heap
 }
 
 // result is one request's measurements.
 type result struct {
+	prompt, text  string
 	err           error
 	tokens        int
 	ttft, tpot    time.Duration
@@ -217,6 +343,7 @@ func one(ctx context.Context, client *http.Client, endpoint string, cfg Config, 
 		case ev.Usage != nil:
 			r.tokens = ev.Usage.CompletionTokens
 		case len(ev.Choices) == 1 && ev.Choices[0].Text != "":
+			r.text += ev.Choices[0].Text
 			now := time.Now()
 			if first.IsZero() {
 				first = now

@@ -17,8 +17,10 @@ import (
 )
 
 // A bounded load against the server on the demo model with ReDrafter:
-// every request succeeds with its tokens, latencies are measured, and once
-// the server stops the goroutines and the heap are back where they were.
+// every request succeeds with its tokens and the text it has alone,
+// latencies are measured, the goroutines and the heap are back where they
+// were once the load is over (the server still running), and once the
+// server stops too.
 func TestLoadNoFailuresNoLeaks(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e, err := redrafter.Load("../../models/stories260K/stories260K.gguf", redrafter.Options{Backend: "cpu", Context: 256, Logger: quiet})
@@ -43,15 +45,34 @@ func TestLoadNoFailuresNoLeaks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
+	servingHeap := heapInUse()
 	const requests, maxTokens = 48, 24
 	rep, err := Run(context.Background(), Config{URL: "http://" + ln.Addr().String(), Model: "stories", Clients: 8, Requests: requests,
-		MaxTokens: maxTokens, Prompts: []string{"Once upon a time", "Lily and Tom went to the park."}, Timeout: 2 * time.Minute})
+		MaxTokens: maxTokens, Prompts: []string{"Once upon a time", "Lily and Tom went to the park."}, Timeout: 2 * time.Minute, Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep)
 	if rep.Failed != 0 || rep.Tokens != requests*maxTokens || rep.TTFT.P50 <= 0 || rep.TPOT.P50 <= 0 || rep.TokensPerStep < 1 {
 		t.Errorf("report %+v: want every request with its %d tokens, latencies and tokens per step", rep, maxTokens)
+	}
+	if rep.Checked != requests || rep.Mismatched != 0 {
+		t.Errorf("%d of %d requests checked, %d differ from their text alone: %v", rep.Checked, requests, rep.Mismatched, rep.Errors)
+	}
+	// The server's own view (its /metrics; in this test it shares the
+	// process): its goroutines came back to their count before the load.
+	if st := rep.Server; st.GoroutinesBefore == 0 || st.GoroutinesAfter > st.GoroutinesBefore || st.HeapBefore == 0 {
+		t.Errorf("server state %+v: want its goroutines back to their count before the load", st)
+	}
+	// With the server still running, the heap comes back near what it was
+	// while serving nothing: the requests' buffers are garbage, and the
+	// group frees its compiled passes once idle (redrafter.Group).
+	h := heapInUse()
+	for deadline := time.Now().Add(10 * time.Second); h > servingHeap+4<<20 && time.Now().Before(deadline); h = heapInUse() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if h > servingHeap+4<<20 {
+		t.Errorf("heap in use %d MiB after the load (server running), %d MiB before it", h>>20, servingHeap>>20)
 	}
 	cancel()
 	if err := <-served; err != nil {
