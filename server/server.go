@@ -88,12 +88,20 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelCauseFunc
 	closeOnce  sync.Once
+	// atRest gives freed memory back to the OS once no request has been
+	// generating for restTime (see New).
+	atRest *time.Timer
 
 	// Hooks for tests: called after a slot is taken and after each piece
 	// of text, on the request's goroutine.
 	testAcquired func(ctx context.Context)
 	testText     func(ctx context.Context)
 }
+
+// restTime is how long the server waits without a generation before it
+// returns freed memory to the OS: longer than the group's 2 s before it
+// frees its compiled passes.
+const restTime = 3 * time.Second
 
 // errShutdown cancels the requests still running when the shutdown grace
 // period ends.
@@ -148,9 +156,21 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.slots = append(s.slots, &slot{id: i, session: sess})
 	}
+	// A burst of requests leaves garbage (request buffers, the group's
+	// compiled passes, which it frees after 2 s idle) that a server at rest
+	// would otherwise hold until the runtime's next collection, minutes
+	// later: once idle for restTime, collect and return it to the OS, so the
+	// process is back at its baseline memory after a load.
+	s.atRest = time.AfterFunc(time.Hour, func() { debug.FreeOSMemory() })
+	s.atRest.Stop()
 	s.sched = newScheduler(slices.Clone(s.slots), cfg.Queue, func(queued, busy int) {
 		s.metrics.queueDepth.Set(float64(queued))
 		s.metrics.slotsBusy.Set(float64(busy))
+		if busy == 0 && queued == 0 {
+			s.atRest.Reset(restTime)
+		} else {
+			s.atRest.Stop()
+		}
 	})
 	s.handler = s.routes()
 	return s, nil
@@ -211,6 +231,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.cancelBase(errShutdown)
+		s.atRest.Stop()
 		s.sched.closeAll()
 		s.group.Close()
 	})

@@ -210,13 +210,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// settleTime bounds the wait for the server's goroutines to come back to
-// their count before the load (its handlers end after the last byte is
-// sent; idle keep-alive connections are closed here first).
-const settleTime = 5 * time.Second
+// settleTime bounds the wait, once the load is over, for the server's
+// goroutines to come back to their count before it (its handlers end after
+// the last byte is sent; idle keep-alive connections are closed here
+// first) and its heap in use to come back within heapSlack of its size
+// before (redrafter serve collects after 3 s at rest).
+const (
+	settleTime = 10 * time.Second
+	heapSlack  = 8 << 20
+)
 
-// settle reads the server's state once its goroutines are back to their
-// count before the load, or settleTime has passed.
+// settle reads the server's state once it is back where it was before the
+// load, or settleTime has passed.
 func settle(ctx context.Context, client *http.Client, base, key string, before ServerState) ServerState {
 	if t, ok := client.Transport.(*http.Transport); ok {
 		t.CloseIdleConnections()
@@ -228,10 +233,11 @@ func settle(ctx context.Context, client *http.Client, base, key string, before S
 		if ok {
 			st.GoroutinesAfter, st.HeapAfter = now.GoroutinesBefore, now.HeapBefore
 		}
-		if !ok || st.GoroutinesAfter <= before.GoroutinesBefore || time.Now().After(deadline) || ctx.Err() != nil {
+		back := st.GoroutinesAfter <= before.GoroutinesBefore && st.HeapAfter <= before.HeapBefore+heapSlack
+		if !ok || back || time.Now().After(deadline) || ctx.Err() != nil {
 			return st
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
