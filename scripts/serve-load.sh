@@ -10,7 +10,7 @@
 #   scripts/serve-load.sh MODEL HEAD_DIR [CLIENTS ...]      (default clients: 1 4 16)
 #
 # Environment: PARALLEL (slots, default 16), MAX_TOKENS (default 32),
-# REQUESTS_PER_CLIENT (default 4; at least 8 requests in all), CONTEXT (512).
+# REQUESTS_PER_CLIENT (default 4), MIN_REQUESTS (default 8), CONTEXT (512).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: $0 MODEL HEAD_DIR [CLIENTS ...]}
@@ -21,6 +21,7 @@ clients=("$@")
 parallel=${PARALLEL:-16}
 max_tokens=${MAX_TOKENS:-32}
 per_client=${REQUESTS_PER_CLIENT:-4}
+min_requests=${MIN_REQUESTS:-8}
 context=${CONTEXT:-512}
 bin=bin/redrafter
 go build -o "$bin" ./cmd/redrafter
@@ -48,12 +49,12 @@ stop() {
 	server=
 }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $model, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $model, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); --parallel $parallel, --max-tokens $max_tokens, $per_client requests per client (at least $min_requests)"
 echo "| clients | ReDrafter | requests/s | tokens/s | TTFT p50 / p99 | per token p50 / p99 | tokens/step | texts equal alone | goroutines before → after | heap MiB before → after |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for n in "${clients[@]}"; do
 	requests=$((n * per_client))
-	[ "$requests" -ge 8 ] || requests=8
+	[ "$requests" -ge "$min_requests" ] || requests=$min_requests
 	for drafter in off on; do
 		args=""
 		[ "$drafter" = on ] && args="--drafter $head"

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/backend/metal/metaltest"
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -50,6 +51,12 @@ func init() {
 	graph.Register("metal-fake", func() (graph.Backend, error) {
 		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
 	})
+	// The CPU at other thread counts than the machine's: rows split over a
+	// different number of workers must not change a bit (1 thread, and 3,
+	// more workers than this machine's cores and an odd split).
+	for _, threads := range []int{1, 3} {
+		graph.Register(fmt.Sprintf("cpu-%dthreads", threads), func() (graph.Backend, error) { return cpu.New(threads), nil })
+	}
 }
 
 // generate loads the demo model on a backend and decodes n tokens greedily,
@@ -99,7 +106,8 @@ func emulated(t *testing.T) {
 }
 
 // Greedy ReDrafter equals greedy autoregressive decoding on the CPU, token
-// for token, on every backend that runs here, with the bundled (mostly
+// for token, on every backend that runs here (the CPU at its default, 1 and
+// 3 threads), with the bundled (mostly
 // accepted) and a random (mostly rejected) draft head, at several beam
 // shapes and both KV cache types. Metal's emulated kernels decode only 16
 // tokens (each dispatch runs as a process): their four generations per KV
@@ -116,7 +124,7 @@ func TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend(t *testing.T) {
 		for _, be := range []struct {
 			name string
 			n    int
-		}{{"cpu", n}, {"metal-fake", n}, {"metal-emu", emuTokens}} {
+		}{{"cpu", n}, {"cpu-1threads", n}, {"cpu-3threads", n}, {"metal-fake", n}, {"metal-emu", emuTokens}} {
 			t.Run(be.name+"/"+kv, func(t *testing.T) {
 				if be.name == "metal-emu" {
 					if testing.Short() {
