@@ -120,6 +120,7 @@ WxL) and the tokens per step are reported; --eval-only does just that for the he
 	f.StringVar(&evalData, "eval-data", "", "held-out distillation set (default: hold out --holdout of --data's prompts)")
 	f.Float64Var(&o.Holdout, "holdout", 0.05, "fraction of --data's prompts held out when there is no --eval-data")
 	f.BoolVar(&o.Resume, "resume", false, "continue the training state in --out (same settings and data)")
+	f.StringVar(&o.Init, "init", "", "start from this head's weights instead of random ones (fine-tuning, e.g. for a quantized model; same --layers and --exit-dim)")
 	f.IntVar(&o.Steps, "steps", 2000, "optimiser steps")
 	f.IntVar(&o.Batch, "batch", 512, "positions per step, each unrolled over --predict tokens")
 	f.Float64Var(&o.LR, "lr", 1e-3, "peak learning rate")

@@ -45,6 +45,7 @@ type stateOptions struct {
 	Seed        uint64         `json:"seed"`
 	TrainSeqs   int            `json:"train_sequences"`
 	TrainTokens int            `json:"train_tokens"`
+	Init        string         `json:"init,omitempty"`
 }
 
 // diff names the settings that differ, as "name saved (now current)".

@@ -25,6 +25,11 @@ type Options struct {
 	// Resume continues from the training state in Out; without it, Out
 	// must not hold one.
 	Resume bool
+	// Init is a draft head directory whose weights the training starts
+	// from instead of random ones (fine-tuning: a head made for the fp32
+	// model, trained further on a quantized model's own continuations).
+	// Its shape must be the one Layers and ExitDim describe.
+	Init string
 
 	Steps       int     // optimiser updates (default 2000)
 	Batch       int     // positions per update, each unrolled over Predict steps (default 512)
@@ -235,6 +240,12 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 		t.opt.m, t.opt.v, t.opt.step = st.M, st.V, st.Step
 		t.rep.ResumedFrom = st.Step
 		o.Log.Info("resuming", "dir", o.Out, "step", st.Step)
+	case o.Init != "":
+		if t.p, err = initParams(o.Init, cfg); err != nil {
+			return nil, err
+		}
+		t.opt = newAdamW(t.p, o.WeightDecay)
+		o.Log.Info("starting from a head", "dir", o.Init)
 	default:
 		if t.p, err = FromHead(drafter.NewRandom(cfg, o.Seed)); err != nil {
 			return nil, err
@@ -277,7 +288,25 @@ func (t *Trainer) fingerprint(c drafter.Config) stateOptions {
 	o := t.o
 	return stateOptions{Config: c, Steps: o.Steps, Batch: o.Batch, Predict: o.Predict, LR: o.LR, Warmup: o.Warmup,
 		WeightDecay: o.WeightDecay, Clip: o.Clip, KLWeight: o.KLWeight, Seed: o.Seed, TrainSeqs: t.rep.TrainSeqs,
-		TrainTokens: t.rep.TrainTokens}
+		TrainTokens: t.rep.TrainTokens, Init: o.Init}
+}
+
+// initParams loads the head in dir as the starting weights of a head
+// shaped by cfg.
+func initParams(dir string, cfg drafter.Config) (*Params, error) {
+	h, err := drafter.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("train: --init: %w", err)
+	}
+	got := h.Config
+	if got.VocabSize != cfg.VocabSize || got.HiddenSize != cfg.HiddenSize || got.ExitDim != cfg.ExitDim ||
+		got.NumDraftLayers != cfg.NumDraftLayers || got.RNN != cfg.RNN {
+		return nil, fmt.Errorf("train: --init %s is a head of vocabulary %d, hidden size %d, exit dim %d, %d layers, RNN %v; "+
+			"the head to train has %d, %d, %d, %d, %v (set --layers and --exit-dim to match)", dir,
+			got.VocabSize, got.HiddenSize, got.ExitDim, got.NumDraftLayers, got.RNN,
+			cfg.VocabSize, cfg.HiddenSize, cfg.ExitDim, cfg.NumDraftLayers, cfg.RNN)
+	}
+	return FromHead(h)
 }
 
 // contexts runs the LLM over every sequence once and keeps its final-norm
