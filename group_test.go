@@ -348,6 +348,11 @@ func TestGroupRowBudgetShortensBeams(t *testing.T) {
 				case grouped >= alone:
 					t.Errorf("member %d turn %d: %.2f tokens verified per step, %.2f alone: want shorter beams under load", m, i, grouped, alone)
 				}
+				// The drafts offered count each step's own beam length.
+				d := got[m][i].Stats.Draft
+				if full := d.Steps * (opt.Draft.BeamLength - 1); (d.Offered < full) != (budget > 0 && opt.Sampling.Greedy()) {
+					t.Errorf("member %d turn %d: %d drafts offered in %d steps of L=%d", m, i, d.Offered, d.Steps, opt.Draft.BeamLength)
+				}
 			}
 		}
 	}

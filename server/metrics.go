@@ -120,11 +120,12 @@ func (m *metrics) observe(reason string, promptTokens, cached int, res *redrafte
 }
 
 // draftCounts are a ReDrafter generation's accepted drafts and the drafts
-// its passes offered (L-1 each).
+// its passes offered (L-1 each, for the L of each pass: under load the
+// group shortens beams).
 func draftCounts(st redrafter.Stats) (accepted, offered int) {
 	d := st.Draft
 	for n, steps := range d.AcceptHist {
 		accepted += n * steps
 	}
-	return accepted, d.Steps * max(st.BeamLength-1, 0)
+	return accepted, d.Offered
 }

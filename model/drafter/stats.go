@@ -24,6 +24,9 @@ type Stats struct {
 
 	Packed int // Σ N, the tokens verified
 	Beamed int // Σ W·L, the tokens the beams hold before merging prefixes
+	// Offered is Σ (L-1), the draft positions the steps offered (the beam
+	// length may change from step to step: a Group shortens it under load).
+	Offered int
 
 	// Device is the device work of the steps, on a backend that counts it
 	// (graph.Counter: Metal): host waits, dispatches and command buffers,
@@ -56,6 +59,7 @@ func (s *Stats) record(packed, w, l, n, emitted int) {
 	s.Tokens += emitted
 	s.Packed += packed
 	s.Beamed += w * l
+	s.Offered += max(l-1, 0)
 	for len(s.AcceptHist) < max(n+1, l) {
 		s.AcceptHist = append(s.AcceptHist, 0)
 		s.AcceptedAtDepth = append(s.AcceptedAtDepth, 0)
