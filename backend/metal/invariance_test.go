@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -20,9 +21,9 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DTyp
 	t.Helper()
 	const n, heads, kvh, d = 11, 4, 2, 40
 	row := kvh * d
-	end := randomTree(r, n)
-	q := randF32(r, n*heads*d, 1)
-	kc, vc := randF32(r, (past+n)*row, 1), randF32(r, (past+n)*row, 1)
+	end := opcases.RandomTree(r, n)
+	q := opcases.RandF32(r, n*heads*d, 1)
+	kc, vc := opcases.RandF32(r, (past+n)*row, 1), opcases.RandF32(r, (past+n)*row, 1)
 	attend := func(q, k, v []float32, n, past int, end []int32) []float32 {
 		c := len(k) / row
 		g := graph.New()
@@ -121,18 +122,18 @@ func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 13))
 	const k, n = 128, 37
-	q := randQuant(r, n, k, 4, 64, graph.F16)
-	w := weights(r, graph.F16, n*k)
+	q := opcases.RandQuant(r, n, k, 4, 64, graph.F16)
+	w := opcases.Weights(r, graph.F16, n*k)
 	for _, quantized := range []bool{false, true} {
 		for _, m := range []int{5, 13} {
-			x := randF32(r, m*k, 1)
+			x := opcases.RandF32(r, m*k, 1)
 			product := func(x []float32, rows int) []float32 {
 				g := graph.New()
 				xa := g.Input("x", graph.F32, rows, k)
 				in := map[*graph.Array]any{xa: x}
 				var wa *graph.Array
 				if quantized {
-					wa = q.inputs(g, in, n, k, 4, 64, graph.F16)
+					wa = q.Inputs(g, in, n, k, 4, 64, graph.F16)
 				} else {
 					wa = g.Input("w", graph.F16, n, k)
 					in[wa] = w
@@ -168,8 +169,8 @@ func TestMatvecLoadWidthKeepsBits(t *testing.T) {
 	const k, n = 260, 13
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, m := range []int{1, 3, 7} {
-			x := randF32(r, m*k, 1)
-			wb := graph.AsBytes(weights(r, dt, n*k))
+			x := opcases.RandF32(r, m*k, 1)
+			wb := graph.AsBytes(opcases.Weights(r, dt, n*k))
 			product := func(off int) []float32 {
 				buf, err := be.Alloc(off + len(wb))
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/metal/emu"
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 )
 
 // seed returns the random seed of this run ($REDRAFTER_SEED replays one).
@@ -54,18 +55,18 @@ func TestKernels(t *testing.T) {
 			r := rand.New(rand.NewPCG(s, 5))
 			be, x := newEmuBackendMode(t, nil, m)
 			ref := cpu.NewReference()
-			for _, c := range opCases(r) {
-				t.Run(c.name, func(t *testing.T) {
-					want, err := evalCase(ref, c)
+			for _, c := range opcases.All(r) {
+				t.Run(c.Name, func(t *testing.T) {
+					want, err := opcases.Eval(ref, c)
 					if err != nil {
 						t.Fatalf("cpu: %v", err)
 					}
-					got, err := evalCase(be, c)
+					got, err := opcases.Eval(be, c)
 					if err != nil {
 						t.Fatalf("metal: %v", err)
 					}
-					if msg, _ := compare(got, want, c.tol, c.floor); msg != "" {
-						t.Errorf("%s: %s", c.name, msg)
+					if msg, _ := opcases.Compare(got, want, c.Tol, c.Floor); msg != "" {
+						t.Errorf("%s: %s", c.Name, msg)
 					}
 				})
 			}
@@ -123,25 +124,25 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		be, _ := newEmuBackend(t, map[string]string{bug.file: strings.Replace(raw, bug.from, bug.to, 1)})
 		ref := cpu.NewReference()
 		found := false
-		for _, c := range opCases(rand.New(rand.NewPCG(1, 2))) {
-			if c.name != bug.cases {
+		for _, c := range opcases.All(rand.New(rand.NewPCG(1, 2))) {
+			if c.Name != bug.cases {
 				continue
 			}
 			found = true
-			want, err := evalCase(ref, c)
+			want, err := opcases.Eval(ref, c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := evalCase(be, c)
+			got, err := opcases.Eval(be, c)
 			if err != nil {
-				t.Logf("%s with the planted bug: %v", c.name, err)
+				t.Logf("%s with the planted bug: %v", c.Name, err)
 				continue
 			}
-			msg, _ := compare(got, want, c.tol, c.floor)
+			msg, _ := opcases.Compare(got, want, c.Tol, c.Floor)
 			if msg == "" {
-				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.name, bug.file, bug.from, bug.to)
+				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.Name, bug.file, bug.from, bug.to)
 			} else {
-				t.Logf("%s with the planted bug: %s", c.name, msg)
+				t.Logf("%s with the planted bug: %s", c.Name, msg)
 			}
 		}
 		if !found {
@@ -181,28 +182,28 @@ func TestOrdersCatchMissingBarrier(t *testing.T) {
 	} {
 		be, _ := newEmuBackendMode(t, override, tc.mode)
 		found := false
-		for _, c := range opCases(rand.New(rand.NewPCG(1, 2))) {
-			if c.name != cases {
+		for _, c := range opcases.All(rand.New(rand.NewPCG(1, 2))) {
+			if c.Name != cases {
 				continue
 			}
 			found = true
-			want, err := evalCase(ref, c)
+			want, err := opcases.Eval(ref, c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			msg := ""
-			got, err := evalCase(be, c)
+			got, err := opcases.Eval(be, c)
 			if err != nil {
 				msg = err.Error()
 			} else {
-				msg, _ = compare(got, want, c.tol, c.floor)
+				msg, _ = opcases.Compare(got, want, c.Tol, c.Floor)
 			}
-			t.Logf("%s without the barrier (%v): %q", c.name, tc.mode, msg)
+			t.Logf("%s without the barrier (%v): %q", c.Name, tc.mode, msg)
 			if caught := msg != ""; caught != tc.caught {
-				t.Errorf("%s without the barrier (%v): caught %v, want %v", c.name, tc.mode, caught, tc.caught)
+				t.Errorf("%s without the barrier (%v): caught %v, want %v", c.Name, tc.mode, caught, tc.caught)
 			}
 			if tc.caught && !strings.Contains(msg, "results differ between thread orders") {
-				t.Errorf("%s: caught as %q, want as results that differ between thread orders", c.name, msg)
+				t.Errorf("%s: caught as %q, want as results that differ between thread orders", c.Name, msg)
 			}
 		}
 		if !found {

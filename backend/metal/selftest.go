@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
@@ -52,16 +53,16 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 			verdicts[k.Name].Fail = "does not compile: " + err.Error()
 		}
 	}
-	cases := opCases(rand.New(rand.NewPCG(seed, 5)))
+	cases := opcases.All(rand.New(rand.NewPCG(seed, 5)))
 	for i, c := range cases {
-		want, err := evalCase(ref, c)
+		want, err := opcases.Eval(ref, c)
 		if err != nil {
-			return nil, fmt.Errorf("metal: selftest: %s on the CPU: %w", c.name, err)
+			return nil, fmt.Errorf("metal: selftest: %s on the CPU: %w", c.Name, err)
 		}
 		got, kernels, elapsed, size, runErr := timedCase(be, c)
 		msg, rel := "", 0.0
 		if runErr == nil {
-			msg, rel = compare(got, want, c.tol, c.floor)
+			msg, rel = opcases.Compare(got, want, c.Tol, c.Floor)
 		} else {
 			msg = runErr.Error()
 			if len(kernels) == 0 {
@@ -76,12 +77,12 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 				verdicts[k] = v
 			}
 			v.Cases++
-			v.Tol = max(v.Tol, c.tol)
+			v.Tol = max(v.Tol, c.Tol)
 			if rel > v.MaxErr {
 				v.MaxErr = rel
 			}
 			if msg != "" && v.Fail == "" {
-				v.Fail = c.name + ": " + msg
+				v.Fail = c.Name + ": " + msg
 			}
 			if size >= largest[k] {
 				largest[k], v.Time = size, elapsed
@@ -104,11 +105,11 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 
 // caseKernels is the kernels a case dispatches, found by encoding it for
 // the fake device (which compiles nothing and cannot fail to).
-func caseKernels(c opCase) []string {
+func caseKernels(c opcases.Case) []string {
 	fake := NewFake(DefaultPolicy(DeviceInfo{}))
 	defer fake.Close()
 	g := graph.New()
-	outs, _ := c.build(fake, g)
+	outs, _ := c.Build(fake, g)
 	p, err := graph.Compile(fake, outs...)
 	if err != nil {
 		return nil
@@ -127,9 +128,9 @@ func caseKernels(c opCase) []string {
 
 // timedCase runs a case on be twice (the first run compiles pipelines and
 // encodes the plan) and times the second.
-func timedCase(be *Backend, c opCase) (res []any, kernels []string, elapsed time.Duration, size int, err error) {
+func timedCase(be *Backend, c opcases.Case) (res []any, kernels []string, elapsed time.Duration, size int, err error) {
 	g := graph.New()
-	outs, inputs := c.build(be, g)
+	outs, inputs := c.Build(be, g)
 	p, err := graph.Compile(be, outs...)
 	if err != nil {
 		return nil, nil, 0, 0, err
@@ -151,7 +152,7 @@ func timedCase(be *Backend, c opCase) (res []any, kernels []string, elapsed time
 	}
 	// Var inputs (KV caches) were updated in place by the first run, which
 	// is the one compared; the second run is for timing only.
-	if res, err = readOutputs(p, outs); err != nil {
+	if res, err = opcases.ReadOutputs(p, outs); err != nil {
 		return nil, nil, 0, 0, err
 	}
 	start := time.Now()

@@ -429,6 +429,10 @@ var (
 // threadgroups in a random order, from seed.
 func Random(seed uint64) Order { return Order{kind: 2, seed: seed} }
 
+// Wire is the order as the dispatcher's request encodes it (kind, seed),
+// for other emulators on the same dispatcher (backend/cuda/emu).
+func (o Order) Wire() (kind uint32, seed uint64) { return o.kind, o.seed }
+
 func (o Order) String() string {
 	switch o.kind {
 	case 0:

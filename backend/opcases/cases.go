@@ -1,4 +1,10 @@
-package metal
+// Package opcases holds the op cases of the GPU backends: one-op graphs on
+// fresh random inputs, with odd sizes and tails, that each backend's
+// emulator tests (on Linux) and its SelfTest (on the GPU) run and compare
+// with the CPU reference backend. They are written to reach every kernel
+// of Metal's library (matvec and matmul shapes, attention's split path,
+// every quantized variant) and of CUDA's; the backends check that they do.
+package opcases
 
 import (
 	"fmt"
@@ -10,32 +16,29 @@ import (
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
 
-// The op cases: one-op graphs on fresh random inputs, with odd sizes and
-// tails, that the emulator tests (on Linux) and SelfTest (on a Mac) run on
-// the Metal backend and compare with the CPU reference backend. Together
-// they reach every kernel of the library.
-
 // Tolerances, as error relative to the largest magnitude of the reference
-// output: max|got-want| / max|want|, or / opCase.floor when that is larger.
+// output: max|got-want| / max|want|, or / Case.Floor when that is larger.
 // Integer outputs must match exactly.
 const (
-	tolF32 = 1e-4
-	tolF16 = 1e-2
+	TolF32 = 1e-4
+	TolF16 = 1e-2
 )
 
-// opCase is a one-op graph with its inputs. build is called once per
-// backend and must create the same graph each time.
-type opCase struct {
-	name string
-	tol  float64
-	// floor, when set, bounds the error's denominator from below: a dot
+// Case is a one-op graph with its inputs.
+type Case struct {
+	Name string
+	Tol  float64
+	// Floor, when set, bounds the error's denominator from below: a dot
 	// product's rounding error scales with Σ|x·w|, not with the result, which
 	// cancellation can make arbitrarily small (one output of a few terms).
-	floor float64
-	build func(be graph.Backend, g *graph.Graph) (outs []*graph.Array, inputs map[*graph.Array]any)
+	Floor float64
+	// Build adds the case's op to g (once per backend, the same graph each
+	// time) and returns its outputs and the inputs' values.
+	Build func(be graph.Backend, g *graph.Graph) (outs []*graph.Array, inputs map[*graph.Array]any)
 }
 
-func randF32(r *rand.Rand, n int, scale float32) []float32 {
+// RandF32 returns n uniform values in [-scale, scale).
+func RandF32(r *rand.Rand, n int, scale float32) []float32 {
 	v := make([]float32, n)
 	for i := range v {
 		v[i] = (r.Float32()*2 - 1) * scale
@@ -43,7 +46,8 @@ func randF32(r *rand.Rand, n int, scale float32) []float32 {
 	return v
 }
 
-func randInts(r *rand.Rand, n, lo, hi int) []int32 {
+// RandInts returns n uniform integers in [lo, hi).
+func RandInts(r *rand.Rand, n, lo, hi int) []int32 {
 	v := make([]int32, n)
 	for i := range v {
 		v[i] = int32(lo + r.IntN(hi-lo))
@@ -51,9 +55,9 @@ func randInts(r *rand.Rand, n, lo, hi int) []int32 {
 	return v
 }
 
-// weights returns values of dtype dt (as []float32 or []uint16 bits).
-func weights(r *rand.Rand, dt graph.DType, n int) any {
-	f := randF32(r, n, 1)
+// Weights returns values of dtype dt (as []float32 or []uint16 bits).
+func Weights(r *rand.Rand, dt graph.DType, n int) any {
+	f := RandF32(r, n, 1)
 	switch dt {
 	case graph.F16:
 		return quant.F32sToF16(f)
@@ -65,9 +69,9 @@ func weights(r *rand.Rand, dt graph.DType, n int) any {
 
 func tolFor(dt graph.DType) float64 {
 	if dt == graph.F32 {
-		return tolF32
+		return TolF32
 	}
-	return tolF16
+	return TolF16
 }
 
 // varOf makes a Var array (a KV cache) holding data on be, stored as dt
@@ -87,9 +91,9 @@ func varOf(be graph.Backend, g *graph.Graph, name string, data []float32, dt gra
 	return g.Var(name, buf, 0, dt, shape...)
 }
 
-// randomTree returns the interval ends of a random tree of n tokens in DFS
+// RandomTree returns the interval ends of a random tree of n tokens in DFS
 // pre-order: end[k] is the last descendant of k.
-func randomTree(r *rand.Rand, n int) []int32 {
+func RandomTree(r *rand.Rand, n int) []int32 {
 	depth := make([]int, n)
 	for i := 1; i < n; i++ {
 		depth[i] = 1 + r.IntN(depth[i-1]+1)
@@ -105,10 +109,11 @@ func randomTree(r *rand.Rand, n int) []int32 {
 	return end
 }
 
-func opCases(r *rand.Rand) []opCase {
-	var cs []opCase
+// All returns every case, on inputs drawn from r.
+func All(r *rand.Rand) []Case {
+	var cs []Case
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, opCase{name: name, tol: tol, build: build})
+		cs = append(cs, Case{Name: name, Tol: tol, Build: build})
 	}
 	// MatMul: matvec (M <= 16 by default: the 1-, 4- and 8-row variants,
 	// 4-wide loads when K is a multiple of 4, with K past the last full
@@ -116,7 +121,7 @@ func opCases(r *rand.Rand) []opCase {
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}} {
 			m, k, n := s[0], s[1], s[2]
-			x, w := randF32(r, m*k, 1), weights(r, dt, n*k)
+			x, w := RandF32(r, m*k, 1), Weights(r, dt, n*k)
 			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
 				return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
@@ -124,7 +129,7 @@ func opCases(r *rand.Rand) []opCase {
 		}
 		for _, s := range [][3]int{{50, 1, 1}, {50, 33, 7}, {300, 257, 3}} {
 			v, d, n := s[0], s[1], s[2]
-			table, ids := weights(r, dt, v*d), randInts(r, n, 0, v)
+			table, ids := Weights(r, dt, v*d), RandInts(r, n, 0, v)
 			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, d), g.Input("ids", graph.I32, n)
 				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
@@ -135,8 +140,8 @@ func opCases(r *rand.Rand) []opCase {
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {50, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
-			e, st, bias := randF32(r, m*k, 1), randF32(r, m*k, 1), randF32(r, n, 1)
-			w, u := weights(r, dt, n*k), weights(r, dt, n*k)
+			e, st, bias := RandF32(r, m*k, 1), RandF32(r, m*k, 1), RandF32(r, n, 1)
+			w, u := Weights(r, dt, n*k), Weights(r, dt, n*k)
 			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
 				wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
@@ -146,8 +151,8 @@ func opCases(r *rand.Rand) []opCase {
 	}
 	for _, s := range [][2]int{{1, 1}, {3, 33}, {2, 257}, {1, 1000}} {
 		m, d := s[0], s[1]
-		x, w := randF32(r, m*d, 3), randF32(r, d, 1)
-		add(fmt.Sprintf("RMSNorm/M%d_D%d", m, d), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		x, w := RandF32(r, m*d, 3), RandF32(r, d, 1)
+		add(fmt.Sprintf("RMSNorm/M%d_D%d", m, d), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, wa := g.Input("x", graph.F32, m, d), g.Input("w", graph.F32, d)
 			return []*graph.Array{graph.RMSNorm(xa, wa, 1e-5)}, map[*graph.Array]any{xa: x, wa: w}
 		})
@@ -155,12 +160,12 @@ func opCases(r *rand.Rand) []opCase {
 	for _, neox := range []bool{true, false} {
 		for _, s := range [][4]int{{1, 1, 2, 1}, {3, 2, 8, 4}, {5, 3, 18, 6}, {2, 4, 64, 32}} {
 			m, h, d, p := s[0], s[1], s[2], s[3]
-			x, pos := randF32(r, m*h*d, 1), randInts(r, m, 0, 300)
+			x, pos := RandF32(r, m*h*d, 1), RandInts(r, m, 0, 300)
 			inv := make([]float32, p)
 			for j := range inv {
 				inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(2*p)))
 			}
-			add(fmt.Sprintf("RoPE/neox=%v/M%d_H%d_D%d_P%d", neox, m, h, d, p), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("RoPE/neox=%v/M%d_H%d_D%d_P%d", neox, m, h, d, p), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, pa := g.Input("x", graph.F32, m, h, d), g.Input("pos", graph.I32, m)
 				return []*graph.Array{graph.RoPE(xa, pa, inv, neox)}, map[*graph.Array]any{xa: x, pa: pos}
 			})
@@ -186,7 +191,7 @@ func opCases(r *rand.Rand) []opCase {
 		{128, 4, 1, 8, 200, "chain", graph.F32},
 	} {
 		c := s.past + s.n + 3
-		q, k, v := randF32(r, s.n*s.h*s.d, 1), randF32(r, c*s.kvh*s.d, 1), randF32(r, c*s.kvh*s.d, 1)
+		q, k, v := RandF32(r, s.n*s.h*s.d, 1), RandF32(r, c*s.kvh*s.d, 1), RandF32(r, c*s.kvh*s.d, 1)
 		var kd, vd any = k, v
 		if s.cache == graph.F16 {
 			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
@@ -198,10 +203,10 @@ func opCases(r *rand.Rand) []opCase {
 				end[i] = int32(s.n - 1)
 			}
 		default:
-			end = randomTree(r, s.n)
+			end = RandomTree(r, s.n)
 		}
 		scale := float32(1 / math.Sqrt(float64(s.d)))
-		add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), tolF32,
+		add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", s.cache, c, s.kvh, s.d), g.Input("v", s.cache, c, s.kvh, s.d)
@@ -214,7 +219,7 @@ func opCases(r *rand.Rand) []opCase {
 		for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {9, 3, 33, 20}} {
 			n, kvh, d, past := s[0], s[1], s[2], s[3]
 			c := past + n + 2
-			cache, rows := randF32(r, c*kvh*d, 1), randF32(r, n*kvh*d, 1)
+			cache, rows := RandF32(r, c*kvh*d, 1), RandF32(r, n*kvh*d, 1)
 			add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
 				ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
@@ -225,7 +230,7 @@ func opCases(r *rand.Rand) []opCase {
 	for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {5, 3, 33, 20}} {
 		keep, kvh, d, past := s[0], s[1], s[2], s[3]
 		c := past + 2*keep + 3
-		cache := randF32(r, c*kvh*d, 1)
+		cache := RandF32(r, c*kvh*d, 1)
 		// Strictly increasing, idx[i] >= i, within the cache.
 		idx := make([]int32, keep)
 		next := 0
@@ -243,25 +248,25 @@ func opCases(r *rand.Rand) []opCase {
 		}
 	}
 	for _, n := range []int{1, 255, 257, 1000} {
-		x, y := randF32(r, n, 8), randF32(r, n, 8)
-		add(fmt.Sprintf("SiLU/n%d", n), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		x, y := RandF32(r, n, 8), RandF32(r, n, 8)
+		add(fmt.Sprintf("SiLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, n)
 			return []*graph.Array{graph.SiLU(xa)}, map[*graph.Array]any{xa: x}
 		})
-		add(fmt.Sprintf("SwiGLU/n%d", n), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		add(fmt.Sprintf("SwiGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
 			return []*graph.Array{graph.SwiGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
 		})
 	}
 	for _, s := range []struct{ a, b []int }{{[]int{1}, []int{1}}, {[]int{5, 7, 3}, []int{3}}, {[]int{5, 7, 3}, []int{7, 3}}, {[]int{33, 9}, []int{33, 9}}} {
 		na, nb := graph.Shape(s.a).Numel(), graph.Shape(s.b).Numel()
-		a, b := randF32(r, na, 2), randF32(r, nb, 2)
+		a, b := RandF32(r, na, 2), RandF32(r, nb, 2)
 		for _, mul := range []bool{false, true} {
 			op := "Add"
 			if mul {
 				op = "Mul"
 			}
-			add(fmt.Sprintf("%s/%v_%v", op, graph.Shape(s.a), graph.Shape(s.b)), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("%s/%v_%v", op, graph.Shape(s.a), graph.Shape(s.b)), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				aa, ba := g.Input("a", graph.F32, s.a...), g.Input("b", graph.F32, s.b...)
 				out := graph.Add(aa, ba)
 				if mul {
@@ -273,7 +278,7 @@ func opCases(r *rand.Rand) []opCase {
 	}
 	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 9}, {4, 100, 33}} {
 		m, da, db := s[0], s[1], s[2]
-		a, b := randF32(r, m*da, 1), randF32(r, m*db, 1)
+		a, b := RandF32(r, m*da, 1), RandF32(r, m*db, 1)
 		add(fmt.Sprintf("Concat/M%d_%d+%d", m, da, db), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			aa, ba := g.Input("a", graph.F32, m, da), g.Input("b", graph.F32, m, db)
 			return []*graph.Array{graph.Concat(aa, ba)}, map[*graph.Array]any{aa: a, ba: b}
@@ -281,12 +286,12 @@ func opCases(r *rand.Rand) []opCase {
 	}
 	for _, s := range [][3]int{{1, 1, 1}, {2, 33, 3}, {3, 1000, 8}, {1, 5000, 1}, {2, 40, 40}} {
 		m, v, k := s[0], s[1], s[2]
-		x := randF32(r, m*v, 10)
+		x := RandF32(r, m*v, 10)
 		ties := make([]float32, m*v)
 		for i := range ties {
 			ties[i] = float32(r.IntN(4)) // many equal values: ties go to the lowest index
 		}
-		add(fmt.Sprintf("LogSoftmax/M%d_V%d", m, v), tolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		add(fmt.Sprintf("LogSoftmax/M%d_V%d", m, v), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, m, v)
 			return []*graph.Array{graph.LogSoftmax(xa)}, map[*graph.Array]any{xa: x}
 		})
@@ -300,7 +305,7 @@ func opCases(r *rand.Rand) []opCase {
 				return []*graph.Array{graph.TopK(xa, k)}, map[*graph.Array]any{xa: data}
 			})
 		}
-		idx := randInts(r, m*k, 0, v)
+		idx := RandInts(r, m*k, 0, v)
 		add(fmt.Sprintf("TakeAlong/M%d_V%d_K%d", m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, ia := g.Input("x", graph.F32, m, v), g.Input("idx", graph.I32, m, k)
 			return []*graph.Array{graph.TakeAlong(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
@@ -309,11 +314,11 @@ func opCases(r *rand.Rand) []opCase {
 	for _, dt := range []graph.DType{graph.F32, graph.I32} {
 		for _, s := range [][3]int{{1, 1, 1}, {7, 15, 4}, {40, 33, 9}} {
 			m, row, n := s[0], s[1], s[2]
-			var x any = randF32(r, m*3*row, 1)
+			var x any = RandF32(r, m*3*row, 1)
 			if dt == graph.I32 {
-				x = randInts(r, m*3*row, -1000, 1000)
+				x = RandInts(r, m*3*row, -1000, 1000)
 			}
-			idx := randInts(r, n, 0, m)
+			idx := RandInts(r, n, 0, m)
 			add(fmt.Sprintf("GatherRows/%v/M%d_row%d_n%d", dt, m, row, n), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, ia := g.Input("x", dt, m, 3, row), g.Input("idx", graph.I32, n)
 				return []*graph.Array{graph.GatherRows(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
@@ -326,22 +331,22 @@ func opCases(r *rand.Rand) []opCase {
 	return cs
 }
 
-// evalCase runs a case on be and returns each output as []float32 or []int32.
-func evalCase(be graph.Backend, c opCase) ([]any, error) {
+// Eval runs a case on be and returns each output as []float32 or []int32.
+func Eval(be graph.Backend, c Case) ([]any, error) {
 	g := graph.New()
-	outs, inputs := c.build(be, g)
+	outs, inputs := c.Build(be, g)
 	var res []any
 	err := graph.Eval(be, inputs, func(p *graph.Plan) error {
 		var err error
-		res, err = readOutputs(p, outs)
+		res, err = ReadOutputs(p, outs)
 		return err
 	}, outs...)
 	return res, err
 }
 
-// readOutputs reads each output as []float32 (an f16 KV cache as its exact
+// ReadOutputs reads each output as []float32 (an f16 KV cache as its exact
 // float values) or []int32.
-func readOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {
+func ReadOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {
 	var res []any
 	for _, o := range outs {
 		switch o.DType() {
@@ -372,9 +377,9 @@ func readOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {
 	return res, nil
 }
 
-// compare returns a description of the first disagreement, or "": float
+// Compare returns a description of the first disagreement, or "": float
 // errors are relative to max(max|want|, floor).
-func compare(got, want []any, tol, floor float64) (string, float64) {
+func Compare(got, want []any, tol, floor float64) (string, float64) {
 	worst := 0.0
 	for i := range want {
 		switch w := want[i].(type) {

@@ -1,4 +1,4 @@
-package metal
+package opcases
 
 import (
 	"fmt"
@@ -12,15 +12,15 @@ import (
 // of range; AcceptChains with beams agreeing to chosen depths, ties for the
 // longest (which must go to the lowest beam, across threads too: W above
 // CHAINS_THREADS), and none agreeing at all.
-func chainsCases(r *rand.Rand) []opCase {
-	var cs []opCase
+func chainsCases(r *rand.Rand) []Case {
+	var cs []Case
 	add := func(name string, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, opCase{name: name, build: build})
+		cs = append(cs, Case{Name: name, Build: build})
 	}
 	for _, s := range []struct{ w, l, depth int }{{1, 2, 1}, {1, 5, 3}, {3, 4, 1}, {3, 4, 2}, {4, 5, 4}, {7, 3, 2}, {50, 6, 5}, {70, 3, 1}} {
 		n := 1 + s.w*(s.l-1)
-		tree := randInts(r, n, 0, 1000)
-		sel := randInts(r, 3*s.w, 0, 1000)
+		tree := RandInts(r, n, 0, 1000)
+		sel := RandInts(r, 3*s.w, 0, 1000)
 		for i := range s.w {
 			sel[i] = int32(r.IntN(s.w+2) - 1) // -1 and W are out of range: the beam keeps its chain
 		}
@@ -55,7 +55,7 @@ func agreeingChains(r *rand.Rand, w, l, top int, ties bool) (tokens, argmax []in
 		}
 		return 1 + i*c + t - 1
 	}
-	tokens, argmax = randInts(r, n, 0, 100), randInts(r, n, 0, 100)
+	tokens, argmax = RandInts(r, n, 0, 100), RandInts(r, n, 0, 100)
 	longest := r.IntN(w)
 	for i := range w {
 		k := r.IntN(top + 1)

@@ -1,4 +1,4 @@
-package metal
+package opcases
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 // masked), K-th values shared by many entries, one and several rows, and
 // scores and log-probabilities full of ties, which must go to the lowest
 // flat index as on the CPU.
-func drafterCases(r *rand.Rand) []opCase {
-	var cs []opCase
+func drafterCases(r *rand.Rand) []Case {
+	var cs []Case
 	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, opCase{name: name, tol: tol, build: build})
+		cs = append(cs, Case{Name: name, Tol: tol, Build: build})
 	}
 	// A masked value near the kept ones keeps the error relative to the
 	// output's largest magnitude meaningful (the head uses -50000).
@@ -26,13 +26,13 @@ func drafterCases(r *rand.Rand) []opCase {
 		ties    bool
 	}{{1, 1, 50, -3, false}, {2, 33, 5, -3, false}, {3, 1000, 50, -3, false}, {1, 5000, 50, -3, false},
 		{2, 50, 50, -3, false}, {3, 64, 7, -3, true}, {2, 300, 50, -3, true}, {1, 777, 50, -50000, false}} {
-		x := randF32(r, s.m*s.v, 2)
+		x := RandF32(r, s.m*s.v, 2)
 		if s.ties {
 			for i := range x {
 				x[i] = float32(r.IntN(4)) / 2 // the K-th value repeats: all of its copies are kept
 			}
 		}
-		add(fmt.Sprintf("WarpLogSoftmax/M%d_V%d_K%d_masked%g_ties%v", s.m, s.v, s.k, s.masked, s.ties), tolF32,
+		add(fmt.Sprintf("WarpLogSoftmax/M%d_V%d_K%d_masked%g_ties%v", s.m, s.v, s.k, s.masked, s.ties), TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, s.m, s.v)
 				return []*graph.Array{graph.WarpLogSoftmax(xa, s.k, s.masked)}, map[*graph.Array]any{xa: x}
@@ -44,7 +44,7 @@ func drafterCases(r *rand.Rand) []opCase {
 	}{{1, 1, 1, 1, false}, {3, 1, 100, 3, false}, {4, 4, 257, 4, false}, {2, 2, 33, 5, false}, {5, 5, 31, 2, true},
 		{3, 1, 40, 3, true}, {6, 6, 1000, 6, false}, {2, 2, 9, 18, true}} {
 		beams := make([]int32, 3*s.beams)
-		lp := randF32(r, s.rows*s.v, 5)
+		lp := RandF32(r, s.rows*s.v, 5)
 		for b := range s.beams {
 			beams[b] = int32(r.IntN(s.beams))     // not read
 			beams[s.beams+b] = int32(r.IntN(s.v)) // not read
