@@ -8,28 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
 	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
-// KernelVerdict is the self-test result of one kernel: over every op case
-// that dispatched it, the worst error against the CPU reference and the
-// fastest run of its largest case.
-type KernelVerdict struct {
-	Kernel string
-	Cases  int
-	MaxErr float64 // error relative to the largest reference magnitude (0 for integer outputs)
-	Tol    float64
-	Time   time.Duration // wall time of one Run of the kernel's largest case
-	Fail   string        // why it failed; empty when it passed
-}
-
-// OK reports whether the kernel passed.
-func (v KernelVerdict) OK() bool { return v.Fail == "" }
+// KernelVerdict is the self-test result of one kernel (package opcases).
+type KernelVerdict = opcases.KernelVerdict
 
 // SelfTest runs every op case once on be and on the CPU reference backend
 // and returns a verdict per kernel of the library, in library order. A
@@ -40,67 +26,25 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]Kerne
 	if err != nil {
 		return nil, err
 	}
-	ref := cpu.NewReference()
-	verdicts := map[string]*KernelVerdict{}
-	largest := map[string]int{}
-	for _, k := range lib {
-		verdicts[k.Name] = &KernelVerdict{Kernel: k.Name}
-	}
+	d := opcases.Device{Backend: be, Broken: map[string]string{}, Planned: caseKernels,
+		Launched: func(p *graph.Plan) []string {
+			var names []string
+			if st, ok := p.BackendState.(*planState); ok {
+				for _, d := range st.ds {
+					names = append(names, d.pipe.name())
+				}
+			}
+			return names
+		}}
 	// Compile every kernel first: a file Apple's compiler refuses fails its
 	// own kernels, with the compiler's log, and the others still run.
 	for _, k := range lib {
+		d.Kernels = append(d.Kernels, k.Name)
 		if _, err := be.pipeline(k.Name); err != nil {
-			verdicts[k.Name].Fail = "does not compile: " + err.Error()
+			d.Broken[k.Name] = "does not compile: " + err.Error()
 		}
 	}
-	cases := opcases.All(rand.New(rand.NewPCG(seed, 5)))
-	for i, c := range cases {
-		want, err := opcases.Eval(ref, c)
-		if err != nil {
-			return nil, fmt.Errorf("metal: selftest: %s on the CPU: %w", c.Name, err)
-		}
-		got, kernels, elapsed, size, runErr := timedCase(be, c)
-		msg, rel := "", 0.0
-		if runErr == nil {
-			msg, rel = opcases.Compare(got, want, c.Tol, c.Floor)
-		} else {
-			msg = runErr.Error()
-			if len(kernels) == 0 {
-				// The plan never ran: blame the kernels it would have run.
-				kernels = caseKernels(c)
-			}
-		}
-		for _, k := range kernels {
-			v := verdicts[k]
-			if v == nil {
-				v = &KernelVerdict{Kernel: k}
-				verdicts[k] = v
-			}
-			v.Cases++
-			v.Tol = max(v.Tol, c.Tol)
-			if rel > v.MaxErr {
-				v.MaxErr = rel
-			}
-			if msg != "" && v.Fail == "" {
-				v.Fail = c.Name + ": " + msg
-			}
-			if size >= largest[k] {
-				largest[k], v.Time = size, elapsed
-			}
-		}
-		if progress != nil {
-			progress(i+1, len(cases))
-		}
-	}
-	var out []KernelVerdict
-	for _, k := range lib {
-		v := verdicts[k.Name]
-		if v.Cases == 0 {
-			v.Fail = "not covered by any case"
-		}
-		out = append(out, *v)
-	}
-	return out, nil
+	return opcases.SelfTest(d, opcases.All(rand.New(rand.NewPCG(seed, 5))), progress)
 }
 
 // caseKernels is the kernels a case dispatches, found by encoding it for
@@ -126,78 +70,11 @@ func caseKernels(c opcases.Case) []string {
 	return names
 }
 
-// timedCase runs a case on be twice (the first run compiles pipelines and
-// encodes the plan) and times the second.
-func timedCase(be *Backend, c opcases.Case) (res []any, kernels []string, elapsed time.Duration, size int, err error) {
-	g := graph.New()
-	outs, inputs := c.Build(be, g)
-	p, err := graph.Compile(be, outs...)
-	if err != nil {
-		return nil, nil, 0, 0, err
-	}
-	defer p.Free()
-	for a, v := range inputs {
-		if err := p.Write(a, v); err != nil {
-			return nil, nil, 0, 0, err
-		}
-		size += len(graph.AsBytes(v))
-	}
-	if err := p.Run(); err != nil {
-		return nil, nil, 0, 0, err
-	}
-	if st, ok := p.BackendState.(*planState); ok {
-		for _, d := range st.ds {
-			kernels = append(kernels, d.pipe.name())
-		}
-	}
-	// Var inputs (KV caches) were updated in place by the first run, which
-	// is the one compared; the second run is for timing only.
-	if res, err = opcases.ReadOutputs(p, outs); err != nil {
-		return nil, nil, 0, 0, err
-	}
-	start := time.Now()
-	if err := p.Run(); err != nil {
-		return nil, nil, 0, 0, err
-	}
-	return res, kernels, time.Since(start), size, nil
-}
-
 // WriteSelfTest prints verdicts as a table and a summary line; it reports
 // whether every kernel passed.
 func WriteSelfTest(w io.Writer, dev DeviceInfo, vs []KernelVerdict) bool {
 	fmt.Fprintf(w, "device: %s (%s, %s)\n", dev.Name, orUnknown(dev.Architecture), orUnknown(dev.Family))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "kernel\tcases\tmax err\ttol\ttime\tverdict")
-	pass := 0
-	var details []string // distinct multi-line failures, in order
-	detailKernels := map[string][]string{}
-	for _, v := range vs {
-		verdict := "ok"
-		if !v.OK() {
-			first, rest, multi := strings.Cut(v.Fail, "\n")
-			verdict = "FAIL " + first
-			if multi && strings.TrimSpace(rest) != "" {
-				if _, seen := detailKernels[v.Fail]; !seen {
-					details = append(details, v.Fail)
-				}
-				detailKernels[v.Fail] = append(detailKernels[v.Fail], v.Kernel)
-				verdict += " (more below)"
-			}
-		} else {
-			pass++
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2g\t%.0e\t%v\t%s\n", v.Kernel, v.Cases, v.MaxErr, v.Tol, v.Time.Round(time.Microsecond), verdict)
-	}
-	tw.Flush()
-	// A compiler log is shared by every kernel of its file: print it once.
-	for _, d := range details {
-		fmt.Fprintf(w, "\n== %s:\n%s\n", strings.Join(detailKernels[d], ", "), strings.TrimRight(d, "\n"))
-	}
-	if len(details) > 0 {
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "%d passed, %d failed\n", pass, len(vs)-pass)
-	return pass == len(vs)
+	return opcases.WriteVerdicts(w, vs)
 }
 
 func orUnknown(s string) string {
