@@ -121,7 +121,7 @@ func Open(name string) (Backend, error) {
 // unbuilt says why a backend the project knows may be missing from a binary.
 var unbuilt = map[string]string{
 	"metal": "Metal runs on macOS only",
-	"cuda":  "its kernels and driver binding exist (backend/cuda, build tag cuda on Linux) but the backend that runs plans on them is not written yet; see docs/CUDA.md",
+	"cuda":  "the CUDA backend is built on Linux with `go build -tags cuda` (docs/CUDA.md)",
 }
 
 func names() []string {

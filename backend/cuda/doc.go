@@ -1,9 +1,11 @@
-// Package cuda is the beginning of the CUDA backend for Linux servers with
-// NVIDIA GPUs (docs/CUDA.md has the status). What exists: the kernels
-// (shaders/*.cu, shipped as checked-in PTX), the launch of each op
-// (ops.go: grid, block and the parameter bytes for
-// CU_LAUNCH_PARAM_BUFFER_POINTER), their emulated tests against the CPU
-// reference (emu/), and the driver binding (internal/cu, build tag cuda).
-// The graph.Backend that encodes a plan as launches is not written yet, so
-// nothing registers "cuda" and graph.Open("cuda") says why.
+// Package cuda is the CUDA backend for Linux servers with NVIDIA GPUs
+// (docs/CUDA.md): the kernels (shaders/*.cu, shipped as checked-in PTX that
+// the driver's JIT compiles), the launch of each op (ops.go, ops_draft.go:
+// grid, block and the parameter bytes for CU_LAUNCH_PARAM_BUFFER_POINTER),
+// the Backend that encodes a plan as launches on one stream with one wait
+// per Run (backend.go, encode.go), and two drivers under it: the real one
+// over libcuda.so.1 through purego (driver_linux.go and internal/cu, build
+// tag cuda, which also registers "cuda" with graph.Open) and a fake one
+// (fake.go) whose launches package cudatest runs on the emulator (emu/), so
+// that everything but the GPU itself is tested on any machine.
 package cuda

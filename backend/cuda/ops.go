@@ -7,8 +7,8 @@ import (
 )
 
 // The launches of each op, by kernel: shapes in, grid, block and arguments
-// out. The emulator tests run them against the CPU reference; the backend's
-// encoder (not written yet) will map plan steps onto them.
+// out. The emulator tests run them against the CPU reference, and the
+// backend's encoder (encode.go) maps plan steps onto them.
 
 func embedLaunch(out, table, ids devptr, dt graph.DType, n, d, v int) *launch {
 	return newLaunch("embed_"+dt.String(), grid1(n), 128).ptr(out).ptr(table).ptr(ids).i32(n).i32(d).i32(v)

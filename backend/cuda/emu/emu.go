@@ -171,6 +171,11 @@ type Launch struct {
 	Block   [3]int
 	Params  []byte
 	Buffers []Buffer
+	// Orders are the thread orders to run the launch in; the results
+	// must agree to the bit. nil is metalemu.DefaultOrders (forward,
+	// reverse and seeded random), so a missing __syncthreads cannot hide
+	// behind a lucky order.
+	Orders []metalemu.Order
 }
 
 // Run executes the launch and copies the buffers' new contents back.
@@ -206,15 +211,15 @@ func (p *Program) Run(l *Launch) error {
 		buf(2+i, b.Data)
 	}
 	u32(0) // no threadgroup memory: shared arrays are static in the kernels
-	// Every launch runs its threads forward, in reverse and in a seeded
-	// random order (the Metal dispatcher's orders, kinds 0, 1 and 2), and
-	// fails if the results differ by a bit: a missing __syncthreads cannot
-	// hide behind a lucky order.
-	orders := [][2]int{{0, 0}, {1, 0}, {2, 0x5eed}}
+	orders := l.Orders
+	if orders == nil {
+		orders = metalemu.DefaultOrders
+	}
 	u32(len(orders))
 	for _, o := range orders {
-		u32(o[0])
-		u64(o[1])
+		kind, seed := o.Wire()
+		u32(int(kind))
+		u64(int(seed))
 	}
 	cmd := exec.Command(p.path)
 	cmd.Stdin = &req

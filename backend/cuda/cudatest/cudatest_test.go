@@ -1,0 +1,101 @@
+package cudatest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+// TestOpCases runs every op case (package opcases, shared with Metal) on
+// the CUDA backend over the fake driver with emulated kernels, against the
+// CPU reference: the encoder's shapes, strides, offsets and launch
+// geometry, not only the kernels, must be right. Every kernel of the .cu
+// files must be launched by some case.
+func TestOpCases(t *testing.T) {
+	x := NewEmulator(t, nil)
+	be := cuda.NewFake(x.Exec)
+	defer be.Close()
+	ref := cpu.NewReference()
+	for _, c := range opcases.All(rand.New(rand.NewPCG(1, 14))) {
+		t.Run(c.Name, func(t *testing.T) {
+			want, err := opcases.Eval(ref, c)
+			if err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			got, err := opcases.Eval(be, c)
+			if err != nil {
+				t.Fatalf("cuda: %v", err)
+			}
+			if msg, _ := opcases.Compare(got, want, c.Tol, c.Floor); msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+	if t.Failed() || strings.Contains(flagRun(), "/") {
+		return
+	}
+	var all []string
+	for _, f := range shaders.Files() {
+		names, err := shaders.Kernels(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, names...)
+	}
+	ran := x.Ran()
+	var missing []string
+	for _, k := range all {
+		if ran[k] == 0 {
+			missing = append(missing, k)
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("no op case launches %d of the %d kernels: %v", len(missing), len(all), missing)
+	}
+}
+
+func flagRun() string {
+	for i, a := range os.Args {
+		if v, ok := strings.CutPrefix(a, "-test.run="); ok {
+			return v
+		}
+		if a == "-test.run" && i+1 < len(os.Args) {
+			return os.Args[i+1]
+		}
+	}
+	return ""
+}
+
+// TestSelfTestEmulated runs `redrafter selftest --backend cuda`'s check on
+// the emulated device: every kernel covered, every verdict ok, and the
+// report says so.
+func TestSelfTestEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every op case through the emulator (about 10 s)")
+	}
+	be := NewEmulated(t)
+	defer be.Close()
+	vs, err := cuda.SelfTest(be, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if !cuda.WriteSelfTest(&buf, be.Device(), vs) {
+		t.Errorf("self-test failed on the emulated device:\n%s", buf.String())
+	}
+	if want := fmt.Sprintf("%d passed, 0 failed", len(vs)); !strings.Contains(buf.String(), want) {
+		t.Errorf("report:\n%s", buf.String())
+	}
+}
