@@ -12,8 +12,8 @@ import (
 // TestHarnessCatchesPlantedBugs plants bugs in copies of the kernels and
 // checks that the cases that reach them now fail: a missing
 // __syncthreads (the emulator runs each block's threads as fibers, so a
-// read of shared memory before the other warps wrote it shows), and wrong
-// indices.
+// read of shared memory before the other warps wrote it shows), wrong
+// indices, and wrong tie rules and counts in the beam search's kernels.
 func TestHarnessCatchesPlantedBugs(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
 		// The warps' softmax states are merged before every warp stored its own.
@@ -24,6 +24,14 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"quant.cu", "const u64 g = grow + u64(j * per / gs);", "const u64 g = grow;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 		// Top-k forgets that an equal value after the previous choice is next.
 		{"reduce.cu", "(e == pv && i > pi)", "(e == pv && i < pi)", "TopK/M3_V1001_K5_ties"},
+		// Beam top forgets that an equal score after the previous choice is next.
+		{"reduce.cu", "(sc == pv && f > pi)", "(sc == pv && f < pi)", "BeamTop/B2_R2_V9_W18_tiestrue"},
+		// The warp's radix select finds the (k+1)-th largest value, keeping one too many.
+		{"reduce.cu", "if (block_count(c, counts) >= k) t = cand;", "if (block_count(c, counts) > k) t = cand;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// The warps' counts of a radix round are added before every warp stored its own.
+		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// Accepting chains, lanes tied for the longest beam keep the higher one.
+		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
 	} {
 		raw, err := shaders.Source(bug.file)
 		if err != nil {

@@ -4,6 +4,9 @@
 // As in matvec.cu, a warp computes one column for every row and lane l
 // takes words l, l+32, ..., so a row's result depends on k alone.
 // Grid: (ceil(n/4)); block: 128 threads (4 warps).
+// dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
+// out[n,k] = float(s·q) + b, one thread per element.
+// Grid: (ceil(n·k/256)); block: 256.
 #include "prelude.cuh"
 
 template <int BITS, class S>
@@ -48,3 +51,27 @@ QMATVEC(4, bf16_t, bf16)
 QMATVEC(8, float, f32)
 QMATVEC(8, f16_t, f16)
 QMATVEC(8, bf16_t, bf16)
+
+template <int BITS, class S>
+DEVICE void dequant(float *out, const unsigned *w, const S *scales, const S *biases, int n, int k, int gs) {
+	const int per = 32 / BITS;
+	const u64 i = u64(blockIdx.x) * u64(blockDim.x) + u64(threadIdx.x);
+	if (i >= u64(n) * u64(k)) return;
+	const u64 r = i / u64(k);
+	const int c = int(i - r * u64(k));
+	const unsigned word = w[r * u64(k / per) + u64(c / per)];
+	const float q = float((word >> (BITS * (c % per))) & ((1u << BITS) - 1u));
+	const u64 g = r * u64(k / gs) + u64(c / gs);
+	out[i] = load_w(scales, g) * q + load_w(biases, g);
+}
+
+#define DEQUANT(BITS, S, NAME) \
+	KERNEL void dequant_##BITS##_##NAME(float *out, const unsigned *w, const S *scales, const S *biases, int n, int k, int gs) { \
+		dequant<BITS>(out, w, scales, biases, n, k, gs); \
+	}
+DEQUANT(4, float, f32)
+DEQUANT(4, f16_t, f16)
+DEQUANT(4, bf16_t, bf16)
+DEQUANT(8, float, f32)
+DEQUANT(8, f16_t, f16)
+DEQUANT(8, bf16_t, bf16)
