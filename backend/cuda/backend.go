@@ -66,6 +66,10 @@ func (b *Backend) Counts() graph.Counts {
 // MemoryLimit implements graph.MemoryLimiter: the device's memory.
 func (b *Backend) MemoryLimit() int64 { return b.drv.info().Memory }
 
+// DefaultKVCache is the KV cache's element type unless asked otherwise:
+// f16, which halves the bytes attention reads per step (as on Metal).
+func (b *Backend) DefaultKVCache() graph.DType { return graph.F16 }
+
 // RecommendedBeam is the default ReDrafter beam (W, L) on this GPU. A
 // verification pass over 1+W·(L-1) tokens costs about one decode step on a
 // datacenter GPU well past the rows a Mac affords, so wider beams pay;

@@ -75,6 +75,9 @@ func (e *encoder) encode() error {
 	case graph.QMatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
 		e.add(qmatvecLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(2), m, k, shape(1)[0], op.GroupSize))
+	case graph.DequantizeOp:
+		n, k := s.Out.Shape[0], s.Out.Shape[1]
+		e.add(dequantLaunch(out, in[0], in[1], in[2], op.Bits, dtype(1), n, k, op.GroupSize))
 	case graph.RMSNormOp:
 		m, d := lastDim(shape(0))
 		e.add(rmsNormLaunch(out, in[0], in[1], m, d, op.Eps))
@@ -123,6 +126,27 @@ func (e *encoder) encode() error {
 	case graph.TopKOp:
 		m, v := lastDim(shape(0))
 		e.add(topKLaunch(out, in[0], m, v, op.K))
+	case graph.GatherRowsOp:
+		x := shape(0)
+		e.add(gatherRowsLaunch(out, in[0], in[1], dtype(0), x[0], shape(1).Numel(), x.Numel()/max(x[0], 1)))
+	case graph.TakeAlongOp:
+		m, v := lastDim(shape(0))
+		_, k := lastDim(shape(1))
+		e.add(takeAlongLaunch(out, in[0], in[1], m, v, k))
+	case graph.RNNStepOp:
+		m, k := shape(0)[0], shape(0)[1]
+		e.add(rnnStepLaunch(out, in[0], in[1], in[2], in[3], in[4], dtype(2), m, k, shape(2)[0]))
+	case graph.WarpLogSoftmaxOp:
+		m, v := lastDim(shape(0))
+		e.add(warpLogSoftmaxLaunch(out, in[0], m, v, op.K, op.Masked))
+	case graph.BeamTopOp:
+		rows, v := lastDim(shape(1))
+		e.add(beamTopLaunch(out, in[0], in[1], shape(0)[1], rows, v, op.Width))
+	case graph.BeamChainsOp:
+		w := shape(1)[1]
+		e.add(beamChainsLaunch(out, in[0], in[1], w, graph.ChainsLength(shape(0)[0], w), op.Depth))
+	case graph.AcceptChainsOp:
+		e.add(acceptChainsLaunch(out, in[0], in[1], op.Width, graph.ChainsLength(shape(0)[0], op.Width)))
 	default:
 		return fmt.Errorf("no kernel for %v", s.Op)
 	}

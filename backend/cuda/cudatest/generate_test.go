@@ -1,0 +1,104 @@
+package cudatest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/backend/cuda/internal/tools"
+	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/tools/convert"
+)
+
+// generate decodes n tokens greedily from prompt on a backend, with
+// ReDrafter at w×l when head is not empty.
+func generate(t *testing.T, model, backend, kv, head string, w, l int, prompt string, n int) *redrafter.Result {
+	t.Helper()
+	e, err := redrafter.Load(model, redrafter.Options{Backend: backend, KVCache: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	opt := redrafter.GenerateOptions{MaxTokens: n}
+	if head != "" {
+		if err := e.LoadDrafter(head); err != nil {
+			t.Fatal(err)
+		}
+		opt.Draft = redrafter.DraftOptions{BeamWidth: w, BeamLength: l}
+	} else {
+		opt.Draft.Off = true
+	}
+	res, err := e.Generate(context.Background(), prompt, opt, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", backend, err)
+	}
+	return res
+}
+
+// Greedy decoding and greedy ReDrafter on the CUDA backend, over the fake
+// driver with every launch run by its emulated kernel, equal greedy
+// decoding on the CPU token for token: the demo model and its bundled head
+// converted to f16 (with an f16 KV cache) and quantized to 4 bits in groups
+// of 32 (with an f32 KV cache), at beams W ∈ {1, 2, 4} × L ∈ {3, 5}. The
+// CUDA backend counts its waits (graph.Counter), so each greedy ReDrafter
+// step runs as one plan on the device: beam search, verification and
+// acceptance included.
+func TestGreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about a minute of emulated launches")
+	}
+	root, err := tools.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stories := filepath.Join(root, "models", "stories260K", "stories260K.gguf")
+	bundled := filepath.Join(root, "models", "stories260K", "drafter")
+	Builder(t) // skips or fails here, on t's goroutine
+	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	const n = 16
+	prompt := "Once upon a time"
+	for _, c := range []struct {
+		name string
+		opt  convert.Options
+		kv   string
+	}{{"f16", convert.Options{Bits: 16}, "f16"}, {"4-bit", convert.Options{Bits: 4, GroupSize: 32}, "f32"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			model, head := filepath.Join(dir, "model"), filepath.Join(dir, "head")
+			if _, err := convert.Model(stories, model, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := convert.Head(bundled, head, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			want := generate(t, model, "cpu", c.kv, "", 0, 0, prompt, n).Tokens
+			if len(want) != n {
+				t.Fatalf("cpu: %d tokens, want %d", len(want), n)
+			}
+			if got := generate(t, model, "cuda-emu", c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
+				t.Errorf("autoregressive on cuda: %v\ncpu: %v", got, want)
+			}
+			for _, w := range []int{1, 2, 4} {
+				for _, l := range []int{3, 5} {
+					t.Run(fmt.Sprintf("W%dL%d", w, l), func(t *testing.T) {
+						res := generate(t, model, "cuda-emu", c.kv, head, w, l, prompt, n)
+						if !slices.Equal(res.Tokens, want) {
+							t.Errorf("ReDrafter on cuda: %v\nautoregressive on the cpu: %v", res.Tokens, want)
+						}
+						d := res.Stats.Draft
+						if d == nil || d.Steps == 0 || d.TokensPerStep() < 1.5 {
+							t.Fatalf("the head drafted too little to check anything: %+v", d)
+						}
+						// One wait for the device per step: the step ran as one plan.
+						if waits, _, _ := d.PerStep(); waits != 1 {
+							t.Errorf("%.2f waits per ReDrafter step, want 1 (device: %+v over %d steps)", waits, d.Device, d.Steps)
+						}
+					})
+				}
+			}
+		})
+	}
+}
