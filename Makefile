@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short test-clients deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
+.PHONY: build demo demo-speedup test test-short test-clients cuda-tag deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -58,6 +58,7 @@ test: deps
 	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^(TestConcurrentSessions|TestGroup.*)$$' .
 	$(GO) test -count=1 -tags noasm ./backend/cpu/...
 	$(MAKE) --no-print-directory test-clients
+	$(MAKE) --no-print-directory cuda-tag
 	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory check
 
@@ -84,6 +85,15 @@ check-tidy:
 
 check-generate:
 	@GO=$(GO) bash scripts/check-generate.sh
+
+# The build with the CUDA driver binding (tag cuda; docs/CUDA.md): vet and
+# build everything with it, and run the tests only that build has (the
+# real libcuda.so.1 loaded, "no device" as a clear error, auto falling back
+# to the CPU); the rest of backend/cuda ran untagged above.
+cuda-tag:
+	$(GO) vet -tags cuda $(PKGS)
+	$(GO) build -tags cuda $(PKGS)
+	$(GO) test -count=1 -tags cuda -run '^(TestRealDriverWithoutGPU|TestLoadMissingLibrary|TestOpenWithoutGPU|TestAutoFallsBackToCPU)$$' ./backend/cuda/...
 
 # Type-check, build and compile the tests of every package for macOS
 # (the Metal target) from any machine, without cgo.

@@ -16,3 +16,16 @@ import (
 func HostReadBandwidth(ctx context.Context, threads int) (float64, error) {
 	return cpu.ReadBandwidth(ctx, threads, cpu.BandwidthBuffer)
 }
+
+// DeviceReadBandwidth returns the probe of the engine's GPU streaming read
+// bandwidth (bytes per second, measured by a read kernel on the device: the
+// CUDA backend), for the same comparison HostReadBandwidth gives on the
+// CPU; nil when the backend has none (the CPU, Metal).
+func (e *Engine) DeviceReadBandwidth() func(context.Context) (float64, error) {
+	if p, ok := e.be.(interface {
+		ReadBandwidth(context.Context) (float64, error)
+	}); ok {
+		return p.ReadBandwidth
+	}
+	return nil
+}

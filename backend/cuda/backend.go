@@ -1,8 +1,10 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/graph"
@@ -361,4 +363,58 @@ func (b *Backend) constant(data []byte) (devptr, error) {
 	}
 	b.constants[string(data)] = p
 	return p, nil
+}
+
+// ReadBandwidth measures the GPU's streaming read bandwidth in bytes per
+// second, for `redrafter bench`: read_xor_u32 over 1 GiB (an eighth of the
+// device's memory when that is less), four reads per timed run, the best
+// of five runs after a warm-up. Decoding reads its weights once per token,
+// so its bytes per second over this is the fraction of the limit reached.
+func (b *Backend) ReadBandwidth(ctx context.Context) (float64, error) {
+	size := int64(1 << 30)
+	if m := b.drv.info().Memory / 8; m > 0 && m < size {
+		size = m
+	}
+	return b.readBandwidth(ctx, int(size)/16*16, 5)
+}
+
+func (b *Backend) readBandwidth(ctx context.Context, size, runs int) (float64, error) {
+	const reads = 4
+	blocks := 8 * max(b.drv.info().Multiprocessors, 1)
+	x, err := b.drv.alloc(size)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+	}
+	defer b.drv.free(x)
+	out, err := b.drv.alloc(4 * blocks)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+	}
+	defer b.drv.free(out)
+	l := readXorLaunch(out, x, size/4, blocks)
+	best := 0.0
+	for i := range runs + 1 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		b.runMu.Lock()
+		start := time.Now()
+		for range reads {
+			if err = b.drv.launch(l); err != nil {
+				break
+			}
+		}
+		if serr := b.drv.sync(); err == nil {
+			err = serr
+		}
+		elapsed := time.Since(start)
+		b.runMu.Unlock()
+		if err != nil {
+			return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+		}
+		if i > 0 { // the first run is the warm-up
+			best = max(best, float64(reads*size)/elapsed.Seconds())
+		}
+	}
+	return best, nil
 }

@@ -434,6 +434,25 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 	}
 	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
+	{ // The bandwidth probe: every block's XOR of the 16-byte words it read.
+		words, blocks := 4*(3*256+37), 3
+		x := make([]uint32, words)
+		for i := range x {
+			x[i] = r.Uint32()
+		}
+		add(fmt.Sprintf("ReadXor/W%d_B%d", words, blocks), 0, func(be graph.Backend) ([]any, error) {
+			want := make([]int32, blocks)
+			for q := 0; q < words/4; q++ {
+				b := (q / 256) % blocks
+				want[b] ^= int32(x[4*q] ^ x[4*q+1] ^ x[4*q+2] ^ x[4*q+3])
+			}
+			return []any{want}, nil
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(blocks))
+			err := d.run(readXorLaunch(out, d.alloc(b(x)), words, blocks))
+			return []any{d.i32s(out)}, err
+		})
+	}
 	return cs
 }
 

@@ -88,3 +88,9 @@ func argmaxLaunch(out, x devptr, m, v int) *launch {
 func topKLaunch(out, x devptr, m, v, k int) *launch {
 	return newLaunch("top_k_f32", grid1(m), 256).ptr(out).ptr(x).i32(m).i32(v).i32(k)
 }
+
+// readXorLaunch reads words (a multiple of 4) 32-bit words at x with
+// blocks blocks, writing one XOR per block to out [blocks].
+func readXorLaunch(out, x devptr, words, blocks int) *launch {
+	return newLaunch("read_xor_u32", grid1(blocks), 256).ptr(out).ptr(x).u64(words)
+}

@@ -167,6 +167,8 @@ func benchOnce(cmd *cobra.Command, backend, model, head string, ps []bench.Promp
 	if e.Backend() == "cpu" {
 		threads := runtime.GOMAXPROCS(0)
 		cfg.ReadBandwidth = func(ctx context.Context) (float64, error) { return redrafter.HostReadBandwidth(ctx, threads) }
+	} else if probe := e.DeviceReadBandwidth(); probe != nil {
+		cfg.ReadBandwidth = probe // a GPU's own memory (CUDA)
 	}
 	pl := newProgressLine(cmd.ErrOrStderr(), fmt.Sprintf("bench (%d threads)", runtime.GOMAXPROCS(0)))
 	cfg.Progress = func(done, total int, what string) {

@@ -26,8 +26,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.printf("prompts   %d × up to %d new tokens, greedy (outputs identical), template %s; %s\n",
 		len(r.Prompts), r.MaxTokens, r.Template, r.Date.Format("2006-01-02 15:04 MST"))
 	if bw := mc.ReadBandwidth; bw[0] > 0 {
-		ew.printf("memory    streaming read bandwidth on %d threads: %.1f GB/s before the runs, %.1f GB/s after\n",
-			mc.Threads, bw[0]/1e9, bw[1]/1e9)
+		where := fmt.Sprintf("on %d threads", mc.Threads)
+		if mc.Backend != "cpu" {
+			where = "of the " + mc.Backend + " device"
+		}
+		ew.printf("memory    streaming read bandwidth %s: %.1f GB/s before the runs, %.1f GB/s after\n",
+			where, bw[0]/1e9, bw[1]/1e9)
 	}
 	ar := r.Autoregressive
 	ew.printf("autoregressive  %d tokens in %.2f s: %.2f tokens/s (%.2f ms per token)\n",
