@@ -434,7 +434,8 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 	}
 	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
-	{                                 // The bandwidth probe: every block's XOR of the 16-byte words it read.
+	// The bandwidth probe: every block's XOR of the 16-byte words it read.
+	{
 		words, blocks := 4*(3*256+37), 3
 		x := make([]uint32, words)
 		for i := range x {
