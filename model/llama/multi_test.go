@@ -7,12 +7,17 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/backend/cuda/cudatest"
 	"github.com/seed9b8f47b1/redrafter/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/backend/metal/metaltest"
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
-func TestMain(m *testing.M) { os.Exit(metaltest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := metaltest.Main(m)
+	cudatest.Cleanup()
+	os.Exit(code)
+}
 
 // jointCase is one sequence of TestJointForwardEqualsAlone: a prefix run
 // on its own, then a batch for the joint pass.
@@ -164,9 +169,10 @@ func TestJointForwardEqualsAlone(t *testing.T) {
 			return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16})
 		}, graph.F16},
 		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }, graph.F16},
+		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }, graph.F16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "metal-emulated" && testing.Short() {
+			if strings.HasSuffix(tc.name, "-emulated") && testing.Short() {
 				t.Skip("emulated kernels are slow")
 			}
 			st := checkJoint(t, tc.be(t), tc.kv)

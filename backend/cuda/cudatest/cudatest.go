@@ -35,10 +35,16 @@ var (
 //	func TestMain(m *testing.M) { os.Exit(cudatest.Main(m)) }
 func Main(m *testing.M) int {
 	code := m.Run()
+	Cleanup()
+	return code
+}
+
+// Cleanup removes the compiled kernels, for a TestMain that runs its tests
+// through another Main (metaltest.Main) first.
+func Cleanup() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
-	return code
 }
 
 // Builder returns the test binary's emulator builder, skipping tb without

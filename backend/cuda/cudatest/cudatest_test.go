@@ -2,17 +2,23 @@ package cudatest
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/backend/cuda/internal/tools"
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -97,5 +103,49 @@ func TestSelfTestEmulated(t *testing.T) {
 	}
 	if want := fmt.Sprintf("%d passed, 0 failed", len(vs)); !strings.Contains(buf.String(), want) {
 		t.Errorf("report:\n%s", buf.String())
+	}
+}
+
+// TestLaunchFailureNamesKernel: a kernel that fails on the device (the
+// fake reports it at the next synchronisation, as a GPU does) is an error
+// of the Run naming the kernel, through the graph and through a whole
+// generation, never a crash; the backend serves the next Run.
+func TestLaunchFailureNamesKernel(t *testing.T) {
+	x := NewEmulator(t, nil)
+	fail := true
+	be := cuda.NewFake(func(l *cuda.Launch) error {
+		if fail && l.Kernel == "rms_norm_f32" {
+			return errors.New("unspecified launch failure")
+		}
+		return x.Exec(l)
+	})
+	defer be.Close()
+	g := graph.New()
+	xa, wa := g.Input("x", graph.F32, 2, 8), g.Input("w", graph.F32, 8)
+	y := graph.RMSNorm(xa, wa, 1e-5)
+	in := map[*graph.Array]any{xa: make([]float32, 16), wa: make([]float32, 8)}
+	read := func(p *graph.Plan) error { return p.Read(y, make([]float32, 16)) }
+	err := graph.Eval(be, in, read, y)
+	if err == nil || !strings.Contains(err.Error(), "rms_norm_f32") || !strings.Contains(err.Error(), "unspecified launch failure") {
+		t.Fatalf("err = %v, want the kernel's name and the driver's message", err)
+	}
+	fail = false
+	if err := graph.Eval(be, in, read, y); err != nil {
+		t.Fatalf("the next run: %v", err)
+	}
+
+	fail = true
+	graph.Register("cuda-failing", func() (graph.Backend, error) { return be, nil })
+	root, err := tools.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := redrafter.Load(filepath.Join(root, "models", "stories260K", "stories260K.gguf"), redrafter.Options{Backend: "cuda-failing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Generate(context.Background(), "Once", redrafter.GenerateOptions{MaxTokens: 4, Draft: redrafter.DraftOptions{Off: true}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "rms_norm_f32") {
+		t.Errorf("generate: err = %v, want the failed kernel named", err)
 	}
 }
