@@ -68,6 +68,11 @@ func (b *Backend) Counts() graph.Counts {
 // MemoryLimit implements graph.MemoryLimiter: the device's memory.
 func (b *Backend) MemoryLimit() int64 { return b.drv.info().Memory }
 
+// InvariantRows is how many rows one pass may hold while each row's result
+// stays the same bits as alone: matvec's (more rows of f16 or bf16 weights
+// go to the tensor cores). The Group cuts its joint passes there.
+func (b *Backend) InvariantRows() int { return matvecMaxRows }
+
 // DefaultKVCache is the KV cache's element type unless asked otherwise:
 // f16, which halves the bytes attention reads per step (as on Metal).
 func (b *Backend) DefaultKVCache() graph.DType { return graph.F16 }

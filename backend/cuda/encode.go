@@ -71,7 +71,11 @@ func (e *encoder) encode() error {
 		e.add(qembedLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(1), n, k, shape(0)[0], op.GroupSize))
 	case graph.MatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
-		e.add(matvecLaunch(out, in[0], in[1], dtype(1), m, k, shape(1)[0]))
+		if dt := dtype(1); m > matvecMaxRows && (dt == graph.F16 || dt == graph.BF16) {
+			e.add(matmulMMALaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
+		} else {
+			e.add(matvecLaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
+		}
 	case graph.QMatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
 		e.add(qmatvecLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(2), m, k, shape(1)[0], op.GroupSize))

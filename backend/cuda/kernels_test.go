@@ -434,6 +434,24 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 	}
 	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
+	// Prefill on tensor cores: tails in every dimension, and f16/bf16 x
+	// split in two (hi + lo) keeps the error at f32's tolerance.
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for _, s := range [][3]int{{65, 16, 8}, {70, 37, 33}, {130, 100, 70}} {
+			m, k, n := s[0], s[1], s[2]
+			x, w := randF32(r, m*k, 4), weights(r, dt, n*k, 1)
+			add(fmt.Sprintf("MatMulMMA/%v/M%d_K%d_N%d", dt, m, k, n), tolF32, func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
+					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(m * n))
+				err := d.run(matmulMMALaunch(out, d.alloc(b(x)), d.alloc(b(w)), dt, m, k, n))
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
 	// The bandwidth probe: every block's XOR of the 16-byte words it read.
 	{
 		words, blocks := 4*(3*256+37), 3

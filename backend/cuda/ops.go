@@ -94,3 +94,14 @@ func topKLaunch(out, x devptr, m, v, k int) *launch {
 func readXorLaunch(out, x devptr, words, blocks int) *launch {
 	return newLaunch("read_xor_u32", grid1(blocks), 256).ptr(out).ptr(x).u64(words)
 }
+
+// matvecMaxRows is the most rows of x that matvec.cu multiplies (every
+// decode and verification pass, and the Group's joint passes, which the
+// backend's InvariantRows caps at it); a prefill of more rows with f16 or
+// bf16 weights runs on tensor cores (matmul.cu), whose rows are computed
+// differently.
+const matvecMaxRows = 64
+
+func matmulMMALaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matmul_mma_"+dt.String(), grid2(ceilDiv(n, 32), ceilDiv(m, 64)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}

@@ -30,6 +30,11 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"reduce.cu", "if (block_count(c, counts) >= k) t = cand;", "if (block_count(c, counts) > k) t = cand;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
 		// The warps' counts of a radix round are added before every warp stored its own.
 		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// The tensor-core fragments of A swap rows g+8 and columns 2t+8.
+		{"matmul.cu", "pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1]),\n\t\t                         pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9])",
+			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
+		// Without the low half of x, the tensor cores see x rounded to bf16.
+		{"matmul.cu", "mma_bf16(acc[j], alo, b, acc[j]);", "", "MatMulMMA/bf16/M130_K100_N70"},
 		// Accepting chains, lanes tied for the longest beam keep the higher one.
 		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
 	} {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"time"
 	"text/tabwriter"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
@@ -39,9 +41,69 @@ func SelfTest(be *Backend, seed uint64, progress func(done, total int)) ([]opcas
 		if err != nil {
 			return nil, err
 		}
-		d.Kernels = append(d.Kernels, names...)
+		for _, k := range names {
+			if k != probeKernel {
+				d.Kernels = append(d.Kernels, k)
+			}
+		}
 	}
-	return opcases.SelfTest(d, opcases.All(rand.New(rand.NewPCG(seed, 5))), progress)
+	vs, err := opcases.SelfTest(d, opcases.All(rand.New(rand.NewPCG(seed, 5))), progress)
+	if err != nil {
+		return nil, err
+	}
+	return append(vs, checkProbe(be, rand.New(rand.NewPCG(seed, 6)))), nil
+}
+
+// probeKernel is bench's bandwidth probe, which no op launches:
+// checkProbe checks it instead.
+const probeKernel = "read_xor_u32"
+
+// checkProbe runs the bandwidth probe over random words and compares each
+// block's XOR with the host's.
+func checkProbe(be *Backend, r *rand.Rand) opcases.KernelVerdict {
+	v := opcases.KernelVerdict{Kernel: probeKernel, Cases: 1}
+	const blocks, words = 3, 4 * (5*256 + 17)
+	data := make([]uint32, words)
+	want := make([]uint32, blocks)
+	for i := range data {
+		data[i] = r.Uint32()
+		want[(i/4/256)%blocks] ^= data[i]
+	}
+	got := make([]uint32, blocks)
+	start := time.Now()
+	err := func() error {
+		x, err := be.drv.alloc(4 * words)
+		if err != nil {
+			return err
+		}
+		defer be.drv.free(x)
+		out, err := be.drv.alloc(4 * blocks)
+		if err != nil {
+			return err
+		}
+		defer be.drv.free(out)
+		if err := be.drv.upload(x, graph.AsBytes(data)); err != nil {
+			return err
+		}
+		be.runMu.Lock()
+		err = be.drv.launch(readXorLaunch(out, x, words, blocks))
+		if serr := be.drv.sync(); err == nil {
+			err = serr
+		}
+		be.runMu.Unlock()
+		if err != nil {
+			return err
+		}
+		return be.drv.download(graph.AsBytes(got), out)
+	}()
+	v.Time = time.Since(start)
+	switch {
+	case err != nil:
+		v.Fail = err.Error()
+	case !slices.Equal(got, want):
+		v.Fail = fmt.Sprintf("got %x, want %x", got, want)
+	}
+	return v
 }
 
 // launched is the kernels a plan that has run on a CUDA backend launches.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
@@ -80,6 +81,15 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 			}
 			if got := generate(t, model, "cuda-emu", c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
 				t.Errorf("autoregressive on cuda: %v\ncpu: %v", got, want)
+			}
+			// A prompt of more rows than matvec takes: its prefill runs on
+			// the tensor cores (f16), and the decoding after it still agrees.
+			long := strings.Repeat("Lily and Tom went to the park to play with a big red ball. ", 6)
+			wantLong := generate(t, model, "cpu", c.kv, "", 0, 0, long, 8).Tokens
+			if got := generate(t, model, "cuda-emu", c.kv, "", 0, 0, long, 8); !slices.Equal(got.Tokens, wantLong) {
+				t.Errorf("after a %d-token prompt, on cuda: %v\ncpu: %v", got.Stats.PromptTokens, got.Tokens, wantLong)
+			} else if got.Stats.PromptTokens <= 64 {
+				t.Errorf("the long prompt has %d tokens, want more than 64", got.Stats.PromptTokens)
 			}
 			for _, w := range []int{1, 2, 4} {
 				for _, l := range []int{3, 5} {

@@ -10,8 +10,9 @@
 // Kernels use only what is defined here: KERNEL (an extern "C" entry point;
 // the emulator and the host code find kernels by it), DEVICE, SHARED,
 // threadIdx/blockIdx/blockDim/gridDim (1-D blocks of a multiple of 32
-// threads), sync_threads(), the warp shuffles, the math functions below and
-// the f16/bf16 storage types. Math is float only.
+// threads), sync_threads(), the warp shuffles, the tensor-core mma_f16 and
+// mma_bf16, the math functions below and the f16/bf16 storage types. Math
+// is float only.
 #pragma once
 
 #if defined(__CUDA__) || defined(__CUDACC_RTC__)
@@ -48,6 +49,22 @@ DEVICE float cu_inf() { return __builtin_inff(); }
 DEVICE float cu_nan() { return __builtin_nanf(""); }
 DEVICE float bits_f32(unsigned u) { return __builtin_bit_cast(float, u); }
 DEVICE unsigned f32_bits(float f) { return __builtin_bit_cast(unsigned, f); }
+DEVICE unsigned short f16_bits(float f) { return __builtin_bit_cast(unsigned short, f16_t(f)); }
+DEVICE float bits_f16(unsigned short h) { return float(__builtin_bit_cast(f16_t, h)); }
+
+// mma_f16, mma_bf16: d = a·b + c for a warp, on tensor cores (PTX
+// mma.sync.m16n8k16.row.col, f32 accumulation); the fragments are laid out
+// as the comment of the emulator's version says.
+DEVICE void mma_f16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+	             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+DEVICE void mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+	             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
 
 #else
 // ---------------------------------------------------------------- emulator
@@ -122,6 +139,53 @@ DEVICE unsigned f32_bits(float f) {
 	std::memcpy(&u, &f, 4);
 	return u;
 }
+DEVICE unsigned short f16_bits(float f) {
+	const f16_t h = f16_t(f);
+	unsigned short u;
+	std::memcpy(&u, &h, 2);
+	return u;
+}
+DEVICE float bits_f16(unsigned short u) {
+	f16_t h;
+	std::memcpy(&h, &u, 2);
+	return float(h);
+}
+
+// mma_f16, mma_bf16: d = a·b + c for one warp, as PTX's mma.sync m16n8k16
+// row.col with f32 accumulation: A is 16×16, B 16×8, C and D 16×8. Each
+// 32-bit fragment register holds two 16-bit values, the lower index in the
+// low half. With g = lane/4 and t = lane%4, lane holds
+//   a[0] A[g][2t, 2t+1]   a[1] A[g+8][2t, 2t+1]   a[2] A[g][2t+8, 2t+9]   a[3] A[g+8][2t+8, 2t+9]
+//   b[0] B[2t, 2t+1][g]   b[1] B[2t+8, 2t+9][g]
+//   c[0], c[1] C[g][2t, 2t+1]   c[2], c[3] C[g+8][2t, 2t+1]   (d likewise)
+// The emulator gathers each lane's row of A and columns of B with warp
+// shuffles and adds the 16 exact products in k order. (The tensor core's
+// own summation order is unspecified: results may differ in the last bits.)
+template <bool BF16> DEVICE float mma_half(unsigned r, int hi) {
+	const unsigned short h = (unsigned short)(hi ? r >> 16 : r & 0xffffu);
+	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
+}
+template <bool BF16> DEVICE void mma_emu(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+	const int lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+	float acc[4] = {c[0], c[1], c[2], c[3]};
+	for (int k = 0; k < 16; k++) {
+		const int hi = k & 1, quad = (k & 7) >> 1, upper = k >= 8;
+		// Every lane shuffles the same registers; only the source lanes differ.
+		const unsigned ar0 = unsigned(cu_shfl_idx(int(a[upper ? 2 : 0]), g * 4 + quad));
+		const unsigned ar1 = unsigned(cu_shfl_idx(int(a[upper ? 3 : 1]), g * 4 + quad));
+		const unsigned bc0 = unsigned(cu_shfl_idx(int(b[upper]), (2 * t) * 4 + quad));
+		const unsigned bc1 = unsigned(cu_shfl_idx(int(b[upper]), (2 * t + 1) * 4 + quad));
+		const float x0 = mma_half<BF16>(ar0, hi), x1 = mma_half<BF16>(ar1, hi);
+		const float y0 = mma_half<BF16>(bc0, hi), y1 = mma_half<BF16>(bc1, hi);
+		acc[0] += x0 * y0;
+		acc[1] += x0 * y1;
+		acc[2] += x1 * y0;
+		acc[3] += x1 * y1;
+	}
+	for (int i = 0; i < 4; i++) d[i] = acc[i];
+}
+DEVICE void mma_f16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) { mma_emu<false>(d, a, b, c); }
+DEVICE void mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) { mma_emu<true>(d, a, b, c); }
 
 // Kernel parameters arrive as CUDA lays them out for
 // CU_LAUNCH_PARAM_BUFFER_POINTER: each at the next multiple of its
