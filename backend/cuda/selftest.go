@@ -5,8 +5,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"time"
 	"text/tabwriter"
+	"time"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/backend/opcases"
