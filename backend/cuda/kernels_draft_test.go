@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
@@ -27,11 +28,11 @@ func draftCases(r *rand.Rand) []kcase {
 	for _, dt := range []graph.DType{graph.F32, graph.I32} {
 		for _, s := range [][3]int{{1, 1, 1}, {7, 15, 4}, {40, 33, 9}, {5, 301, 6}} {
 			m, row, n := s[0], s[1], s[2]
-			var x any = randF32(r, m*3*row, 1)
+			var x any = opcases.RandF32(r, m*3*row, 1)
 			if dt == graph.I32 {
-				x = randInts(r, m*3*row, -1000, 1000)
+				x = opcases.RandInts(r, m*3*row, -1000, 1000)
 			}
-			idx := randInts(r, n, 0, m)
+			idx := opcases.RandInts(r, n, 0, m)
 			add(fmt.Sprintf("GatherRows/%v/M%d_row3x%d_n%d", dt, m, row, n), 0, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, ia := g.Input("x", dt, m, 3, row), g.Input("idx", graph.I32, n)
@@ -50,7 +51,7 @@ func draftCases(r *rand.Rand) []kcase {
 	// TakeAlong: more indices than values, and a tail past the block.
 	for _, s := range [][3]int{{1, 1, 1}, {3, 1001, 5}, {4, 37, 70}} {
 		m, v, k := s[0], s[1], s[2]
-		x, idx := randF32(r, m*v, 4), randInts(r, m*k, 0, v)
+		x, idx := opcases.RandF32(r, m*v, 4), opcases.RandInts(r, m*k, 0, v)
 		add(fmt.Sprintf("TakeAlong/M%d_V%d_K%d", m, v, k), 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, ia := g.Input("x", graph.F32, m, v), g.Input("idx", graph.I32, m, k)
@@ -66,7 +67,7 @@ func draftCases(r *rand.Rand) []kcase {
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {6, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
-			e, st, bias := randF32(r, m*k, 1), randF32(r, m*k, 1), randF32(r, n, 1)
+			e, st, bias := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*k, 1), opcases.RandF32(r, n, 1)
 			w, u := weights(r, dt, n*k, 1), weights(r, dt, n*k, 1)
 			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
@@ -89,7 +90,7 @@ func draftCases(r *rand.Rand) []kcase {
 		ties    bool
 	}{{1, 1, 50, -3, false}, {2, 33, 5, -3, false}, {3, 1000, 50, -3, false}, {1, 3000, 50, -3, false},
 		{2, 50, 50, -3, false}, {3, 64, 7, -3, true}, {2, 300, 50, -3, true}, {1, 777, 50, -50000, false}, {2, 257, 1, -3, true}} {
-		x := randF32(r, s.m*s.v, 2)
+		x := opcases.RandF32(r, s.m*s.v, 2)
 		if s.ties {
 			for i := range x {
 				x[i] = float32(r.IntN(4)) / 2 // the K-th value repeats: all of its copies are kept
@@ -109,7 +110,7 @@ func draftCases(r *rand.Rand) []kcase {
 	}
 	{ // A row with NaN and one with +Inf come out all NaN; the finite row does not.
 		m, v, k := 3, 100, 10
-		x := randF32(r, m*v, 2)
+		x := opcases.RandF32(r, m*v, 2)
 		x[v+17] = float32(math.NaN())
 		x[2*v+99] = float32(math.Inf(1))
 		add("WarpLogSoftmax/M3_V100_K10_nonfinite", tolF32, func(be graph.Backend) ([]any, error) {
@@ -175,7 +176,7 @@ func draftCases(r *rand.Rand) []kcase {
 	// range (-1 and W: the beam keeps its chain); past one block.
 	for _, s := range []struct{ w, l, depth int }{{1, 2, 1}, {1, 5, 3}, {3, 4, 1}, {3, 4, 2}, {4, 5, 4}, {7, 3, 2}, {50, 6, 5}, {70, 5, 1}} {
 		n := 1 + s.w*(s.l-1)
-		tree, sel := randInts(r, n, 0, 1000), randInts(r, 3*s.w, 0, 1000)
+		tree, sel := opcases.RandInts(r, n, 0, 1000), opcases.RandInts(r, 3*s.w, 0, 1000)
 		for i := range s.w {
 			sel[i] = int32(r.IntN(s.w+2) - 1)
 		}
@@ -198,7 +199,7 @@ func draftCases(r *rand.Rand) []kcase {
 		ties      bool
 	}{{1, 2, 1, false}, {1, 5, 2, false}, {2, 3, 2, true}, {4, 5, 3, true}, {4, 5, 4, false}, {9, 4, 0, true},
 		{50, 5, 4, true}, {70, 3, 1, true}, {40, 6, 2, false}} {
-		tokens, argmax := agreeingChains(r, s.w, s.l, s.top, s.ties)
+		tokens, argmax := opcases.AgreeingChains(r, s.w, s.l, s.top, s.ties)
 		n := len(tokens)
 		add(fmt.Sprintf("AcceptChains/W%d_L%d_top%d_ties%v", s.w, s.l, s.top, s.ties), 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
@@ -244,7 +245,7 @@ func draftCases(r *rand.Rand) []kcase {
 // one-row search are dead (-50000), as on the first step.
 func beamInputs(r *rand.Rand, nb, rows, v int, ties bool) ([]int32, []float32) {
 	beams := make([]int32, 3*nb)
-	lp := randF32(r, rows*v, 5)
+	lp := opcases.RandF32(r, rows*v, 5)
 	for b := range nb {
 		beams[b] = int32(r.IntN(nb))
 		beams[nb+b] = int32(r.IntN(v))
@@ -265,37 +266,6 @@ func beamInputs(r *rand.Rand, nb, rows, v int, ties bool) ([]int32, []float32) {
 	return beams, lp
 }
 
-// agreeingChains returns w beams of length l in the chains layout and an
-// argmax under which beam i's drafts agree to a depth drawn for it, at most
-// top, which one random beam reaches; with ties, about half the beams do.
-func agreeingChains(r *rand.Rand, w, l, top int, ties bool) (tokens, argmax []int32) {
-	c := l - 1
-	row := func(i, t int) int {
-		if t == 0 {
-			return 0
-		}
-		return 1 + i*c + t - 1
-	}
-	tokens, argmax = randInts(r, 1+w*c, 0, 100), randInts(r, 1+w*c, 0, 100)
-	longest := r.IntN(w)
-	for i := range w {
-		k := r.IntN(top + 1)
-		if i == longest || ties && r.IntN(2) == 0 {
-			k = top
-		}
-		for t := 1; t <= c; t++ {
-			want := argmax[row(i, t-1)]
-			switch {
-			case t <= k:
-				tokens[row(i, t)] = want
-			case tokens[row(i, t)] == want:
-				tokens[row(i, t)] = want + 1 // disagree here
-			}
-		}
-	}
-	return tokens, argmax
-}
-
 // TestRNNStepEqualsUnfused checks that rnn_step equals the unfused launches
 // of the same graph (matvec twice, add, add of the bias, silu) bit for bit,
 // so a backend may fuse the step or not without changing a greedy token.
@@ -305,7 +275,7 @@ func TestRNNStepEqualsUnfused(t *testing.T) {
 	b := graph.AsBytes
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		m, k, n := 5, 97, 11
-		e, st, bias := randF32(r, m*k, 1), randF32(r, m*k, 1), randF32(r, n, 1)
+		e, st, bias := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*k, 1), opcases.RandF32(r, n, 1)
 		w, u := weights(r, dt, n*k, 1), weights(r, dt, n*k, 1)
 		d.bufs = d.bufs[:0]
 		ep, sp, wp, up, bp := d.alloc(b(e)), d.alloc(b(st)), d.alloc(b(w)), d.alloc(b(u)), d.alloc(b(bias))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/quant"
 )
@@ -32,25 +33,9 @@ const (
 	tolF16 = 1e-2
 )
 
-func randF32(r *rand.Rand, n int, scale float32) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = (r.Float32()*2 - 1) * scale
-	}
-	return v
-}
-
-func randInts(r *rand.Rand, n, lo, hi int) []int32 {
-	v := make([]int32, n)
-	for i := range v {
-		v[i] = int32(lo + r.IntN(hi-lo))
-	}
-	return v
-}
-
 // weights returns n values of dt as []float32 or []uint16 bits.
 func weights(r *rand.Rand, dt graph.DType, n int, scale float32) any {
-	f := randF32(r, n, scale)
+	f := opcases.RandF32(r, n, scale)
 	switch dt {
 	case graph.F16:
 		return quant.F32sToF16(f)
@@ -65,24 +50,6 @@ func tolFor(dt graph.DType) float64 {
 		return tolF32
 	}
 	return tolF16
-}
-
-// randomTree returns the interval ends of a random tree of n tokens in DFS
-// pre-order: end[k] is k's last descendant.
-func randomTree(r *rand.Rand, n int) []int32 {
-	depth := make([]int, n)
-	for i := 1; i < n; i++ {
-		depth[i] = 1 + r.IntN(depth[i-1]+1)
-	}
-	end := make([]int32, n)
-	for k := range n {
-		j := k
-		for j+1 < n && depth[j+1] > depth[k] {
-			j++
-		}
-		end[k] = int32(j)
-	}
-	return end
 }
 
 // evalRef runs a one-op graph on be and reads its outputs (f16 as floats).
@@ -161,7 +128,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	for _, dt := range floatDTs {
 		// Embed, and MatMul at decode/verify shapes with tails in K and N.
 		v, dd, n := 50, 33, 7
-		table, ids := weights(r, dt, v*dd, 1), randInts(r, n, 0, v)
+		table, ids := weights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
 		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
@@ -174,7 +141,7 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {5, 129, 9}, {9, 64, 5}} {
 			m, k, nn := s[0], s[1], s[2]
-			x, w := randF32(r, m*k, 1), weights(r, dt, nn*k, 1)
+			x, w := opcases.RandF32(r, m*k, 1), weights(r, dt, nn*k, 1)
 			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, nn), tolFor(dt), func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, nn, k)
@@ -197,7 +164,7 @@ func kernelCases(r *rand.Rand) []kcase {
 					words[i] = r.Uint32()
 				}
 				scales, biases := weights(r, sdt, n*k/gs, 0.1), weights(r, sdt, n*k/gs, 0.5)
-				x, ids := randF32(r, m*k, 1), randInts(r, m, 0, n)
+				x, ids := opcases.RandF32(r, m*k, 1), opcases.RandInts(r, m, 0, n)
 				quantized := func(g *graph.Graph) (*graph.Array, map[*graph.Array]any) {
 					wa, sa, ba := g.Input("w", graph.U32, n, k*bits/32), g.Input("s", sdt, n, k/gs), g.Input("b", sdt, n, k/gs)
 					return graph.Quantized(wa, sa, ba, bits, gs), map[*graph.Array]any{wa: words, sa: scales, ba: biases}
@@ -231,7 +198,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	}
 	{ // RMSNorm with a tail past the block.
 		m, dd := 3, 300
-		x, w := randF32(r, m*dd, 2), randF32(r, dd, 1)
+		x, w := opcases.RandF32(r, m*dd, 2), opcases.RandF32(r, dd, 1)
 		add("RMSNorm/M3_D300", tolF32, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, wa := g.Input("x", graph.F32, m, dd), g.Input("w", graph.F32, dd)
@@ -245,7 +212,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	}
 	for _, neox := range []bool{true, false} { // RoPE: positions into the thousands, dims past 2P copied.
 		m, h, dd, p := 5, 3, 40, 16
-		x, pos := randF32(r, m*h*dd, 1), randInts(r, m, 0, 5000)
+		x, pos := opcases.RandF32(r, m*h*dd, 1), opcases.RandInts(r, m, 0, 5000)
 		freq := make([]float32, p)
 		for j := range freq {
 			freq[j] = float32(math.Pow(10000, -float64(2*j)/float64(2*p)))
@@ -264,7 +231,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	{ // Elementwise, with a tail past the last block.
 		m, dd := 3, 333
 		n := m * dd
-		x, y, bias := randF32(r, n, 4), randF32(r, n, 4), randF32(r, dd, 1)
+		x, y, bias := opcases.RandF32(r, n, 4), opcases.RandF32(r, n, 4), opcases.RandF32(r, dd, 1)
 		add("SiLU/N999", tolF32, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, m, dd)
@@ -312,7 +279,7 @@ func kernelCases(r *rand.Rand) []kcase {
 			}
 		}
 		da, db := 5, 9
-		ca, cb := randF32(r, m*da, 1), randF32(r, m*db, 1)
+		ca, cb := opcases.RandF32(r, m*da, 1), opcases.RandF32(r, m*db, 1)
 		add("Concat/M3_5+9", 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, ya := g.Input("a", graph.F32, m, da), g.Input("b", graph.F32, m, db)
@@ -328,12 +295,12 @@ func kernelCases(r *rand.Rand) []kcase {
 		// KV cache: write n rows at past; compact an accepted path.
 		c, kvh, dd, past, n := 40, 2, 20, 13, 7
 		rowlen := kvh * dd
-		cache := randF32(r, c*rowlen, 1)
+		cache := opcases.RandF32(r, c*rowlen, 1)
 		var cacheData any = cache
 		if dt == graph.F16 {
 			cacheData = quant.F32sToF16(cache)
 		}
-		rows := randF32(r, n*rowlen, 1)
+		rows := opcases.RandF32(r, n*rowlen, 1)
 		add(fmt.Sprintf("KVWrite/%v/N%d_at%d", dt, n, past), 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := cpuVar(be, g, cacheData, dt, c, kvh, dd)
@@ -363,18 +330,18 @@ func kernelCases(r *rand.Rand) []kcase {
 			n, h, kvh, d, pa int
 		}{{"decode", 1, 4, 2, 40, 37}, {"chain", 6, 4, 4, 64, 5}, {"tree", 9, 6, 2, 33, 20}} {
 			cc := s.pa + s.n + 3
-			k, v := randF32(r, cc*s.kvh*s.d, 1), randF32(r, cc*s.kvh*s.d, 1)
+			k, v := opcases.RandF32(r, cc*s.kvh*s.d, 1), opcases.RandF32(r, cc*s.kvh*s.d, 1)
 			var kd, vd any = k, v
 			if dt == graph.F16 {
 				kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
 			}
-			q := randF32(r, s.n*s.h*s.d, 1)
+			q := opcases.RandF32(r, s.n*s.h*s.d, 1)
 			end := make([]int32, s.n)
 			for i := range end {
 				end[i] = int32(s.n - 1)
 			}
 			if s.kind == "tree" {
-				end = randomTree(r, s.n)
+				end = opcases.RandomTree(r, s.n)
 			}
 			scale := float32(1 / math.Sqrt(float64(s.d)))
 			add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa), tolF32, func(be graph.Backend) ([]any, error) {
@@ -398,7 +365,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	}
 	{ // Row reductions, with repeated values for the ties.
 		m, v, k := 3, 1001, 5
-		x := randF32(r, m*v, 8)
+		x := opcases.RandF32(r, m*v, 8)
 		for i := range x {
 			x[i] = float32(math.Round(float64(x[i]) * 4))
 		}
@@ -439,7 +406,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{65, 16, 8}, {70, 37, 33}, {130, 100, 70}} {
 			m, k, n := s[0], s[1], s[2]
-			x, w := randF32(r, m*k, 4), weights(r, dt, n*k, 1)
+			x, w := opcases.RandF32(r, m*k, 4), weights(r, dt, n*k, 1)
 			add(fmt.Sprintf("MatMulMMA/%v/M%d_K%d_N%d", dt, m, k, n), tolF32, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)

@@ -33,7 +33,7 @@ func chainsCases(r *rand.Rand) []Case {
 		w, l, top int
 		ties      bool
 	}{{1, 2, 1, false}, {1, 5, 2, false}, {2, 3, 2, true}, {4, 5, 3, true}, {4, 5, 4, false}, {9, 4, 0, true}, {50, 5, 4, true}, {70, 3, 1, true}} {
-		tokens, argmax := agreeingChains(r, s.w, s.l, s.top, s.ties)
+		tokens, argmax := AgreeingChains(r, s.w, s.l, s.top, s.ties)
 		n := len(tokens)
 		add(fmt.Sprintf("AcceptChains/W%d_L%d_top%d_ties%v", s.w, s.l, s.top, s.ties), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ta, aa := g.Input("tokens", graph.I32, n), g.Input("argmax", graph.I32, n)
@@ -43,10 +43,10 @@ func chainsCases(r *rand.Rand) []Case {
 	return cs
 }
 
-// agreeingChains returns w beams of length l in the chains layout and an
+// AgreeingChains returns w beams of length l in the chains layout and an
 // argmax under which beam i's drafts agree to a depth drawn for it, at most
 // top, which one random beam reaches; with ties, about half the beams do.
-func agreeingChains(r *rand.Rand, w, l, top int, ties bool) (tokens, argmax []int32) {
+func AgreeingChains(r *rand.Rand, w, l, top int, ties bool) (tokens, argmax []int32) {
 	c := l - 1
 	n := 1 + w*c
 	row := func(i, t int) int {
