@@ -71,9 +71,12 @@ func (e *encoder) encode() error {
 		e.add(qembedLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(1), n, k, shape(0)[0], op.GroupSize))
 	case graph.MatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
-		if dt := dtype(1); m > matvecMaxRows && (dt == graph.F16 || dt == graph.BF16) {
+		switch dt := dtype(1); {
+		case m > matvecMaxRows && (dt == graph.F16 || dt == graph.BF16):
 			e.add(matmulMMALaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
-		} else {
+		case vecWeights(in[1], dt, k):
+			e.add(matvec8Launch(out, in[0], in[1], dt, m, k, shape(1)[0]))
+		default:
 			e.add(matvecLaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
 		}
 	case graph.QMatMulOp:

@@ -401,6 +401,24 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 	}
 	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
+	// Decode with 16-byte weight loads: k a multiple of 8, with and
+	// without a tail past the last full warp step (256 weights).
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for _, s := range [][3]int{{1, 8, 3}, {1, 264, 9}, {5, 512, 7}, {9, 64, 5}} {
+			m, k, n := s[0], s[1], s[2]
+			x, w := opcases.RandF32(r, m*k, 1), weights(r, dt, n*k, 1)
+			add(fmt.Sprintf("MatVec8/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
+					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(m * n))
+				err := d.run(matvec8Launch(out, d.alloc(b(x)), d.alloc(b(w)), dt, m, k, n))
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
 	// Prefill on tensor cores: tails in every dimension, and f16/bf16 x
 	// split in two (hi + lo) keeps the error at f32's tolerance.
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {

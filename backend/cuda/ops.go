@@ -53,6 +53,20 @@ func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 	return newLaunch("matvec_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
+// matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
+// time; w8 says whether w qualifies (vecWeights).
+func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matvec8_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+// vecWeights reports whether an [n,k] weight of dt at w can be read by
+// matvec8: 16-bit elements, rows of whole 16-byte words, 16-byte aligned.
+// It depends on the weight alone, so every pass over it (decode, verify,
+// joint) uses the same kernel and rows keep their bits.
+func vecWeights(w devptr, dt graph.DType, k int) bool {
+	return (dt == graph.F16 || dt == graph.BF16) && k%8 == 0 && w%16 == 0
+}
+
 func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
 	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, 4)), 128).
 		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)

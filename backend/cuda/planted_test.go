@@ -30,6 +30,8 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"reduce.cu", "if (block_count(c, counts) >= k) t = cand;", "if (block_count(c, counts) > k) t = cand;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
 		// The warps' counts of a radix round are added before every warp stored its own.
 		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// The 16-byte weight words are paired with x one element off.
+		{"matvec.cu", "const u64 kk = u64(j) * 8u + u64(e);", "const u64 kk = u64(j) * 8u + u64(7 - e);", "MatVec8/bf16/M5_K512_N7"},
 		// The tensor-core fragments of A swap rows g+8 and columns 2t+8.
 		{"matmul.cu", "pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1]),\n\t\t                         pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9])",
 			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
