@@ -81,6 +81,9 @@ func (e *encoder) encode() error {
 		}
 	case graph.QMatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
+		if !codesAligned(in[1]) {
+			return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(in[1]))
+		}
 		e.add(qmatvecLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(2), m, k, shape(1)[0], op.GroupSize))
 	case graph.DequantizeOp:
 		n, k := s.Out.Shape[0], s.Out.Shape[1]

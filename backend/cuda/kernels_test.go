@@ -157,7 +157,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	// Quantized: every bits × scale dtype, groups of 32 and 64.
 	for _, bits := range []int{4, 8} {
 		for _, sdt := range floatDTs {
-			for _, s := range [][4]int{{3, 96, 9, 32}, {1, 256, 5, 64}} {
+			for _, s := range [][4]int{{3, 96, 9, 32}, {1, 256, 5, 64}, {2, 1152, 3, 128}} {
 				m, k, n, gs := s[0], s[1], s[2], s[3]
 				words := make([]uint32, n*k*bits/32)
 				for i := range words {

@@ -67,10 +67,16 @@ func vecWeights(w devptr, dt graph.DType, k int) bool {
 	return (dt == graph.F16 || dt == graph.BF16) && k%8 == 0 && w%16 == 0
 }
 
+// qmatvecLaunch: w must be 16-byte aligned (codesAligned).
 func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
 	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, 4)), 128).
 		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
 }
+
+// codesAligned reports whether packed codes at w can be read 16 bytes at
+// a time, as quant.cu does (rows are whole 16-byte chunks for every
+// group size).
+func codesAligned(w devptr) bool { return w%16 == 0 }
 
 func kvWriteLaunch(cache, rows, kvLen devptr, dt graph.DType, n, rowlen int) *launch {
 	return newLaunch("kv_write_"+dt.String(), grid1(ceilDiv(n*rowlen, 256)), 256).ptr(cache).ptr(rows).ptr(kvLen).i32(n).i32(rowlen)

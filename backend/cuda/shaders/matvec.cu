@@ -35,10 +35,11 @@ template <class T> DEVICE void matvec(float *out, const float *x, const T *w, in
 // order of the sums still depends on k alone (the backend picks this
 // kernel from k and w's address, never from m).
 struct __attribute__((aligned(16))) w8 {
-	unsigned short h[8];
+	unsigned u[4]; // 8 weights, two per word, the lower index in the low half
 };
 template <bool BF16> DEVICE float w8_at(const w8 &v, int e) {
-	return BF16 ? bits_f32(unsigned(v.h[e]) << 16) : bits_f16(v.h[e]);
+	const unsigned short h = (unsigned short)((v.u[e >> 1] >> (16 * (e & 1))) & 0xffffu);
+	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
 }
 template <bool BF16> DEVICE void matvec8(float *out, const float *x, const void *w, int m, int k, int n) {
 	const int lane = int(threadIdx.x) & 31;
@@ -51,6 +52,7 @@ template <bool BF16> DEVICE void matvec8(float *out, const float *x, const void 
 		const int rows = m - r0 < 4 ? m - r0 : 4;
 		for (int j = lane; j < words; j += 32) {
 			const w8 v = wrow[j];
+#pragma unroll
 			for (int e = 0; e < 8; e++) {
 				const float wv = w8_at<BF16>(v, e);
 				const u64 kk = u64(j) * 8u + u64(e);
