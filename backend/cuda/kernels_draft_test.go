@@ -68,8 +68,8 @@ func draftCases(r *rand.Rand) []kcase {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {6, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
 			e, st, bias := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*k, 1), opcases.RandF32(r, n, 1)
-			w, u := weights(r, dt, n*k, 1), weights(r, dt, n*k, 1)
-			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
+			w, u := opcases.ScaledWeights(r, dt, n*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
+			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
 					wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
@@ -222,7 +222,7 @@ func draftCases(r *rand.Rand) []kcase {
 				for i := range words {
 					words[i] = r.Uint32()
 				}
-				scales, biases := weights(r, sdt, n*k/gs, 0.1), weights(r, sdt, n*k/gs, 0.5)
+				scales, biases := opcases.ScaledWeights(r, sdt, n*k/gs, 0.1), opcases.ScaledWeights(r, sdt, n*k/gs, 0.5)
 				add(fmt.Sprintf("Dequantize/%d-bit/g%d/%v/N%d_K%d", bits, gs, sdt, n, k), 0, func(be graph.Backend) ([]any, error) {
 					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 						wa, sa, ba := g.Input("w", graph.U32, n, k*bits/32), g.Input("s", sdt, n, k/gs), g.Input("b", sdt, n, k/gs)
@@ -276,7 +276,7 @@ func TestRNNStepEqualsUnfused(t *testing.T) {
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		m, k, n := 5, 97, 11
 		e, st, bias := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*k, 1), opcases.RandF32(r, n, 1)
-		w, u := weights(r, dt, n*k, 1), weights(r, dt, n*k, 1)
+		w, u := opcases.ScaledWeights(r, dt, n*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
 		d.bufs = d.bufs[:0]
 		ep, sp, wp, up, bp := d.alloc(b(e)), d.alloc(b(st)), d.alloc(b(w)), d.alloc(b(u)), d.alloc(b(bias))
 		fused, ew, su, sum := d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n))

@@ -33,25 +33,6 @@ const (
 	tolF16 = 1e-2
 )
 
-// weights returns n values of dt as []float32 or []uint16 bits.
-func weights(r *rand.Rand, dt graph.DType, n int, scale float32) any {
-	f := opcases.RandF32(r, n, scale)
-	switch dt {
-	case graph.F16:
-		return quant.F32sToF16(f)
-	case graph.BF16:
-		return quant.F32sToBF16(f)
-	}
-	return f
-}
-
-func tolFor(dt graph.DType) float64 {
-	if dt == graph.F32 {
-		return tolF32
-	}
-	return tolF16
-}
-
 // evalRef runs a one-op graph on be and reads its outputs (f16 as floats).
 func evalRef(be graph.Backend, build func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) ([]any, error) {
 	g := graph.New()
@@ -128,8 +109,8 @@ func kernelCases(r *rand.Rand) []kcase {
 	for _, dt := range floatDTs {
 		// Embed, and MatMul at decode/verify shapes with tails in K and N.
 		v, dd, n := 50, 33, 7
-		table, ids := weights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
-		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
+		table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
+		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
 				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
@@ -141,8 +122,8 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {5, 129, 9}, {9, 64, 5}} {
 			m, k, nn := s[0], s[1], s[2]
-			x, w := opcases.RandF32(r, m*k, 1), weights(r, dt, nn*k, 1)
-			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, nn), tolFor(dt), func(be graph.Backend) ([]any, error) {
+			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, nn*k, 1)
+			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, nn), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, nn, k)
 					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
@@ -163,7 +144,7 @@ func kernelCases(r *rand.Rand) []kcase {
 				for i := range words {
 					words[i] = r.Uint32()
 				}
-				scales, biases := weights(r, sdt, n*k/gs, 0.1), weights(r, sdt, n*k/gs, 0.5)
+				scales, biases := opcases.ScaledWeights(r, sdt, n*k/gs, 0.1), opcases.ScaledWeights(r, sdt, n*k/gs, 0.5)
 				x, ids := opcases.RandF32(r, m*k, 1), opcases.RandInts(r, m, 0, n)
 				quantized := func(g *graph.Graph) (*graph.Array, map[*graph.Array]any) {
 					wa, sa, ba := g.Input("w", graph.U32, n, k*bits/32), g.Input("s", sdt, n, k/gs), g.Input("b", sdt, n, k/gs)
@@ -406,8 +387,8 @@ func kernelCases(r *rand.Rand) []kcase {
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 8, 3}, {1, 264, 9}, {5, 512, 7}, {9, 64, 5}} {
 			m, k, n := s[0], s[1], s[2]
-			x, w := opcases.RandF32(r, m*k, 1), weights(r, dt, n*k, 1)
-			add(fmt.Sprintf("MatVec8/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend) ([]any, error) {
+			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
+			add(fmt.Sprintf("MatVec8/%v/M%d_K%d_N%d", dt, m, k, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
 					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
@@ -424,7 +405,7 @@ func kernelCases(r *rand.Rand) []kcase {
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{65, 16, 8}, {70, 37, 33}, {130, 100, 70}} {
 			m, k, n := s[0], s[1], s[2]
-			x, w := opcases.RandF32(r, m*k, 4), weights(r, dt, n*k, 1)
+			x, w := opcases.RandF32(r, m*k, 4), opcases.ScaledWeights(r, dt, n*k, 1)
 			add(fmt.Sprintf("MatMulMMA/%v/M%d_K%d_N%d", dt, m, k, n), tolF32, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)

@@ -55,9 +55,13 @@ func RandInts(r *rand.Rand, n, lo, hi int) []int32 {
 	return v
 }
 
-// Weights returns values of dtype dt (as []float32 or []uint16 bits).
-func Weights(r *rand.Rand, dt graph.DType, n int) any {
-	f := RandF32(r, n, 1)
+// Weights returns n values in [-1, 1) of dtype dt (as []float32 or
+// []uint16 bits).
+func Weights(r *rand.Rand, dt graph.DType, n int) any { return ScaledWeights(r, dt, n, 1) }
+
+// ScaledWeights is Weights in [-scale, scale).
+func ScaledWeights(r *rand.Rand, dt graph.DType, n int, scale float32) any {
+	f := RandF32(r, n, scale)
 	switch dt {
 	case graph.F16:
 		return quant.F32sToF16(f)
@@ -67,7 +71,8 @@ func Weights(r *rand.Rand, dt graph.DType, n int) any {
 	return f
 }
 
-func tolFor(dt graph.DType) float64 {
+// TolFor is the tolerance of a result computed from weights of dtype dt.
+func TolFor(dt graph.DType) float64 {
 	if dt == graph.F32 {
 		return TolF32
 	}
@@ -122,7 +127,7 @@ func All(r *rand.Rand) []Case {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := RandF32(r, m*k, 1), Weights(r, dt, n*k)
-			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
 				return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
 			})
@@ -130,7 +135,7 @@ func All(r *rand.Rand) []Case {
 		for _, s := range [][3]int{{50, 1, 1}, {50, 33, 7}, {300, 257, 3}} {
 			v, d, n := s[0], s[1], s[2]
 			table, ids := Weights(r, dt, v*d), RandInts(r, n, 0, v)
-			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, d), g.Input("ids", graph.I32, n)
 				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
 			})
@@ -142,7 +147,7 @@ func All(r *rand.Rand) []Case {
 			m, k, n := s[0], s[1], s[2]
 			e, st, bias := RandF32(r, m*k, 1), RandF32(r, m*k, 1), RandF32(r, n, 1)
 			w, u := Weights(r, dt, n*k), Weights(r, dt, n*k)
-			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), tolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
 				wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
 				return []*graph.Array{graph.RNNStep(ea, sa, wa, ua, ba)}, map[*graph.Array]any{ea: e, sa: st, ba: bias, wa: w, ua: u}
