@@ -21,8 +21,41 @@ func newDevCmd() *cobra.Command {
 		Short: "Developer tools (benchmark models)",
 		Args:  cobra.NoArgs,
 	}
-	dev.AddCommand(newInflateCmd(), newLoadtestCmd())
+	dev.AddCommand(newInflateCmd(), newDeflateCmd(), newLoadtestCmd())
 	return dev
+}
+
+func newDeflateCmd() *cobra.Command {
+	var big, small, out string
+	cmd := &cobra.Command{
+		Use:   "deflate --model INFLATED --like SMALL.gguf --out OUT.gguf",
+		Short: "Cut an inflated model (quantized since, perhaps) back to the shape it was inflated from",
+		Long: `Write the model of SMALL's shape whose weights are INFLATED's at the
+coordinates inflate put SMALL's (the norm and query scaling undone), as an
+f32 GGUF with SMALL's metadata. INFLATED may have been converted or
+quantized after inflate (a 4-bit directory from quantize): its padding stays
+exactly zero, so OUT computes what INFLATED computes, up to the order of
+sums, at the small model's speed. The use: distil a quantized inflated
+model's continuations in seconds rather than hours, train a head on OUT,
+and inflate the head back (README, "A head for a 4-bit model").`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			start := time.Now()
+			if err := inflate.DeflateContext(cmd.Context(), big, small, out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s cut back to the shape of %s (%.1fs)\n", out, big, small, time.Since(start).Seconds())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&big, "model", "", "the inflated model (.gguf or HF directory, quantized or not; required)")
+	f.StringVar(&small, "like", "", "the .gguf model it was inflated from (required)")
+	f.StringVar(&out, "out", "", "the deflated model (.gguf, required)")
+	for _, name := range []string{"model", "like", "out"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
 }
 
 func newInflateCmd() *cobra.Command {
