@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# make-inflated-q4-head.sh makes a draft head for a quantized *inflated*
+# model (the TinyLlama-shaped benchmark model, `redrafter dev inflate` of
+# stories260K, then `redrafter quantize`) the fast way: the quantized model
+# is deflated back to the small shape (`redrafter dev deflate`: its padding
+# is exact zeros, so the small model computes the same function), which
+# distils every training prompt in seconds; the small head is fine-tuned on
+# that, inflated back, quantized to 8 bits and measured on the quantized
+# inflated model. scripts/make-q4-head.sh is the general recipe (any
+# quantized model, distilled at its own speed). README.md, "A head for a
+# 4-bit model", has the figures.
+#
+#   scripts/make-inflated-q4-head.sh SMALL.gguf SMALL_HEAD QUANTIZED_INFLATED OUT_DIR [STEPS]
+#
+# e.g. scripts/make-inflated-q4-head.sh models/stories260K/stories260K.gguf models/stories260K/drafter \
+#          .cache/tl-q4 .cache/heads-deflated
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage="usage: $0 SMALL.gguf SMALL_HEAD QUANTIZED_INFLATED OUT_DIR [STEPS]"
+small=${1:?$usage}
+init=${2:?$usage}
+model=${3:?$usage}
+out=${4:?$usage}
+steps=${5:-4000}
+bin=bin/redrafter
+go build -o "$bin" ./cmd/redrafter
+mkdir -p "$out"
+prompts=models/stories260K/distill
+head -n 40 "$prompts/prompts-heldout.txt" >"$out/prompts-heldout.txt"
+
+# 1. The quantized model cut back to the small shape.
+"$bin" dev deflate --model "$model" --like "$small" --out "$out/deflated.gguf"
+
+# 2. Its greedy continuations of every training opening (256 tokens: at this
+#    speed, longer stories are cheap data) and of the held-out ones.
+"$bin" distill --model "$out/deflated.gguf" --prompts "$prompts/prompts-train.txt" --out "$out/train" --max-tokens 256
+"$bin" distill --model "$out/deflated.gguf" --prompts "$out/prompts-heldout.txt" --out "$out/heldout" --max-tokens 96
+
+# 3. Fine-tune the small model's head on them (resumed if interrupted).
+resume=""
+[ -f "$out/head-small/training_state.safetensors" ] && resume=--resume
+"$bin" train-drafter --model "$out/deflated.gguf" --data "$out/train" --eval-data "$out/heldout" --out "$out/head-small" \
+	--init "$init" --steps "$steps" --lr 3e-3 --eval-every 500 --save-every 500 $resume
+
+# 4. Inflate the head with the model it was trained for (the inflated model
+#    written alongside is not needed: the quantized one is the target).
+"$bin" dev inflate --model "$small" --drafter "$out/head-small" --out "$out/inflated.gguf" --drafter-out "$out/head"
+rm -f "$out/inflated.gguf"
+"$bin" quantize --in "$out/head" --out "$out/head-q8" --bits 8 --group-size 64 --force
+
+# 5. Tokens per step on the held-out openings (greedy; outputs checked identical).
+"$bin" train-drafter --model "$model" --out "$out/head-q8" --eval-only --eval-prompts "$out/prompts-heldout.txt" \
+	--eval-beams 1x5,4x5 --eval-max-tokens 96
