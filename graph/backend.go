@@ -35,6 +35,23 @@ type Backend interface {
 	Run(p *Plan) error
 }
 
+// CheckWrite and CheckRead are the bounds checks of Backend.Write and Read
+// (n bytes at off in a buffer of size), with the backend's name in the error.
+func CheckWrite(backend string, off, n, size int) error {
+	if off < 0 || off+n > size {
+		return fmt.Errorf("%s: write of %d bytes at %d into a %d-byte buffer", backend, n, off, size)
+	}
+	return nil
+}
+
+// CheckRead: see CheckWrite.
+func CheckRead(backend string, off, n, size int) error {
+	if off < 0 || off+n > size {
+		return fmt.Errorf("%s: read of %d bytes at %d from a %d-byte buffer", backend, n, off, size)
+	}
+	return nil
+}
+
 // Adopter is a Backend that can take host memory over. AdoptHost is
 // WrapHost for bytes made for the backend that the caller will never read
 // or write again, so the backend may rearrange them in place (the CPU

@@ -215,3 +215,17 @@ func TestSliceIsAViewOfRows(t *testing.T) {
 		t.Errorf("rows [1, 0] of Slice[1:3] = %v, want %v", got, want)
 	}
 }
+
+func TestCheckWriteRead(t *testing.T) {
+	if err := graph.CheckWrite("x", 4, 4, 8); err != nil {
+		t.Errorf("in bounds: %v", err)
+	}
+	for _, c := range [][3]int{{-1, 1, 8}, {5, 4, 8}} {
+		if err := graph.CheckWrite("x", c[0], c[1], c[2]); err == nil || !strings.HasPrefix(err.Error(), "x: write of") {
+			t.Errorf("write %v: %v", c, err)
+		}
+		if err := graph.CheckRead("x", c[0], c[1], c[2]); err == nil || !strings.HasPrefix(err.Error(), "x: read of") {
+			t.Errorf("read %v: %v", c, err)
+		}
+	}
+}

@@ -142,8 +142,8 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 		return err
 	}
 	d := x.b
-	if off < 0 || off+len(src) > len(d) {
-		return fmt.Errorf("cpu: write of %d bytes at %d into a %d-byte buffer", len(src), off, len(d))
+	if err := graph.CheckWrite("cpu", off, len(src), len(d)); err != nil {
+		return err
 	}
 	copy(d[off:], src)
 	return nil
@@ -156,8 +156,8 @@ func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
 		return errRepacked
 	}
 	s := x.b
-	if off < 0 || off+len(dst) > len(s) {
-		return fmt.Errorf("cpu: read of %d bytes at %d from a %d-byte buffer", len(dst), off, len(s))
+	if err := graph.CheckRead("cpu", off, len(dst), len(s)); err != nil {
+		return err
 	}
 	copy(dst, s[off:])
 	return nil

@@ -188,8 +188,8 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || off+len(src) > x.size {
-		return fmt.Errorf("cuda: write of %d bytes at %d into a %d-byte buffer", len(src), off, x.size)
+	if err := graph.CheckWrite("cuda", off, len(src), x.size); err != nil {
+		return err
 	}
 	return b.drv.upload(x.ptr+devptr(off), src)
 }
@@ -200,8 +200,8 @@ func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || off+len(dst) > x.size {
-		return fmt.Errorf("cuda: read of %d bytes at %d from a %d-byte buffer", len(dst), off, x.size)
+	if err := graph.CheckRead("cuda", off, len(dst), x.size); err != nil {
+		return err
 	}
 	return b.drv.download(dst, x.ptr+devptr(off))
 }

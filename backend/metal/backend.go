@@ -236,8 +236,8 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || off+len(src) > x.size {
-		return fmt.Errorf("metal: write of %d bytes at %d into a %d-byte buffer", len(src), off, x.size)
+	if err := graph.CheckWrite("metal", off, len(src), x.size); err != nil {
+		return err
 	}
 	copy(x.bytes()[off:], src)
 	return nil
@@ -249,8 +249,8 @@ func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	if off < 0 || off+len(dst) > x.size {
-		return fmt.Errorf("metal: read of %d bytes at %d from a %d-byte buffer", len(dst), off, x.size)
+	if err := graph.CheckRead("metal", off, len(dst), x.size); err != nil {
+		return err
 	}
 	copy(dst, x.bytes()[off:])
 	return nil
