@@ -383,9 +383,10 @@ func kernelCases(r *rand.Rand) []kcase {
 	}
 	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
 	// Decode with 16-byte weight loads: k a multiple of 8, with and
-	// without a tail past the last full warp step (256 weights).
+	// without a tail past the last full block step (1024 weights), n with
+	// and without a tail past a block's 8 columns.
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 8, 3}, {1, 264, 9}, {5, 512, 7}, {9, 64, 5}} {
+		for _, s := range [][3]int{{1, 8, 3}, {1, 264, 9}, {5, 512, 7}, {9, 64, 5}, {3, 2056, 17}, {6, 1024, 16}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
 			add(fmt.Sprintf("MatVec8/%v/M%d_K%d_N%d", dt, m, k, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
@@ -553,4 +554,44 @@ func TestKernels(t *testing.T) {
 		t.Errorf("no case runs %d of the %d kernels: %v", len(missing), len(all), missing)
 	}
 	t.Logf("%d kernels run against the CPU reference", len(d.ran))
+}
+
+// TestMatVecUnalignedXSameBits: matvec8 and qmatvec read x 16 bytes at a
+// time where it is 16-byte aligned and one float at a time where it is not
+// (a view into a buffer); the sums, and so the bits, are the same.
+func TestMatVecUnalignedXSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	d := newEmuDevice(t, nil)
+	const m, k, n = 5, 4224, 11 // every thread of a block has words; a column tail
+	const bits, gs = 4, 64
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	x := b(opcases.RandF32(r, m*k, 1))
+	w := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k, 1)))
+	words := make([]uint32, n*k*bits/32)
+	for i := range words {
+		words[i] = r.Uint32()
+	}
+	qw := d.alloc(b(words))
+	scales := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.1)))
+	biases := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.5)))
+	for _, kernel := range []string{"matvec8", "qmatvec"} {
+		var outs [2][]float32
+		for i, off := range []int{0, 4} {
+			xp := d.alloc(append(make([]byte, off), x...)) + devptr(off)
+			out := d.alloc(zeros(m * n))
+			l := matvec8Launch(out, xp, w, graph.F16, m, k, n)
+			if kernel == "qmatvec" {
+				l = qmatvecLaunch(out, xp, qw, scales, biases, bits, graph.F16, m, k, n, gs)
+			}
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			outs[i] = d.f32s(out)
+		}
+		for i := range outs[0] {
+			if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+				t.Fatalf("%s: output %d is %v with x aligned, %v with x 4 bytes off", kernel, i, outs[0][i], outs[1][i])
+			}
+		}
+	}
 }

@@ -53,10 +53,14 @@ func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 	return newLaunch("matvec_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
+// matvec8Cols is the columns of out a block of matvec8 and qmatvec
+// computes (MV8_COLS, QMV_COLS).
+const matvec8Cols = 8
+
 // matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
 // time; w8 says whether w qualifies (vecWeights).
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
-	return newLaunch("matvec8_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+	return newLaunch("matvec8_"+dt.String(), grid1(ceilDiv(n, matvec8Cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
 // vecWeights reports whether an [n,k] weight of dt at w can be read by
@@ -69,7 +73,7 @@ func vecWeights(w devptr, dt graph.DType, k int) bool {
 
 // qmatvecLaunch: w must be 16-byte aligned (codesAligned).
 func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
-	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, 4)), 128).
+	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, matvec8Cols)), 128).
 		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
 }
 

@@ -54,14 +54,21 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about a minute of emulated launches")
 	}
+	Builder(t) // skips or fails here, on t's goroutine
+	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkGreedyEqualsCPU(t, "cuda-emu")
+}
+
+// checkGreedyEqualsCPU is TestGreedyGenerationEqualsCPU's check on the
+// registered backend named gpu: the emulated device here, a real GPU in
+// TestGreedyGenerationEqualsCPUOnGPU.
+func checkGreedyEqualsCPU(t *testing.T, gpu string) {
 	root, err := tools.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	stories := filepath.Join(root, "models", "stories260K", "stories260K.gguf")
 	bundled := filepath.Join(root, "models", "stories260K", "drafter")
-	Builder(t) // skips or fails here, on t's goroutine
-	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
 	graph.Register("cpu-reference", func() (graph.Backend, error) { return cpu.NewReference(), nil })
 	const n = 16
 	prompt := "Once upon a time"
@@ -86,14 +93,14 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 			if len(want) != n {
 				t.Fatalf("cpu: %d tokens, want %d", len(want), n)
 			}
-			if got := generate(t, model, "cuda-emu", c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
-				t.Errorf("autoregressive on cuda: %v\ncpu: %v", got, want)
+			if got := generate(t, model, gpu, c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
+				t.Errorf("autoregressive on %s: %v\ncpu: %v", gpu, got, want)
 			}
 			// A prompt of more rows than matvec takes: its prefill runs on
 			// the tensor cores (f16), and the decoding after it still agrees.
 			long := strings.Repeat("Lily and Tom went to the park to play with a big red ball. ", 6)
 			wantLong := generate(t, model, c.cpu, c.kv, "", 0, 0, long, 8).Tokens
-			if got := generate(t, model, "cuda-emu", c.kv, "", 0, 0, long, 8); !slices.Equal(got.Tokens, wantLong) {
+			if got := generate(t, model, gpu, c.kv, "", 0, 0, long, 8); !slices.Equal(got.Tokens, wantLong) {
 				t.Errorf("after a %d-token prompt, on cuda: %v\ncpu: %v", got.Stats.PromptTokens, got.Tokens, wantLong)
 			} else if got.Stats.PromptTokens <= 64 {
 				t.Errorf("the long prompt has %d tokens, want more than 64", got.Stats.PromptTokens)
@@ -101,7 +108,7 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 			for _, w := range []int{1, 2, 4} {
 				for _, l := range []int{3, 5} {
 					t.Run(fmt.Sprintf("W%dL%d", w, l), func(t *testing.T) {
-						res := generate(t, model, "cuda-emu", c.kv, head, w, l, prompt, n)
+						res := generate(t, model, gpu, c.kv, head, w, l, prompt, n)
 						if !slices.Equal(res.Tokens, want) {
 							t.Errorf("ReDrafter on cuda: %v\nautoregressive on the cpu: %v", res.Tokens, want)
 						}

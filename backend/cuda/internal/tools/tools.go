@@ -32,20 +32,36 @@ var ClangArgs = []string{"-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm
 // ErrMissing says a tool is not installed, and how to install it.
 var ErrMissing = errors.New("run scripts/install-cuda-tools.sh (scripts/deps.sh runs it)")
 
-// Root is the repository root (the directory holding go.mod).
+// Root is the repository root (the directory holding go.mod): the one the
+// package was compiled in, or, for a test binary built on one machine and
+// run in a checkout on another (scripts/cuda-device-check.sh), the one
+// above the working directory.
 func Root() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", errors.New("tools: cannot locate the source tree")
 	}
-	dir := filepath.Dir(file)
+	if dir, ok := moduleAbove(filepath.Dir(file)); ok {
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if dir, ok := moduleAbove(wd); ok {
+		return dir, nil
+	}
+	return "", errors.New("tools: no go.mod above " + filepath.Dir(file) + " or " + wd)
+}
+
+func moduleAbove(dir string) (string, bool) {
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+			return dir, true
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("tools: no go.mod above " + filepath.Dir(file))
+			return "", false
 		}
 		dir = parent
 	}
