@@ -11,14 +11,18 @@
 #
 #   scripts/cuda-device-check.sh BIN OUT_DIR [HEAD_SMALL]
 #
-# OUT_DIR gets check.log (every step's output), bench-f16.json,
-# bench-q4.json and profile-f16.txt / profile-q4.txt (each kernel's time on
-# the GPU while decoding, from Nsight Compute, where ncu is installed).
+# OUT_DIR gets check.log (every step's output), bench-f16.json and
+# bench-q4.json (and their -baseline twins), and profile-f16.txt and
+# profile-q4.txt (each kernel's time on the GPU while decoding, from Nsight
+# Compute, where ncu is installed).
 #
 # HEAD_SMALL (scripts/make-inflated-q4-head.sh's head-small) gives the
 # 4-bit model its fine-tuned head, inflated and quantized to 8 bits as that
 # script does; without it the 4-bit model is measured with the inflated
 # bundled head.
+# BASELINE=PATH (a redrafter binary of an earlier commit, built the same
+# way) runs each bench again with it, in the same run on the same GPU, for
+# a side-by-side comparison (bench-*-baseline.json).
 # Each step has a time limit, so one that hangs does not take the rest.
 set -u -o pipefail
 bin=${1:?usage: cuda-device-check.sh BIN OUT_DIR [HEAD_SMALL]}
@@ -69,6 +73,9 @@ tl=.cache/tinyllama-shaped-f16.gguf
 [ -f "$tl" ] || step inflate 90 "$r" dev inflate --model "$stories" --drafter models/stories260K/drafter --out "$tl"
 step bench-f16 150 "$r" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" --prompts "$prompts" \
 	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 --json "$out/bench-f16.json"
+[ -n "${BASELINE:-}" ] && step bench-f16-baseline 150 "$BASELINE" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" \
+	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 \
+	--json "$out/bench-f16-baseline.json"
 
 profile f16 "$tl"
 
@@ -82,4 +89,7 @@ if [ -n "$small_head" ]; then
 fi
 step bench-q4 150 "$r" bench --backend cuda --model "$q4" --drafter "$head" --prompts "$prompts" \
 	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 --json "$out/bench-q4.json"
+[ -n "${BASELINE:-}" ] && step bench-q4-baseline 150 "$BASELINE" bench --backend cuda --model "$q4" --drafter "$head" \
+	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 \
+	--json "$out/bench-q4-baseline.json"
 profile q4 "$q4"

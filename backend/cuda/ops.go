@@ -19,8 +19,11 @@ func qembedLaunch(out, w, scales, biases, ids devptr, bits int, sdt graph.DType,
 		ptr(out).ptr(w).ptr(scales).ptr(biases).ptr(ids).i32(n).i32(d).i32(v).i32(gs)
 }
 
+// rmsNormLaunch: a block of 1024 threads per row. With 256, each thread's
+// 8 dependent loads of a 2048-wide row made the kernel take 9 µs on an H200
+// (ncu, docs/BENCHMARKS.md), twice per layer; with 1024, 2 loads.
 func rmsNormLaunch(out, x, w devptr, m, d int, eps float32) *launch {
-	return newLaunch("rms_norm_f32", grid1(m), 256).ptr(out).ptr(x).ptr(w).i32(m).i32(d).f32(eps)
+	return newLaunch("rms_norm_f32", grid1(m), 1024).ptr(out).ptr(x).ptr(w).i32(m).i32(d).f32(eps)
 }
 
 // ropeLaunch: invFreq is a device copy of the op's inverse frequencies.

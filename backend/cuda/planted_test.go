@@ -21,7 +21,7 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// A tree token sees its new keys as if the tree were a chain.
 		{"attention.cu", "if (end[j] < i) continue;", "if (j > i) continue;", "Attention/f16/tree/N9_H6_KVH2_D33_past20"},
 		// The quantized matvec takes the scale of the row's first group.
-		{"quant.cu", "const u64 g = u64(j * 4 * per / gs);", "const u64 g = 0;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		{"quant.cu", "const u64 g = j * u64(4 * per) / u64(gs);", "const u64 g = 0;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 		// Top-k forgets that an equal value after the previous choice is next.
 		{"reduce.cu", "(e == pv && i > pi)", "(e == pv && i < pi)", "TopK/M3_V1001_K5_ties"},
 		// Beam top forgets that an equal score after the previous choice is next.

@@ -6,10 +6,6 @@
 // nothing the reads feed is dead code. Grid: (blocks); block: 256.
 #include "prelude.cuh"
 
-struct __attribute__((aligned(16))) u32x4 {
-	unsigned x, y, z, w;
-};
-
 // read_xor_u32: words is a multiple of 4 and x 16-byte aligned (a whole
 // allocation), so each step is one 16-byte load per thread.
 KERNEL void read_xor_u32(unsigned *out, const unsigned *x, u64 words) {
@@ -18,11 +14,11 @@ KERNEL void read_xor_u32(unsigned *out, const unsigned *x, u64 words) {
 	const u64 stride = u64(gridDim.x) * u64(blockDim.x);
 	unsigned a = 0, b = 0, c = 0, d = 0;
 	for (u64 i = u64(blockIdx.x) * u64(blockDim.x) + u64(threadIdx.x); i < quads; i += stride) {
-		const u32x4 v = reinterpret_cast<const u32x4 *>(x)[i];
-		a ^= v.x;
-		b ^= v.y;
-		c ^= v.z;
-		d ^= v.w;
+		const u32x4 v = ld_v4_u32(x + 4u * i); // as matvec8 and qmatvec read weights
+		a ^= v.v[0];
+		b ^= v.v[1];
+		c ^= v.v[2];
+		d ^= v.v[3];
 	}
 	acc[threadIdx.x] = a ^ b ^ c ^ d;
 	sync_threads();

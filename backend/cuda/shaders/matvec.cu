@@ -36,30 +36,26 @@ template <class T> DEVICE void matvec(float *out, const float *x, const T *w, in
 // w, were the limit. So a block of 128 threads takes MV8_COLS columns:
 // thread t reads 16-byte words t, t+128, ... of each column's row (8
 // independent 16-byte loads in flight per thread) and each element of x,
-// read 16 bytes at a time, serves all MV8_COLS columns. Rows go 4 at a
-// time, one pass over w per 4 rows (the second and later from the cache).
-// A (row, column)'s sum runs over the words of thread t in order, then
-// the warp's butterfly, then the 4 warps in order: an order that depends
-// on k alone, never on m or the other rows, so greedy ReDrafter stays
-// bit-exact (the backend picks this kernel from k and w's address alone).
+// read 16 bytes at a time, serves all MV8_COLS columns. Rows go up to 4 at
+// a time (a pass per 4 rows, the second and later reading w from the
+// cache), the count a template argument so that the sums stay in
+// registers. A (row, column)'s sum runs over the words of thread t in
+// order, then the warp's butterfly, then the 4 warps in order: an order
+// that depends on k alone, never on m or the other rows, so greedy
+// ReDrafter stays bit-exact (the backend picks this kernel from k and w's
+// address alone).
 // Grid: (ceil(n/MV8_COLS)); block: 128 threads.
 #define MV8_COLS 8
-struct __attribute__((aligned(16))) w8 {
-	unsigned u[4]; // 8 weights, two per word, the lower index in the low half
-};
-struct __attribute__((aligned(16))) f32x4 {
-	float v[4];
-};
-template <bool BF16> DEVICE float w8_at(const w8 &v, int e) {
-	const unsigned short h = (unsigned short)((v.u[e >> 1] >> (16 * (e & 1))) & 0xffffu);
+template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
+	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
 	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
 }
 // x8 reads x[i..i+8): 16 bytes at a time where x is 16-byte aligned (k is
 // a multiple of 8, so then every row is too), else one float at a time;
 // the values, and so the sums, are the same either way.
-DEVICE void x8(float xs[8], const float *x, u64 i, bool vec) {
-	if (vec) {
-		const f32x4 a = reinterpret_cast<const f32x4 *>(x + i)[0], b = reinterpret_cast<const f32x4 *>(x + i)[1];
+template <bool VEC> DEVICE void x8(float xs[8], const float *x, u64 i) {
+	if (VEC) {
+		const f32x4 a = ld_v4_f32(x + i), b = ld_v4_f32(x + i + 4u);
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			xs[e] = a.v[e];
@@ -70,60 +66,74 @@ DEVICE void x8(float xs[8], const float *x, u64 i, bool vec) {
 		for (int e = 0; e < 8; e++) xs[e] = x[i + u64(e)];
 	}
 }
-template <bool BF16> DEVICE void matvec8(float *out, const float *x, const void *w, int m, int k, int n) {
-	SHARED float part[4][4][MV8_COLS]; // [warp][row][column] sums of each warp
+// matvec8_rows computes rows r0..r0+R of the block's columns.
+template <bool BF16, bool VEC, int R>
+DEVICE ALWAYS_INLINE void matvec8_rows(float *out, const float *x, const unsigned *w, int r0, int k, int n, float part[4][4][MV8_COLS]) {
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int col0 = int(blockIdx.x) * MV8_COLS;
-	const int words = k / 8;
-	const bool vec = (reinterpret_cast<u64>(x) & 15u) == 0;
-	const w8 *wcol = reinterpret_cast<const w8 *>(w) + u64(col0) * u64(words);
-	for (int r0 = 0; r0 < m; r0 += 4) {
-		const int rows = m - r0 < 4 ? m - r0 : 4;
-		float acc[4][MV8_COLS];
+	const u64 words = u64(k / 8);
+	// Columns past n read column n-1 (so every load is unconditional);
+	// their sums are never written.
+	u64 wrow[MV8_COLS];
 #pragma unroll
-		for (int r = 0; r < 4; r++) {
+	for (int c = 0; c < MV8_COLS; c++) wrow[c] = u64(col0 + c < n ? col0 + c : n - 1) * words;
+	float acc[R][MV8_COLS];
 #pragma unroll
-			for (int c = 0; c < MV8_COLS; c++) acc[r][c] = 0.0f;
-		}
-		for (int j = t; j < words; j += 128) {
-			w8 v[MV8_COLS];
+	for (int r = 0; r < R; r++) {
 #pragma unroll
-			for (int c = 0; c < MV8_COLS; c++) {
-				if (col0 + c < n) {
-					v[c] = wcol[u64(c) * u64(words) + u64(j)];
-				} else {
-					v[c] = w8{{0u, 0u, 0u, 0u}};
-				}
-			}
+		for (int c = 0; c < MV8_COLS; c++) acc[r][c] = 0.0f;
+	}
+	for (u64 j = u64(t); j < words; j += 128u) {
+		u32x4 v[MV8_COLS];
 #pragma unroll
-			for (int r = 0; r < 4; r++) {
-				if (r >= rows) break;
-				float xs[8];
-				x8(xs, x, u64(r0 + r) * u64(k) + u64(j) * 8u, vec);
+		for (int c = 0; c < MV8_COLS; c++) v[c] = ld_v4_u32(w + (wrow[c] + j) * 4u);
 #pragma unroll
-				for (int e = 0; e < 8; e++) {
+		for (int r = 0; r < R; r++) {
+			float xs[8];
+			x8<VEC>(xs, x, u64(r0 + r) * u64(k) + j * 8u);
 #pragma unroll
-					for (int c = 0; c < MV8_COLS; c++) acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);
-				}
+			for (int e = 0; e < 8; e++) {
+#pragma unroll
+				for (int c = 0; c < MV8_COLS; c++) acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);
 			}
 		}
+	}
 #pragma unroll
-		for (int r = 0; r < 4; r++) {
-			if (r >= rows) break;
+	for (int r = 0; r < R; r++) {
 #pragma unroll
-			for (int c = 0; c < MV8_COLS; c++) {
-				const float s = warp_sum(acc[r][c]);
-				if (lane == 0) part[warp][r][c] = s;
+		for (int c = 0; c < MV8_COLS; c++) {
+			const float s = warp_sum(acc[r][c]);
+			if (lane == 0) part[warp][r][c] = s;
+		}
+	}
+	sync_threads();
+	if (t < R * MV8_COLS) {
+		const int r = t / MV8_COLS, c = t % MV8_COLS;
+		if (col0 + c < n) out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+	}
+	sync_threads(); // part is written again by the next rows
+}
+template <bool BF16, bool VEC> DEVICE ALWAYS_INLINE void matvec8(float *out, const float *x, const unsigned *w, int m, int k, int n, float part[4][4][MV8_COLS]) {
+	if constexpr (!VEC) { // a row at a time: slower, and a quarter of the code
+		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, false, 1>(out, x, w, r0, k, n, part);
+	} else {
+		for (int r0 = 0; r0 < m; r0 += 4) {
+			switch (m - r0) {
+			case 1: matvec8_rows<BF16, VEC, 1>(out, x, w, r0, k, n, part); break;
+			case 2: matvec8_rows<BF16, VEC, 2>(out, x, w, r0, k, n, part); break;
+			case 3: matvec8_rows<BF16, VEC, 3>(out, x, w, r0, k, n, part); break;
+			default: matvec8_rows<BF16, VEC, 4>(out, x, w, r0, k, n, part); break;
 			}
 		}
-		sync_threads();
-		if (t < 4 * MV8_COLS) {
-			const int r = t / MV8_COLS, c = t % MV8_COLS;
-			if (r < rows && col0 + c < n) {
-				out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
-			}
-		}
-		sync_threads(); // part is written again by the next 4 rows
+	}
+}
+template <bool BF16> DEVICE ALWAYS_INLINE void matvec8(float *out, const float *x, const void *w, int m, int k, int n) {
+	SHARED float part[4][4][MV8_COLS]; // [warp][row][column] sums of each warp
+	const unsigned *wu = reinterpret_cast<const unsigned *>(w);
+	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
+		matvec8<BF16, true>(out, x, wu, m, k, n, part);
+	} else {
+		matvec8<BF16, false>(out, x, wu, m, k, n, part);
 	}
 }
 

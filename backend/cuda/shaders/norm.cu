@@ -1,7 +1,7 @@
 // norm.cu: RMS normalisation of each row, out = x / sqrt(mean(x²) + eps) · w,
 // computed as x·scale·w. The sum of squares is reduced in an order that
 // depends on d only (block_sum), so a row's result does not depend on the
-// batch. Grid: (m); block: 256 threads.
+// batch. Grid: (m); block: 1024 threads.
 #include "prelude.cuh"
 
 KERNEL void rms_norm_f32(float *out, const float *x, const float *w, int m, int d, float eps) {

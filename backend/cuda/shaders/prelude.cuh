@@ -11,8 +11,8 @@
 // the emulator and the host code find kernels by it), DEVICE, SHARED,
 // threadIdx/blockIdx/blockDim/gridDim (1-D blocks of a multiple of 32
 // threads), sync_threads(), the warp shuffles, the tensor-core mma_f16 and
-// mma_bf16, the math functions below and the f16/bf16 storage types. Math
-// is float only.
+// mma_bf16, the 16-byte loads ld_v4_u32/ld_v4_f32, the math functions
+// below and the f16/bf16 storage types. Math is float only.
 #pragma once
 
 #if defined(__CUDA__) || defined(__CUDACC_RTC__)
@@ -64,6 +64,27 @@ DEVICE void mma_bf16(float d[4], const unsigned a[4], const unsigned b[2], const
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
 	             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+// ld_v4_u32, ld_v4_f32: one 16-byte load through the read-only data path
+// (p 16-byte aligned, not written by the kernel). Written as PTX so that
+// clang cannot split it into four 4-byte loads, as it did with a plain
+// struct load; it may still move it, the asm being not volatile.
+struct __attribute__((aligned(16))) u32x4 {
+	unsigned v[4];
+};
+struct __attribute__((aligned(16))) f32x4 {
+	float v[4];
+};
+DEVICE u32x4 ld_v4_u32(const void *p) {
+	u32x4 r;
+	asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.v[0]), "=r"(r.v[1]), "=r"(r.v[2]), "=r"(r.v[3]) : "l"(p));
+	return r;
+}
+DEVICE f32x4 ld_v4_f32(const float *p) {
+	f32x4 r;
+	asm("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3]) : "l"(p));
+	return r;
 }
 
 #else
@@ -237,9 +258,37 @@ template <class... P, size_t... I> void call_impl(void (*f)(P...), std::index_se
 
 template <class... P> void call(void (*f)(P...)) { call_impl(f, std::index_sequence_for<P...>{}); }
 } // namespace cuemu
+
+struct alignas(16) u32x4 {
+	unsigned v[4];
+};
+struct alignas(16) f32x4 {
+	float v[4];
+};
+// The GPU faults on a 16-byte load from an address that is not 16-byte
+// aligned; the emulator fails the launch.
+DEVICE void check_v4(const void *p) {
+	if (reinterpret_cast<uintptr_t>(p) % 16 != 0) emu::fail("16-byte load from %p, which is not 16-byte aligned", p);
+}
+DEVICE u32x4 ld_v4_u32(const void *p) {
+	u32x4 r;
+	check_v4(p);
+	std::memcpy(&r, p, sizeof r);
+	return r;
+}
+DEVICE f32x4 ld_v4_f32(const float *p) {
+	f32x4 r;
+	check_v4(p);
+	std::memcpy(&r, p, sizeof r);
+	return r;
+}
 #endif
 
 // ---------------------------------------------------------------- both
+// ALWAYS_INLINE keeps a kernel's large helpers inline, where clang would
+// call them, passing shared memory and registers' arrays through generic
+// pointers.
+#define ALWAYS_INLINE __attribute__((always_inline))
 DEVICE float f16_load(const f16_t *p) { return float(*p); }
 DEVICE void f16_store(f16_t *p, float v) { *p = f16_t(v); }
 DEVICE float bf16_load(const bf16_t *p) { return bits_f32(unsigned(*p) << 16); }

@@ -19,98 +19,104 @@
 // that depends on k alone. x is read 16 bytes at a time where it is
 // 16-byte aligned (then every row and chunk is), else one float at a time.
 #define QMV_COLS 8
-struct __attribute__((aligned(16))) q4words {
-	unsigned w[4];
-};
-struct __attribute__((aligned(16))) qx4 {
-	float v[4];
-};
-template <int BITS, class S>
-DEVICE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
+// qmatvec_rows computes rows r0..r0+R of the block's columns.
+template <int BITS, class S, bool VEC, int R>
+DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int r0, int k, int n, int gs,
+                         float part[4][4][QMV_COLS]) {
 	constexpr int per = 32 / BITS;
-	SHARED float part[4][4][QMV_COLS]; // [warp][row][column] sums of each warp
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int col0 = int(blockIdx.x) * QMV_COLS;
-	const int chunks = k / (4 * per);
-	const bool vec = (reinterpret_cast<u64>(x) & 15u) == 0;
-	const q4words *wcol = reinterpret_cast<const q4words *>(w) + u64(col0) * u64(chunks);
-	const u64 groups = u64(k / gs);
-	for (int r0 = 0; r0 < m; r0 += 4) {
-		const int rows = m - r0 < 4 ? m - r0 : 4;
-		float acc[4][QMV_COLS];
+	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
+	// Columns past n read column n-1 (so every load is unconditional);
+	// their sums are never written.
+	u64 col[QMV_COLS];
 #pragma unroll
-		for (int r = 0; r < 4; r++) {
+	for (int c = 0; c < QMV_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
+	float acc[R][QMV_COLS];
 #pragma unroll
-			for (int c = 0; c < QMV_COLS; c++) acc[r][c] = 0.0f;
+	for (int r = 0; r < R; r++) {
+#pragma unroll
+		for (int c = 0; c < QMV_COLS; c++) acc[r][c] = 0.0f;
+	}
+	for (u64 j = u64(t); j < chunks; j += 128u) {
+		u32x4 cw[QMV_COLS];
+		float s[QMV_COLS], b[QMV_COLS];
+		const u64 g = j * u64(4 * per) / u64(gs);
+#pragma unroll
+		for (int c = 0; c < QMV_COLS; c++) {
+			cw[c] = ld_v4_u32(w + (col[c] * chunks + j) * 4u);
+			s[c] = load_w(scales, col[c] * groups + g);
+			b[c] = load_w(biases, col[c] * groups + g);
 		}
-		for (int j = t; j < chunks; j += 128) {
-			q4words cw[QMV_COLS];
-			float s[QMV_COLS], b[QMV_COLS];
-			const u64 g = u64(j * 4 * per / gs);
 #pragma unroll
-			for (int c = 0; c < QMV_COLS; c++) {
-				if (col0 + c < n) {
-					cw[c] = wcol[u64(c) * u64(chunks) + u64(j)];
-					s[c] = load_w(scales, u64(col0 + c) * groups + g);
-					b[c] = load_w(biases, u64(col0 + c) * groups + g);
-				} else {
-					cw[c] = q4words{{0u, 0u, 0u, 0u}};
-					s[c] = 0.0f;
-					b[c] = 0.0f;
-				}
-			}
+		for (int v = 0; v < 4; v++) {
 #pragma unroll
-			for (int v = 0; v < 4; v++) {
+			for (int e0 = 0; e0 < per; e0 += 4) {
+				const u64 kk = (j * 4u + u64(v)) * u64(per) + u64(e0);
+				float xs[R][4];
 #pragma unroll
-				for (int e0 = 0; e0 < per; e0 += 4) {
-					const u64 kk = (u64(j) * 4u + u64(v)) * u64(per) + u64(e0);
-					float xs[4][4];
+				for (int r = 0; r < R; r++) {
+					const u64 i = u64(r0 + r) * u64(k) + kk;
+					if (VEC) {
+						const f32x4 a = ld_v4_f32(x + i);
 #pragma unroll
-					for (int r = 0; r < 4; r++) {
-						if (r < rows) {
-							const u64 i = u64(r0 + r) * u64(k) + kk;
-							if (vec) {
-								const qx4 a = *reinterpret_cast<const qx4 *>(x + i);
+						for (int e = 0; e < 4; e++) xs[r][e] = a.v[e];
+					} else {
 #pragma unroll
-								for (int e = 0; e < 4; e++) xs[r][e] = a.v[e];
-							} else {
-#pragma unroll
-								for (int e = 0; e < 4; e++) xs[r][e] = x[i + u64(e)];
-							}
-						}
+						for (int e = 0; e < 4; e++) xs[r][e] = x[i + u64(e)];
 					}
+				}
 #pragma unroll
-					for (int e = 0; e < 4; e++) {
+				for (int e = 0; e < 4; e++) {
 #pragma unroll
-						for (int c = 0; c < QMV_COLS; c++) {
-							const float q = float((cw[c].w[v] >> (BITS * (e0 + e))) & ((1u << BITS) - 1u));
-							const float wv = s[c] * q + b[c];
+					for (int c = 0; c < QMV_COLS; c++) {
+						const float q = float((cw[c].v[v] >> (BITS * (e0 + e))) & ((1u << BITS) - 1u));
+						const float wv = s[c] * q + b[c];
 #pragma unroll
-							for (int r = 0; r < 4; r++) {
-								if (r < rows) acc[r][c] = cu_fma(xs[r][e], wv, acc[r][c]);
-							}
-						}
+						for (int r = 0; r < R; r++) acc[r][c] = cu_fma(xs[r][e], wv, acc[r][c]);
 					}
 				}
 			}
 		}
+	}
 #pragma unroll
-		for (int r = 0; r < 4; r++) {
-			if (r >= rows) break;
+	for (int r = 0; r < R; r++) {
 #pragma unroll
-			for (int c = 0; c < QMV_COLS; c++) {
-				const float sum = warp_sum(acc[r][c]);
-				if (lane == 0) part[warp][r][c] = sum;
+		for (int c = 0; c < QMV_COLS; c++) {
+			const float sum = warp_sum(acc[r][c]);
+			if (lane == 0) part[warp][r][c] = sum;
+		}
+	}
+	sync_threads();
+	if (t < R * QMV_COLS) {
+		const int r = t / QMV_COLS, c = t % QMV_COLS;
+		if (col0 + c < n) out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+	}
+	sync_threads(); // part is written again by the next rows
+}
+template <int BITS, class S, bool VEC>
+DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
+                    float part[4][4][QMV_COLS]) {
+	if constexpr (!VEC) { // a row at a time: slower, and a quarter of the code
+		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, false, 1>(out, x, w, scales, biases, r0, k, n, gs, part);
+	} else {
+		for (int r0 = 0; r0 < m; r0 += 4) {
+			switch (m - r0) {
+			case 1: qmatvec_rows<BITS, S, VEC, 1>(out, x, w, scales, biases, r0, k, n, gs, part); break;
+			case 2: qmatvec_rows<BITS, S, VEC, 2>(out, x, w, scales, biases, r0, k, n, gs, part); break;
+			case 3: qmatvec_rows<BITS, S, VEC, 3>(out, x, w, scales, biases, r0, k, n, gs, part); break;
+			default: qmatvec_rows<BITS, S, VEC, 4>(out, x, w, scales, biases, r0, k, n, gs, part); break;
 			}
 		}
-		sync_threads();
-		if (t < 4 * QMV_COLS) {
-			const int r = t / QMV_COLS, c = t % QMV_COLS;
-			if (r < rows && col0 + c < n) {
-				out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
-			}
-		}
-		sync_threads(); // part is written again by the next 4 rows
+	}
+}
+template <int BITS, class S>
+DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
+	SHARED float part[4][4][QMV_COLS]; // [warp][row][column] sums of each warp
+	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
+		qmatvec<BITS, S, true>(out, x, w, scales, biases, m, k, n, gs, part);
+	} else {
+		qmatvec<BITS, S, false>(out, x, w, scales, biases, m, k, n, gs, part);
 	}
 }
 
