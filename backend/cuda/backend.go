@@ -69,8 +69,10 @@ func (b *Backend) Counts() graph.Counts {
 func (b *Backend) MemoryLimit() int64 { return b.drv.info().Memory }
 
 // InvariantRows is how many rows one pass may hold while each row's result
-// stays the same bits as alone: matvec's (more rows of f16 or bf16 weights
-// go to the tensor cores). The Group cuts its joint passes there.
+// stays the same bits as alone, and the Group cuts its joint passes there:
+// 64 (the matvec kernels keep the bits up to 256 rows, beyond which f16
+// and bf16 weights go to the tensor cores; 64 is the row budget measured
+// for Metal's joint passes, kept until one is measured on a GPU here).
 func (b *Backend) InvariantRows() int { return matvecMaxRows }
 
 // DefaultKVCache is the KV cache's element type unless asked otherwise:

@@ -72,7 +72,7 @@ func (e *encoder) encode() error {
 	case graph.MatMulOp:
 		m, k := shape(0)[0], shape(0)[1]
 		switch dt := dtype(1); {
-		case m > matvecMaxRows && (dt == graph.F16 || dt == graph.BF16):
+		case m >= mmaMinRows && (dt == graph.F16 || dt == graph.BF16):
 			e.add(matmulMMALaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
 		case vecWeights(in[1], dt, k):
 			e.add(matvec8Launch(out, in[0], in[1], dt, m, k, shape(1)[0]))

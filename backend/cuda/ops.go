@@ -122,12 +122,18 @@ func readXorLaunch(out, x devptr, words, blocks int) *launch {
 	return newLaunch("read_xor_u32", grid1(blocks), 256).ptr(out).ptr(x).u64(words)
 }
 
-// matvecMaxRows is the most rows of x that matvec.cu multiplies (every
-// decode and verification pass, and the Group's joint passes, which the
-// backend's InvariantRows caps at it); a prefill of more rows with f16 or
-// bf16 weights runs on tensor cores (matmul.cu), whose rows are computed
-// differently.
+// matvecMaxRows is the rows one pass may hold with every row's result
+// the same bits as alone (InvariantRows: the Group's joint passes are cut
+// there). matvec8, qmatvec and matvec compute each row in an order that
+// depends on k alone, at any m.
 const matvecMaxRows = 64
+
+// mmaMinRows is the fewest rows that go to the tensor cores (matmul.cu),
+// with f16 or bf16 weights: more than a prefill chunk (256 tokens), so
+// that none does. On an H200, matmul.cu took 93 ms for a pass over 65
+// tokens of the TinyLlama-shaped model (about 600 µs per matrix; one tile
+// shape, no pipelining) where matvec8 takes a few (docs/BENCHMARKS.md).
+const mmaMinRows = 257
 
 func matmulMMALaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 	return newLaunch("matmul_mma_"+dt.String(), grid2(ceilDiv(n, 32), ceilDiv(m, 64)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)

@@ -45,9 +45,8 @@ func generate(t *testing.T, model, backend, kv, head string, w, l int, prompt st
 // decoding on the CPU token for token: the demo model and its bundled head
 // converted to f16 (with an f16 KV cache) and quantized to 4 bits in groups
 // of 32 (with an f32 KV cache; against the CPU reference backend), at beams
-// W ∈ {1, 2, 4} × L ∈ {3, 5}, and after a prompt long enough for the
-// tensor-core prefill. The
-// CUDA backend counts its waits (graph.Counter), so each greedy ReDrafter
+// W ∈ {1, 2, 4} × L ∈ {3, 5}, and after a prompt of more than 64 tokens
+// (a prefill pass of 64 rows, then shorter ones). The CUDA backend counts its waits (graph.Counter), so each greedy ReDrafter
 // step runs as one plan on the device: beam search, verification and
 // acceptance included.
 func TestGreedyGenerationEqualsCPU(t *testing.T) {
@@ -96,8 +95,9 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string) {
 			if got := generate(t, model, gpu, c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
 				t.Errorf("autoregressive on %s: %v\ncpu: %v", gpu, got, want)
 			}
-			// A prompt of more rows than matvec takes: its prefill runs on
-			// the tensor cores (f16), and the decoding after it still agrees.
+			// A prompt of more than 64 tokens: its prefill runs in a pass
+			// of 64 rows, then shorter ones, and the decoding after it
+			// still agrees.
 			long := strings.Repeat("Lily and Tom went to the park to play with a big red ball. ", 6)
 			wantLong := generate(t, model, c.cpu, c.kv, "", 0, 0, long, 8).Tokens
 			if got := generate(t, model, gpu, c.kv, "", 0, 0, long, 8); !slices.Equal(got.Tokens, wantLong) {
