@@ -72,9 +72,9 @@ fi
 tl=.cache/tinyllama-shaped-f16.gguf
 [ -f "$tl" ] || step inflate 90 "$r" dev inflate --model "$stories" --drafter models/stories260K/drafter --out "$tl"
 step bench-f16 150 "$r" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" --prompts "$prompts" \
-	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 --json "$out/bench-f16.json"
+	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 --json "$out/bench-f16.json"
 [ -n "${BASELINE:-}" ] && step bench-f16-baseline 150 "$BASELINE" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" \
-	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 \
+	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 \
 	--json "$out/bench-f16-baseline.json"
 
 profile f16 "$tl"
@@ -88,8 +88,8 @@ if [ -n "$small_head" ]; then
 	head=.cache/head-q4
 fi
 step bench-q4 150 "$r" bench --backend cuda --model "$q4" --drafter "$head" --prompts "$prompts" \
-	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 --json "$out/bench-q4.json"
+	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 --json "$out/bench-q4.json"
 [ -n "${BASELINE:-}" ] && step bench-q4-baseline 150 "$BASELINE" bench --backend cuda --model "$q4" --drafter "$head" \
-	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65 \
+	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 \
 	--json "$out/bench-q4-baseline.json"
 profile q4 "$q4"
