@@ -54,6 +54,19 @@ profile() {
 	echo "== profile $1: exit $? (profile-$1.txt)" | tee -a "$out/check.log"
 }
 
+# bench NAME MODEL HEAD: the W × L sweep and the pass costs, into
+# OUT_DIR/bench-NAME.json, then the same with BASELINE if it is set.
+bench() {
+	local b name
+	for b in "$r" ${BASELINE:+"$BASELINE"}; do
+		name=$1
+		[ "$b" = "$r" ] || name=$1-baseline
+		step "bench-$name" 150 "$b" bench --backend cuda --model "$2" --drafter "$3" --prompts "$prompts" \
+			--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 \
+			--json "$out/bench-$name.json"
+	done
+}
+
 step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 step devices 60 "$r" devices
 step selftest 120 "$r" selftest --backend cuda --seed 3
@@ -71,11 +84,7 @@ fi
 
 tl=.cache/tinyllama-shaped-f16.gguf
 [ -f "$tl" ] || step inflate 90 "$r" dev inflate --model "$stories" --drafter models/stories260K/drafter --out "$tl"
-step bench-f16 150 "$r" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" --prompts "$prompts" \
-	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 --json "$out/bench-f16.json"
-[ -n "${BASELINE:-}" ] && step bench-f16-baseline 150 "$BASELINE" bench --backend cuda --model "$tl" --drafter "${tl%.gguf}-drafter" \
-	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 \
-	--json "$out/bench-f16-baseline.json"
+bench f16 "$tl" "${tl%.gguf}-drafter"
 
 profile f16 "$tl"
 
@@ -87,9 +96,5 @@ if [ -n "$small_head" ]; then
 		rm -f .cache/x.gguf && '$r' quantize --in .cache/head-q4-f32 --out .cache/head-q4 --bits 8 --group-size 64 --force"
 	head=.cache/head-q4
 fi
-step bench-q4 150 "$r" bench --backend cuda --model "$q4" --drafter "$head" --prompts "$prompts" \
-	--limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 --json "$out/bench-q4.json"
-[ -n "${BASELINE:-}" ] && step bench-q4-baseline 150 "$BASELINE" bench --backend cuda --model "$q4" --drafter "$head" \
-	--prompts "$prompts" --limit 2 --max-tokens 128 --beam-width 1,2,4 --beam-length 3,5 --passes 1,5,9,17,33,65,129,256,257 \
-	--json "$out/bench-q4-baseline.json"
+bench q4 "$q4" "$head"
 profile q4 "$q4"
