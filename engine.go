@@ -113,7 +113,15 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	e.ChatTemplate = vocab.ChatTemplate
-	e.decodeBytes = ck.Model.DecodeBytes()
+	var computed func(q *llama.Quant) bool
+	if c, ok := be.(interface {
+		ComputesSymmetricBiases(bits, groupSize, k int, scales graph.DType) bool
+	}); ok {
+		computed = func(q *llama.Quant) bool {
+			return len(q.Scales.Shape) == 2 && c.ComputesSymmetricBiases(q.Bits, q.GroupSize, q.Scales.Shape[1]*q.GroupSize, q.Scales.DType)
+		}
+	}
+	e.decodeBytes = ck.Model.DecodeBytes(computed)
 	if e.runner, err = llama.Bind(ck.Model, be); err != nil {
 		return fail(err)
 	}

@@ -212,6 +212,22 @@ func TestReDrafterGreedyEqualsAutoregressiveGGUFQ4(t *testing.T) {
 		if fit && (inPlace != 2*7 || copies != 0) {
 			t.Errorf("%v: want the 14 layer matrices repacked in place and none copied", c.typ)
 		}
+		// Q4_0's are symmetric (its biases are -8 times its scales): the
+		// kernels compute the biases, and DecodeBytes leaves them out.
+		sym := e.be.(*cpu.Backend).RepackedSymmetric()
+		var biases int64
+		for _, l := range e.runner.Model.Layers {
+			for _, w := range []*llama.Weight{&l.Q, &l.K, &l.V, &l.O, &l.Gate, &l.Up, &l.Down} {
+				biases += int64(len(w.Quant.Biases.Data))
+			}
+		}
+		stored := e.runner.Model.DecodeBytes(nil)
+		switch {
+		case fit && c.typ == formats.Q4_0 && (sym != 14 || e.Model().DecodeBytes != stored-biases):
+			t.Errorf("%v: %d symmetric tiles, want 14; DecodeBytes %d, want %d", c.typ, sym, e.Model().DecodeBytes, stored-biases)
+		case (!fit || c.typ != formats.Q4_0) && (sym != 0 || e.Model().DecodeBytes != stored):
+			t.Errorf("%v: %d symmetric tiles, want none; DecodeBytes %d, want %d", c.typ, sym, e.Model().DecodeBytes, stored)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ type Backend struct {
 	scratches sync.Pool // of *[]float32; see scratch
 
 	repackedInPlace, repackedCopies atomic.Int64 // see Repacked
+	repackedSymmetric               atomic.Int64 // see RepackedSymmetric
 }
 
 // scratch returns scratch space of n floats for the caller alone, until it

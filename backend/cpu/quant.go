@@ -224,8 +224,19 @@ func (b *Backend) tilesOf(w, s, bi graph.Operand, rows kernels.AffineRows) (*ker
 			b.repackedCopies.Add(1)
 		}
 	}
+	if p.t != nil && p.t.Symmetric {
+		b.repackedSymmetric.Add(1)
+	}
 	cb.tiles = p
 	return p.t, nil
+}
+
+// ComputesSymmetricBiases reports whether the fast backend's products with
+// a quantized model weight whose biases are all -2^(bits-1) times their
+// scales compute those biases rather than read them (kernels' Symmetric
+// tiles): K elements per row, groups of groupSize, scales of dtype scales.
+func (b *Backend) ComputesSymmetricBiases(bits, groupSize, k int, scales graph.DType) bool {
+	return !b.reference && !tilesOff && scales == graph.F16 && kernels.SymmetricTilesFit(bits, groupSize, k, kernels.ScalesF16)
 }
 
 // Repacked counts the quantized weights repacked for the tile kernel so far:
@@ -233,6 +244,10 @@ func (b *Backend) tilesOf(w, s, bi graph.Operand, rows kernels.AffineRows) (*ker
 func (b *Backend) Repacked() (inPlace, copies int) {
 	return int(b.repackedInPlace.Load()), int(b.repackedCopies.Load())
 }
+
+// RepackedSymmetric counts the weights among Repacked's whose tiles are
+// symmetric: their biases are computed from the scales, not read.
+func (b *Backend) RepackedSymmetric() int { return int(b.repackedSymmetric.Load()) }
 
 // repackedTiles returns the tiles of a codes buffer repacked in place, or
 // nil when the buffer still holds MLX's layout.

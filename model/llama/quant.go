@@ -18,6 +18,11 @@ import (
 type Quant struct {
 	Bits, GroupSize int
 	Scales, Biases  Weight
+	// Symmetric is set when every bias is -2^(Bits-1) times its group's
+	// scale (GGUF's Q4_0 and Q8_0 blocks, d·(q-8) and d·q): a backend may
+	// compute the biases instead of reading them, as the CPU's tile kernels
+	// do. DecodeBytes needs to know.
+	Symmetric bool
 }
 
 // Quantized reports whether w is affine-quantized.
@@ -143,7 +148,7 @@ func ggmlWeight(t *formats.Tensor, typ quant.GGML) (Weight, error) {
 		}
 		return Weight{DType: graph.F32, Shape: sshape, Data: graph.AsBytes(v), Owned: true}
 	}
-	q := &Quant{Bits: a.Bits, GroupSize: 32, Scales: enc(a.Scales), Biases: enc(a.Biases)}
+	q := &Quant{Bits: a.Bits, GroupSize: 32, Scales: enc(a.Scales), Biases: enc(a.Biases), Symmetric: typ != quant.Q4_K}
 	q.Scales.Name, q.Biases.Name = t.Name+".scales", t.Name+".biases"
 	return Weight{Name: t.Name, DType: graph.U32, Shape: shape, Data: graph.AsBytes(a.Packed), Quant: q, Owned: true}, nil
 }

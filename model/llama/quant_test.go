@@ -244,6 +244,9 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 		if (typ == formats.Q6_K) == w.Quantized() {
 			t.Errorf("%v: quantized = %v", typ, w.Quantized())
 		}
+		if sym := typ == formats.Q4_0 || typ == formats.Q8_0; w.Quantized() && w.Quant.Symmetric != sym {
+			t.Errorf("%v: symmetric = %v", typ, w.Quant.Symmetric)
+		}
 	}
 	// Whole models: every matrix in Q8_0 or Q4_0, on the reference backend
 	// equal to the f32 model of the dequantized values.
@@ -279,6 +282,24 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 		if ql, dl := logitsOf(t, qp, ref), logitsOf(t, dp, ref); !equalF32(ql, dl) {
 			t.Errorf("%v model: logits differ from the dequantized f32 model (max rel %g)", typ, maxRel(ql, dl))
 		}
+		// A backend that computes symmetric biases reads none of the
+		// matrices' biases; the untied embedding row is looked up with its own.
+		ck, err := Open(qp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := ck.Model
+		var biases int64
+		for _, w := range m.weightsOf() {
+			if q := w.Quant; q != nil && (w != &m.Embed || m.Config.TiedOutput) {
+				biases += int64(len(q.Biases.Data))
+			}
+		}
+		all, computed := m.DecodeBytes(nil), m.DecodeBytes(func(*Quant) bool { return true })
+		if biases == 0 || all-computed != biases || m.DecodeBytes(func(*Quant) bool { return false }) != all {
+			t.Errorf("%v model: DecodeBytes %d, %d with computed biases; the matrices' biases are %d bytes", typ, all, computed, biases)
+		}
+		ck.Close()
 	}
 }
 

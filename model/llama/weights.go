@@ -216,28 +216,34 @@ func (m *Model) weightsOf() []*Weight {
 // DecodeBytes is what one decode step reads of the weights, in bytes: every
 // layer's matrices, norms and biases, the final norm, the output projection,
 // and one row of the embedding table (all of it when the table is also the
-// output projection). Quantized weights count their codes, scales and biases.
-// The KV cache's reads come on top and grow with the context. Decoding is
-// bound by memory bandwidth, so this over the machine's read bandwidth is the
-// fastest a token can be.
-func (m *Model) DecodeBytes() int64 {
+// output projection). Quantized weights count their codes, scales and
+// biases, except the biases of a Symmetric weight for which computed (nil:
+// none) reports that the backend computes them from the scales. The KV
+// cache's reads come on top and grow with the context. Decoding is bound by
+// memory bandwidth, so this over the machine's read bandwidth is the fastest
+// a token can be.
+func (m *Model) DecodeBytes(computed func(q *Quant) bool) int64 {
 	var n int64
 	for _, w := range m.weightsOf() {
 		if w == &m.Embed && !m.Config.TiedOutput {
+			// One row, looked up with its biases.
 			if m.Config.Vocab > 0 {
-				n += weightBytes(w) / int64(m.Config.Vocab)
+				n += weightBytes(w, nil) / int64(m.Config.Vocab)
 			}
 			continue
 		}
-		n += weightBytes(w)
+		n += weightBytes(w, computed)
 	}
 	return n
 }
 
-func weightBytes(w *Weight) int64 {
+func weightBytes(w *Weight, computed func(q *Quant) bool) int64 {
 	n := int64(len(w.Data))
 	if q := w.Quant; q != nil {
-		n += int64(len(q.Scales.Data) + len(q.Biases.Data))
+		n += int64(len(q.Scales.Data))
+		if !q.Symmetric || computed == nil || !computed(q) {
+			n += int64(len(q.Biases.Data))
+		}
 	}
 	return n
 }

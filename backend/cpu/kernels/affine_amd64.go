@@ -335,6 +335,13 @@ const tileMaxRows = 8
 // machines, whose affine kernels are then the VNNI ones.
 var affineTiles = affineVNNI
 
+// hasSymmetricTiles reports whether a symmetric tile kernel exists for
+// these weights: f16 scales in groups of 32 (GGUF's blocks).
+func hasSymmetricTiles(bits, gs int, st ScaleType) bool {
+	_, ok := affineFuncs_vnnits[[3]int{bits, gs, 1}]
+	return affineTiles && st == ScalesF16 && ok
+}
+
 // runTiles computes MatMulAffineTilesX. Tiles go in blocks whose codes
 // stay in L2 while every block of up to 8 rows of x is run past them (one
 // block, one pass over the weights, for the verification batches).
@@ -358,8 +365,18 @@ func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 	scales, biases := t.scales, t.biases
 	sb := groups * tileRows * t.ScaleType.Size() // scale bytes per tile
 	funcs := affineFuncs_vnnit
-	if t.ScaleType == ScalesF32 {
+	switch {
+	case t.Symmetric:
+		funcs = affineFuncs_vnnits
+	case t.ScaleType == ScalesF32:
 		funcs = affineFuncs_vnnitf
+	}
+	// A symmetric kernel reads no biases (the pointer stays nil).
+	biasAt := func(tile int) *byte {
+		if t.Symmetric {
+			return nil
+		}
+		return &biases[tile*sb]
 	}
 	for t0 := 0; t0 < ntiles; t0 += tb {
 		t1 := min(ntiles, t0+tb)
@@ -375,11 +392,11 @@ func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 			fn := funcs[[3]int{t.Bits, gs, mr}]
 			x := &xb[i0*l.ldx]
 			if nf := min(t1, full) - t0; nf > 0 {
-				fn(x, l.ldx, &codes[t0*tileBytes], &scales[t0*sb], &biases[t0*sb], &sums[0], nf, chunks, &y[i0*ldy+tileRows*t0], ldy)
+				fn(x, l.ldx, &codes[t0*tileBytes], &scales[t0*sb], biasAt(t0), &sums[0], nf, chunks, &y[i0*ldy+tileRows*t0], ldy)
 			}
 			if partial > 0 && t1 > full {
 				// The last tile's padding rows have no place in y.
-				fn(x, l.ldx, &codes[full*tileBytes], &scales[full*sb], &biases[full*sb], &sums[0], 1, chunks, &scratch[0], tileRows)
+				fn(x, l.ldx, &codes[full*tileBytes], &scales[full*sb], biasAt(full), &sums[0], 1, chunks, &scratch[0], tileRows)
 				for r := range mr {
 					o := (i0+r)*ldy + tileRows*full
 					copy(y[o:o+partial], scratch[r*tileRows:r*tileRows+partial])

@@ -544,6 +544,54 @@ func affine8g128_7_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *b
 //go:noescape
 func affine8g128_8_vnnitf(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
 
+//go:noescape
+func affine4g32_1_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_2_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_3_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_4_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_5_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_6_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_7_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine4g32_8_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_1_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_2_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_3_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_4_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_5_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_6_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_7_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
+//go:noescape
+func affine8g32_8_vnnits(x *byte, ldx int, codes *byte, scales *byte, biases *byte, sums *float32, ntiles int, chunks int, y *float32, ldy int)
+
 var affineFuncs_avx2 = map[[3]int]affineFunc{
 	{4, 32, 1}:  affine4g32_1_avx2,
 	{4, 32, 2}:  affine4g32_2_avx2,
@@ -740,4 +788,23 @@ var affineFuncs_vnnitf = map[[3]int]affineTileFunc{
 	{8, 128, 6}: affine8g128_6_vnnitf,
 	{8, 128, 7}: affine8g128_7_vnnitf,
 	{8, 128, 8}: affine8g128_8_vnnitf,
+}
+
+var affineFuncs_vnnits = map[[3]int]affineTileFunc{
+	{4, 32, 1}: affine4g32_1_vnnits,
+	{4, 32, 2}: affine4g32_2_vnnits,
+	{4, 32, 3}: affine4g32_3_vnnits,
+	{4, 32, 4}: affine4g32_4_vnnits,
+	{4, 32, 5}: affine4g32_5_vnnits,
+	{4, 32, 6}: affine4g32_6_vnnits,
+	{4, 32, 7}: affine4g32_7_vnnits,
+	{4, 32, 8}: affine4g32_8_vnnits,
+	{8, 32, 1}: affine8g32_1_vnnits,
+	{8, 32, 2}: affine8g32_2_vnnits,
+	{8, 32, 3}: affine8g32_3_vnnits,
+	{8, 32, 4}: affine8g32_4_vnnits,
+	{8, 32, 5}: affine8g32_5_vnnits,
+	{8, 32, 6}: affine8g32_6_vnnits,
+	{8, 32, 7}: affine8g32_7_vnnits,
+	{8, 32, 8}: affine8g32_8_vnnits,
 }

@@ -20,6 +20,8 @@ func (*affineKernels) run(y []float32, ldy int, p *AffineX, w *AffineRows, n int
 // affineTiles reports whether PackAffineTiles packs: never without assembly.
 const affineTiles = false
 
+func hasSymmetricTiles(bits, gs int, st ScaleType) bool { return false }
+
 func runTiles(y []float32, ldy int, p *AffineX, t *AffineTiles) {
 	panic("kernels: no tile kernel in this build")
 }

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -315,5 +316,128 @@ func TestPackAffineTilesInPlace(t *testing.T) {
 				t.Fatalf("scales %d: 40 rows (not whole tiles) packed in place", st)
 			}
 		}
+	}
+}
+
+// newGGMLCase is an [n,k] matrix of random GGUF Q4_0 or Q8_0 blocks,
+// converted as the model loader converts them (quant.GGMLToAffine), with f16
+// scales and biases: symmetric groups, each bias -2^(bits-1) times its scale.
+func newGGMLCase(r *rand.Rand, n, k int, typ quant.GGML) affineCase {
+	blocks := make([]byte, n*k/32*typ.BlockBytes())
+	for i := range blocks {
+		blocks[i] = byte(r.Uint32())
+	}
+	for b := 0; b < len(blocks); b += typ.BlockBytes() {
+		// d, an f16 of ordinary magnitude and either sign
+		binary.LittleEndian.PutUint16(blocks[b:], quant.F32ToF16(float32(r.NormFloat64())/64))
+	}
+	a, err := quant.GGMLToAffine(typ, n*k, blocks)
+	if err != nil || !a.F16 {
+		panic(fmt.Sprintf("GGMLToAffine: %v, f16 %v", err, a != nil && a.F16))
+	}
+	c := affineCase{w: AffineRows{Bits: a.Bits, GroupSize: 32, K: k, Codes: a.Packed, ScaleType: ScalesF16,
+		Scales: f16Bytes(a.Scales), Biases: f16Bytes(a.Biases)}, dense: make([]float32, n*k), biases: a.Biases}
+	quant.DequantizeAffine(c.dense, a.Packed, a.Scales, a.Biases, a.Bits, 32)
+	return c
+}
+
+// f16Bytes encodes v as little-endian f16 values.
+func f16Bytes(v []float32) []byte {
+	out := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(out[2*i:], quant.F32ToF16(x))
+	}
+	return out
+}
+
+// GGUF's Q4_0 and Q8_0 weights pack as symmetric tiles, without biases, and
+// give the bits the biased kernel gives on the same weights: a copy whose
+// last row's last bias is one f16 step off packs with biases, and agrees
+// with the symmetric tiles bit for bit on every other row. Row reads the
+// biases back.
+func TestSymmetricTiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	if !affineTiles {
+		if hasSymmetricTiles(4, 32, ScalesF16) {
+			t.Fatal("symmetric tiles without a tile kernel")
+		}
+		t.Logf("no tile kernel here (affine kernels: %s)", AffineImpl())
+		return
+	}
+	for _, typ := range []quant.GGML{quant.Q4_0, quant.Q8_0} {
+		for _, k := range []int{128, 256, 640} {
+			for _, mn := range [][2]int{{1, 16}, {1, 50}, {5, 33}, {8, 40}, {9, 17}} {
+				m, n := mn[0], mn[1]
+				c := newGGMLCase(r, n, k, typ)
+				sym := PackAffineTiles(c.w)
+				if !sym.Symmetric || sym.biases != nil {
+					t.Fatalf("%v k=%d n=%d: packed with biases", typ, k, n)
+				}
+				off := c.w
+				off.Biases = slices.Clone(c.w.Biases)
+				last := len(off.Biases) - 2
+				binary.LittleEndian.PutUint16(off.Biases[last:], binary.LittleEndian.Uint16(off.Biases[last:])+1)
+				biased := PackAffineTiles(off)
+				if biased.Symmetric {
+					t.Fatalf("%v k=%d n=%d: a bias off by one step still packs symmetric", typ, k, n)
+				}
+				x := make([]float32, m*k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				run := func(tw *AffineTiles) []float32 {
+					y := make([]float32, m*n)
+					p := PrepareAffine(x, m, k, c.w.Bits, 32)
+					MatMulAffineTilesX(y, n, p, *tw)
+					p.Release()
+					return y
+				}
+				ys, yb := run(sym), run(biased)
+				for i := range m {
+					for j := range n {
+						if want, tol := c.want(x, i, j, true); math.Abs(float64(ys[i*n+j])-want) > tol {
+							t.Fatalf("%v k=%d m=%d n=%d: y[%d,%d] = %v, want %v ± %g", typ, k, m, n, i, j, ys[i*n+j], want, tol)
+						}
+						if j < n-1 && math.Float32bits(ys[i*n+j]) != math.Float32bits(yb[i*n+j]) {
+							t.Fatalf("%v k=%d m=%d n=%d: y[%d,%d] symmetric %v, biased %v", typ, k, m, n, i, j, ys[i*n+j], yb[i*n+j])
+						}
+					}
+				}
+				if n > tileRows {
+					sub := sym.Rows(tileRows, n)
+					y := make([]float32, m*n)
+					p := PrepareAffine(x, m, k, c.w.Bits, 32)
+					MatMulAffineTilesX(y, n, p, sub)
+					p.Release()
+					for i := range m {
+						for j := tileRows; j < n; j++ {
+							if y[i*n+j-tileRows] != ys[i*n+j] {
+								t.Fatalf("%v k=%d m=%d n=%d: rows from 16 alone give a different [%d,%d]", typ, k, m, n, i, j)
+							}
+						}
+					}
+				}
+				groups := k / 32
+				codes, sc, bi := make([]uint32, k*c.w.Bits/32), make([]float32, groups), make([]float32, groups)
+				sym.Row(n-2, codes, sc, bi)
+				for g := range groups {
+					if bi[g] != c.biases[(n-2)*groups+g] {
+						t.Fatalf("%v: Row(%d) group %d bias %v, want %v", typ, n-2, g, bi[g], c.biases[(n-2)*groups+g])
+					}
+				}
+			}
+		}
+	}
+	// In place: the same tiles, in w's memory, w's biases untouched.
+	c := newGGMLCase(r, 48, 256, quant.Q4_0)
+	want := PackAffineTiles(AffineRows{Bits: 4, GroupSize: 32, K: 256, ScaleType: ScalesF16, Codes: slices.Clone(c.w.Codes),
+		Scales: slices.Clone(c.w.Scales), Biases: slices.Clone(c.w.Biases)})
+	biases := slices.Clone(c.w.Biases)
+	got := PackAffineTilesInPlace(c.w)
+	if got == nil || !got.Symmetric || got.biases != nil || &got.codes[0] != &c.w.Codes[0] {
+		t.Fatal("Q4_0 in place: not packed as symmetric tiles in w's memory")
+	}
+	if !slices.Equal(got.codes, want.codes) || !slices.Equal(got.scales, want.scales) || !slices.Equal(c.w.Biases, biases) {
+		t.Fatal("Q4_0 in place: tiles differ from copied ones, or w's biases were written")
 	}
 }
