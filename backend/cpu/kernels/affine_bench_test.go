@@ -266,24 +266,26 @@ func BenchmarkAffineTiles(b *testing.B) {
 }
 
 // BenchmarkGGMLTiles compares, on 4096×4096 GGUF Q4_0 and Q8_0 weights
-// (converted as the loader converts them; 12 copies, 3.4× (Q4_0) and 6.4×
-// (Q8_0) this machine's 32 MiB L3, taken in turn), the symmetric tile kernel
-// with the biased one on the same weights, one goroutine, at the decode (m=1)
-// and verification (m=5) shapes. The bytes per op are the bytes each reads.
+// (converted as the loader converts them), the symmetric tile kernel with
+// the biased one on the same weights, one goroutine, at the decode (m=1) and
+// verification (m=5) shapes. Each kernel takes in turn copies that fill
+// coldBytes/2, several times any last-level cache this has run on, so its
+// weights come from DRAM. The bytes per op are the bytes each reads.
 func BenchmarkGGMLTiles(b *testing.B) {
 	if !affineTiles {
 		b.Skip("no tile kernel on this machine")
 	}
-	const n, k, copies = 4096, 4096, 12
+	const n, k = 4096, 4096
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range []quant.GGML{quant.Q4_0, quant.Q8_0} {
+		copies := coldBytes / 2 / (n * k / 32 * typ.BlockBytes())
 		var sym, biased []*AffineTiles
 		for range copies {
-			c := newGGMLCase(r, n, k, typ)
-			sym = append(sym, PackAffineTiles(c.w))
+			w := ggmlRows(ggmlAffine(r, n, k, typ), k)
+			sym = append(sym, PackAffineTiles(w))
 			// One bias off by one step: the same weights, packed with their biases.
-			c.w.Biases[0] ^= 1
-			biased = append(biased, PackAffineTiles(c.w))
+			w.Biases[0] ^= 1
+			biased = append(biased, PackAffineTiles(w))
 		}
 		if !sym[0].Symmetric || biased[0].Symmetric {
 			b.Fatalf("%v: not packed as expected", typ)
@@ -304,7 +306,7 @@ func BenchmarkGGMLTiles(b *testing.B) {
 					i := 0
 					for b.Loop() {
 						p := PrepareAffine(x, m, k, tiles[0].Bits, 32)
-						MatMulAffineTilesX(y, n, p, *tiles[i%copies])
+						MatMulAffineTilesX(y, n, p, *tiles[i%len(tiles)])
 						p.Release()
 						i++
 					}

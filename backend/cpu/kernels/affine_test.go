@@ -323,22 +323,33 @@ func TestPackAffineTilesInPlace(t *testing.T) {
 // converted as the model loader converts them (quant.GGMLToAffine), with f16
 // scales and biases: symmetric groups, each bias -2^(bits-1) times its scale.
 func newGGMLCase(r *rand.Rand, n, k int, typ quant.GGML) affineCase {
+	a := ggmlAffine(r, n, k, typ)
+	c := affineCase{w: ggmlRows(a, k), dense: make([]float32, n*k), biases: a.Biases}
+	quant.DequantizeAffine(c.dense, a.Packed, a.Scales, a.Biases, a.Bits, 32)
+	return c
+}
+
+// ggmlAffine converts n×k elements of random typ blocks, with scales of
+// ordinary magnitude and either sign, to the affine form.
+func ggmlAffine(r *rand.Rand, n, k int, typ quant.GGML) *quant.AffineOfGGML {
 	blocks := make([]byte, n*k/32*typ.BlockBytes())
 	for i := range blocks {
 		blocks[i] = byte(r.Uint32())
 	}
 	for b := 0; b < len(blocks); b += typ.BlockBytes() {
-		// d, an f16 of ordinary magnitude and either sign
 		binary.LittleEndian.PutUint16(blocks[b:], quant.F32ToF16(float32(r.NormFloat64())/64))
 	}
 	a, err := quant.GGMLToAffine(typ, n*k, blocks)
 	if err != nil || !a.F16 {
 		panic(fmt.Sprintf("GGMLToAffine: %v, f16 %v", err, a != nil && a.F16))
 	}
-	c := affineCase{w: AffineRows{Bits: a.Bits, GroupSize: 32, K: k, Codes: a.Packed, ScaleType: ScalesF16,
-		Scales: f16Bytes(a.Scales), Biases: f16Bytes(a.Biases)}, dense: make([]float32, n*k), biases: a.Biases}
-	quant.DequantizeAffine(c.dense, a.Packed, a.Scales, a.Biases, a.Bits, 32)
-	return c
+	return a
+}
+
+// ggmlRows is a's rows of k elements, f16 scales and biases.
+func ggmlRows(a *quant.AffineOfGGML, k int) AffineRows {
+	return AffineRows{Bits: a.Bits, GroupSize: 32, K: k, Codes: a.Packed, ScaleType: ScalesF16,
+		Scales: f16Bytes(a.Scales), Biases: f16Bytes(a.Biases)}
 }
 
 // f16Bytes encodes v as little-endian f16 values.
