@@ -256,18 +256,36 @@ func PackAffineTiles(w AffineRows) *AffineTiles {
 
 // symmetric reports whether every bias of w is -2^(Bits-1) times its scale,
 // bit for bit, and this machine has a symmetric tile kernel for w's bits,
-// group size and scale type.
+// group size and scale type (f16 scales only).
 func symmetric(w AffineRows) bool {
-	if !hasSymmetricTiles(w.Bits, w.GroupSize, w.ScaleType) {
+	if !hasSymmetricTiles(w.Bits, w.GroupSize, w.ScaleType) || w.ScaleType != ScalesF16 {
 		return false
 	}
-	zero := -float32(int(1) << (w.Bits - 1))
-	for i := range len(w.Scales) / w.ScaleType.Size() {
-		if math.Float32bits(w.ScaleType.at(w.Biases, i)) != math.Float32bits(zero*w.ScaleType.at(w.Scales, i)) {
+	k := uint16(w.Bits - 1)
+	zero := -float32(int(1) << k)
+	for i := 0; i+1 < len(w.Scales); i += 2 {
+		s, b := binary.LittleEndian.Uint16(w.Scales[i:]), binary.LittleEndian.Uint16(w.Biases[i:])
+		if want, ok := symmetricBias(s, k); ok {
+			if b != want {
+				return false
+			}
+		} else if math.Float32bits(quant.F16ToF32(b)) != math.Float32bits(zero*quant.F16ToF32(s)) {
 			return false
 		}
 	}
 	return true
+}
+
+// symmetricBias returns the f16 bits of -2^k times the f16 scale s when s is
+// normal and the product stays normal: the sign flips and the exponent grows
+// by k, exactly. Other scales (zero, subnormal, near the top) report false
+// and are compared in float32: a model's worth of groups is checked at load,
+// and this keeps that to integer work.
+func symmetricBias(s, k uint16) (uint16, bool) {
+	if e := s >> 10 & 0x1f; e < 1 || e > 30-k {
+		return 0, false
+	}
+	return (s ^ 0x8000) + k<<10, true
 }
 
 // PackAffineTilesInPlace is PackAffineTiles for a w whose memory the

@@ -452,3 +452,28 @@ func TestSymmetricTiles(t *testing.T) {
 		t.Fatal("Q4_0 in place: tiles differ from copied ones, or w's biases were written")
 	}
 }
+
+// symmetricBias agrees with the float product, rounded to f16, for every f16
+// scale it takes, and takes every normal scale whose product stays normal.
+func TestSymmetricBias(t *testing.T) {
+	for _, k := range []uint16{3, 7} {
+		zero := -float32(int(1) << k)
+		taken := 0
+		for u := range 1 << 16 {
+			s := uint16(u)
+			b, ok := symmetricBias(s, k)
+			p := zero * quant.F16ToF32(s)
+			if !ok {
+				continue
+			}
+			taken++
+			if quant.F16ToF32(b) != p || b != quant.F32ToF16(p) {
+				t.Fatalf("k=%d scale %#04x: bias %#04x (%v), want %v", k, s, b, quant.F16ToF32(b), p)
+			}
+		}
+		// Exponents 1 … 30-k, both signs, 1024 mantissas each.
+		if want := 2 * (30 - int(k)) * 1024; taken != want {
+			t.Errorf("k=%d: %d scales take the integer path, want %d", k, taken, want)
+		}
+	}
+}
