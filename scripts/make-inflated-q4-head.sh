@@ -14,6 +14,13 @@
 #
 # e.g. scripts/make-inflated-q4-head.sh models/stories260K/stories260K.gguf models/stories260K/drafter \
 #          .cache/tl-q4 .cache/heads-deflated
+#
+# LAYERS=3 (default 2) makes a larger head instead of fine-tuning SMALL_HEAD:
+# twice the training openings (cut from sampled continuations by `dev
+# openings`, continued greedily), a 3-block head trained from scratch for
+# STEPS (default then 12000) at --lr 2e-3, then 4000 steps more at 5e-4.
+# About 45 minutes here; it reached 3.31 tokens per step at W=1 L=5 on the
+# Q4_0 file where the 2-block head stays at 3.26-3.28 (docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: $0 SMALL.gguf SMALL_HEAD QUANTIZED_INFLATED OUT_DIR [STEPS]"
@@ -21,7 +28,8 @@ small=${1:?$usage}
 init=${2:?$usage}
 model=${3:?$usage}
 out=${4:?$usage}
-steps=${5:-4000}
+layers=${LAYERS:-2}
+steps=${5:-$([ "$layers" = 2 ] && echo 4000 || echo 12000)}
 bin=bin/redrafter
 go build -o "$bin" ./cmd/redrafter
 mkdir -p "$out"
@@ -33,14 +41,36 @@ head -n 40 "$prompts/prompts-heldout.txt" >"$out/prompts-heldout.txt"
 
 # 2. Its greedy continuations of every training opening (256 tokens: at this
 #    speed, longer stories are cheap data) and of the held-out ones.
-"$bin" distill --model "$out/deflated.gguf" --prompts "$prompts/prompts-train.txt" --out "$out/train" --max-tokens 256
+if [ "$layers" = 2 ]; then
+	"$bin" distill --model "$out/deflated.gguf" --prompts "$prompts/prompts-train.txt" --out "$out/train" --max-tokens 256
+fi
 "$bin" distill --model "$out/deflated.gguf" --prompts "$out/prompts-heldout.txt" --out "$out/heldout" --max-tokens 96
 
-# 3. Fine-tune the small model's head on them (resumed if interrupted).
-resume=""
-[ -f "$out/head-small/training_state.safetensors" ] && resume=--resume
-"$bin" train-drafter --model "$out/deflated.gguf" --data "$out/train" --eval-data "$out/heldout" --out "$out/head-small" \
-	--init "$init" --steps "$steps" --lr 3e-3 --eval-every 500 --save-every 500 $resume
+# resume prints --resume when the head in $1 holds a training state.
+resume() { [ -f "$1/training_state.safetensors" ] && echo --resume || true; }
+
+if [ "$layers" = 2 ]; then
+	# 3. Fine-tune the small model's head on them (resumed if interrupted).
+	"$bin" train-drafter --model "$out/deflated.gguf" --data "$out/train" --eval-data "$out/heldout" --out "$out/head-small" \
+		--init "$init" --steps "$steps" --lr 3e-3 --eval-every 500 --save-every 500 $(resume "$out/head-small")
+else
+	# 3a. More distinct openings: two sampled continuations of each training
+	#     opening, cut after 8-64 generated tokens, with the training openings
+	#     themselves; all of them continued greedily (the labels a greedy
+	#     head must learn; labelling the samples themselves lowers accuracy).
+	"$bin" distill --model "$out/deflated.gguf" --prompts "$prompts/prompts-train.txt" --out "$out/sampled" \
+		--max-tokens 256 --temperature 0.8 --samples-per-prompt 2 --seed 7
+	"$bin" dev openings --model "$out/deflated.gguf" --data "$out/sampled" --out "$out/openings.txt"
+	cat "$prompts/prompts-train.txt" "$out/openings.txt" >"$out/prompts-train-more.txt"
+	"$bin" distill --model "$out/deflated.gguf" --prompts "$out/prompts-train-more.txt" --out "$out/train-more" --max-tokens 256
+	# 3b. A head of $layers blocks from scratch, then a slower second run.
+	"$bin" train-drafter --model "$out/deflated.gguf" --data "$out/train-more" --eval-data "$out/heldout" \
+		--out "$out/head-small-from-scratch" --layers "$layers" --steps "$steps" --lr 2e-3 --eval-every 1000 --save-every 1000 \
+		$(resume "$out/head-small-from-scratch")
+	"$bin" train-drafter --model "$out/deflated.gguf" --data "$out/train-more" --eval-data "$out/heldout" --out "$out/head-small" \
+		--init "$out/head-small-from-scratch" --layers "$layers" --steps 4000 --lr 5e-4 --eval-every 1000 --save-every 1000 \
+		$(resume "$out/head-small")
+fi
 
 # 4. Inflate the head with the model it was trained for (the inflated model
 #    written alongside is not needed: the quantized one is the target).

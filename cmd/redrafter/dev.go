@@ -1,28 +1,124 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/graph"
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/model/llama"
 	"github.com/seed9b8f47b1/redrafter/tools/inflate"
+	"github.com/seed9b8f47b1/redrafter/tools/train"
 )
 
 // newDevCmd groups tools for developing and benchmarking redrafter itself.
-func newDevCmd() *cobra.Command {
+func newDevCmd(g *globalFlags) *cobra.Command {
 	dev := &cobra.Command{
 		Use:   "dev",
 		Short: "Developer tools (benchmark models)",
 		Args:  cobra.NoArgs,
 	}
-	dev.AddCommand(newInflateCmd(), newDeflateCmd(), newLoadtestCmd())
+	dev.AddCommand(newInflateCmd(), newDeflateCmd(), newLoadtestCmd(), newOpeningsCmd(g))
 	return dev
+}
+
+func newOpeningsCmd(g *globalFlags) *cobra.Command {
+	var (
+		model, data, out string
+		minNew, maxNew   int
+		seed             uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "openings --model PATH --data DIR --out FILE.jsonl|FILE.txt",
+		Short: "Cut new prompts from a sampled distillation set, for more distinct training text",
+		Long: `Write one prompt per continuation of the distillation set DIR: its tokens
+cut after --min-new…--max-new generated ones (drawn per continuation) and
+decoded with the model's tokenizer, repeats dropped, as a prompt file
+distill reads: JSONL ({"prompt": ...}) or text, one per line with newlines
+written "\n" (openings that hold a literal "\n" are left out of a text
+file), which can be appended to another prompt file. Made from sampled continuations
+(distill --temperature 0.8 --samples-per-prompt 2) and distilled greedily,
+they add distinct contexts with greedy labels to a head's training set
+(README, "A head for a 4-bit model").`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if minNew < 0 || maxNew < minNew {
+				return fmt.Errorf("--min-new %d, --max-new %d: want 0 ≤ min ≤ max", minNew, maxNew)
+			}
+			jsonl := strings.HasSuffix(out, ".jsonl")
+			if !jsonl && !strings.HasSuffix(out, ".txt") {
+				return fmt.Errorf("--out %q: want a .jsonl or .txt file", out)
+			}
+			if err := checkModelPath("--model", model); err != nil {
+				return err
+			}
+			set, err := train.ReadSet(data)
+			if err != nil {
+				return err
+			}
+			e, err := redrafter.Load(model, redrafter.Options{Backend: g.backend})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if v := e.Model().Vocab; v != set.Meta.VocabSize {
+				return fmt.Errorf("%s was made by a model with %d tokens, %s has %d", data, set.Meta.VocabSize, model, v)
+			}
+			ps := train.Openings(set, e.Tokenizer.Decode, minNew, maxNew, seed)
+			var b strings.Builder
+			written := 0
+			for _, p := range ps {
+				switch {
+				case jsonl:
+					line, _ := json.Marshal(map[string]string{"prompt": p})
+					b.Write(line)
+				case strings.Contains(p, `\n`):
+					continue // would read back as a newline
+				default:
+					b.WriteString(strings.ReplaceAll(p, "\n", `\n`))
+				}
+				b.WriteByte('\n')
+				written++
+			}
+			// Written whole or not at all.
+			tmp, err := os.CreateTemp(filepath.Dir(out), ".openings-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			if _, err := tmp.WriteString(b.String()); err != nil {
+				tmp.Close()
+				return err
+			}
+			if err := tmp.Close(); err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d openings from %d continuations\n", out, written, len(set.Records))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "the model that made the set (its tokenizer decodes the tokens; required)")
+	f.StringVar(&data, "data", "", "distillation set made by distill, sampled (required)")
+	f.StringVar(&out, "out", "", "the prompt file to write (.jsonl or .txt, required)")
+	f.IntVar(&minNew, "min-new", 8, "fewest generated tokens an opening keeps")
+	f.IntVar(&maxNew, "max-new", 64, "most generated tokens an opening keeps")
+	f.Uint64Var(&seed, "seed", 1, "seed of the cut points")
+	for _, name := range []string{"model", "data", "out"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
 }
 
 func newDeflateCmd() *cobra.Command {

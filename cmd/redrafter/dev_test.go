@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/tools/train"
 )
 
 func TestDevInflate(t *testing.T) {
@@ -71,5 +73,55 @@ func TestDevInflateErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.gguf")); err == nil {
 		t.Error("a failed inflation left its output behind")
+	}
+}
+
+// dev openings cuts a sampled set's continuations into prompts that start
+// with their openings, which distill then reads.
+func TestDevOpenings(t *testing.T) {
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "p.txt")
+	os.WriteFile(prompts, []byte("Once upon a time\nThe cat\nLily and Tom\n"), 0o644)
+	sampled := filepath.Join(dir, "sampled")
+	if _, _, err := run(t, "", "distill", "--backend", "cpu", "--model", stories, "--prompts", prompts, "--out", sampled,
+		"--max-tokens", "24", "--temperature", "0.8", "--samples-per-prompt", "2"); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "openings.jsonl")
+	stdout, _, err := run(t, "", "dev", "openings", "--backend", "cpu", "--model", stories, "--data", sampled, "--out", out, "--min-new", "3", "--max-new", "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := train.ReadPrompts(out)
+	if err != nil || len(got) < 4 || !strings.Contains(stdout, "openings from 6 continuations") {
+		t.Fatalf("%d openings (%v); stdout %q", len(got), err, stdout)
+	}
+	for _, p := range got {
+		longer := false
+		for _, prompt := range []string{"Once upon a time", "The cat", "Lily and Tom"} {
+			longer = longer || strings.HasPrefix(p, prompt) && len(p) > len(prompt)
+		}
+		if !longer {
+			t.Errorf("opening %q is not a prompt and more", p)
+		}
+	}
+	if _, _, err := run(t, "", "distill", "--backend", "cpu", "--model", stories, "--prompts", out, "--out", filepath.Join(dir, "greedy"), "--max-tokens", "8"); err != nil {
+		t.Fatal(err)
+	}
+	// As text: the same prompts, newlines and all.
+	txt := filepath.Join(dir, "openings.txt")
+	if _, _, err := run(t, "", "dev", "openings", "--backend", "cpu", "--model", stories, "--data", sampled, "--out", txt, "--min-new", "3", "--max-new", "6"); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := train.ReadPrompts(txt); err != nil || !slices.Equal(again, got) {
+		t.Errorf("text file: %q (%v), JSONL %q", again, err, got)
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--out", filepath.Join(dir, "x.json")}},
+		{[]string{"--out", out, "--min-new", "5", "--max-new", "2"}},
+	} {
+		if _, _, err := run(t, "", append([]string{"dev", "openings", "--model", stories, "--data", sampled}, tc.args...)...); err == nil {
+			t.Errorf("%v: no error", tc.args)
+		}
 	}
 }

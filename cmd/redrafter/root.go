@@ -53,7 +53,7 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level on stderr: debug, info (progress of long commands), warn or error")
 	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newServeCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
 	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
-	root.AddCommand(newBenchCmd(g), newDevCmd())
+	root.AddCommand(newBenchCmd(g), newDevCmd(g))
 	root.AddCommand(newQuantizeCmd(), newPerplexityCmd(g))
 	return root
 }

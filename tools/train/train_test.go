@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -427,5 +428,41 @@ func TestTrainInit(t *testing.T) {
 	_, err := Train(context.Background(), e, Options{Data: data, EvalData: held, Out: t.TempDir(), Steps: 1, Batch: 16, Layers: 1, Init: demo})
 	if err == nil || !strings.Contains(err.Error(), "--init") || !strings.Contains(err.Error(), "2 layers") {
 		t.Errorf("a 1-layer head from a 2-layer one: err = %v, want the shapes named", err)
+	}
+}
+
+// Openings cuts every record within its bounds, deterministically by seed,
+// and drops empty and repeated texts.
+func TestOpenings(t *testing.T) {
+	s := &Set{Records: []Record{
+		{PromptLen: 2, Tokens: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{PromptLen: 1, Tokens: []int32{1, 20, 21, 22, 23, 24, 25, 26, 27, 28}},
+		{PromptLen: 3, Tokens: []int32{1, 2, 3, 4}},        // shorter than the cut: all of it
+		{PromptLen: 3, Tokens: []int32{1, 2, 3, 4}},        // the same text again: dropped
+		{PromptLen: 0, Tokens: []int32{}},                  // empty: dropped
+		{PromptLen: 2, Tokens: []int32{1, 30, 31, 32, 33}}, // cut at 2+3…2+5
+	}}
+	decode := func(ids []int32) string {
+		var b strings.Builder
+		for _, id := range ids {
+			fmt.Fprintf(&b, "%d ", id)
+		}
+		return b.String()
+	}
+	for seed := range uint64(20) {
+		got := Openings(s, decode, 3, 5, seed)
+		if len(got) != 4 {
+			t.Fatalf("seed %d: %d openings %q, want 4", seed, len(got), got)
+		}
+		for i, rec := range []Record{s.Records[0], s.Records[1], s.Records[2], s.Records[5]} {
+			n := len(strings.Fields(got[i]))
+			lo, hi := min(len(rec.Tokens), rec.PromptLen+3), min(len(rec.Tokens), rec.PromptLen+5)
+			if n < lo || n > hi || got[i] != decode(rec.Tokens[:n]) {
+				t.Errorf("seed %d: opening %d %q: %d tokens, want a prefix of %d…%d", seed, i, got[i], n, lo, hi)
+			}
+		}
+		if again := Openings(s, decode, 3, 5, seed); !slices.Equal(again, got) {
+			t.Errorf("seed %d: %q, then %q", seed, got, again)
+		}
 	}
 }
