@@ -19,8 +19,8 @@
 # twice the training openings (cut from sampled continuations by `dev
 # openings`, continued greedily), a 3-block head trained from scratch for
 # STEPS (default then 12000) at --lr 2e-3, then 4000 steps more at 5e-4.
-# About 45 minutes here; it reached 3.31 tokens per step at W=1 L=5 on the
-# Q4_0 file where the 2-block head stays at 3.26-3.28 (docs/BENCHMARKS.md).
+# 45 minutes here; 3.30-3.31 tokens per step at W=1 L=5 on the Q4_0 file,
+# where the 2-block head stays at 3.26-3.28 (docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: $0 SMALL.gguf SMALL_HEAD QUANTIZED_INFLATED OUT_DIR [STEPS]"
