@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -53,8 +50,7 @@ they add distinct contexts with greedy labels to a head's training set
 			if minNew < 0 || maxNew < minNew {
 				return fmt.Errorf("--min-new %d, --max-new %d: want 0 ≤ min ≤ max", minNew, maxNew)
 			}
-			jsonl := strings.HasSuffix(out, ".jsonl")
-			if !jsonl && !strings.HasSuffix(out, ".txt") {
+			if !strings.HasSuffix(out, ".jsonl") && !strings.HasSuffix(out, ".txt") {
 				return fmt.Errorf("--out %q: want a .jsonl or .txt file", out)
 			}
 			if err := checkModelPath("--model", model); err != nil {
@@ -72,36 +68,8 @@ they add distinct contexts with greedy labels to a head's training set
 			if v := e.Model().Vocab; v != set.Meta.VocabSize {
 				return fmt.Errorf("%s was made by a model with %d tokens, %s has %d", data, set.Meta.VocabSize, model, v)
 			}
-			ps := train.Openings(set, e.Tokenizer.Decode, minNew, maxNew, seed)
-			var b strings.Builder
-			written := 0
-			for _, p := range ps {
-				switch {
-				case jsonl:
-					line, _ := json.Marshal(map[string]string{"prompt": p})
-					b.Write(line)
-				case strings.Contains(p, `\n`):
-					continue // would read back as a newline
-				default:
-					b.WriteString(strings.ReplaceAll(p, "\n", `\n`))
-				}
-				b.WriteByte('\n')
-				written++
-			}
-			// Written whole or not at all.
-			tmp, err := os.CreateTemp(filepath.Dir(out), ".openings-*")
+			written, err := train.WritePrompts(out, train.Openings(set, e.Tokenizer.Decode, minNew, maxNew, seed))
 			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			if _, err := tmp.WriteString(b.String()); err != nil {
-				tmp.Close()
-				return err
-			}
-			if err := tmp.Close(); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d openings from %d continuations\n", out, written, len(set.Records))

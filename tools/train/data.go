@@ -171,6 +171,33 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
+// WritePrompts writes prompts as a file ReadPrompts reads back the same:
+// JSONL ({"prompt": ...}) when path ends in .jsonl, else text, one per line
+// with newlines written "\n". Blank prompts are left out, and in text those
+// holding a literal "\n" (they would not read back). It writes whole or not at all
+// and returns how many prompts it wrote.
+func WritePrompts(path string, prompts []string) (int, error) {
+	jsonl := strings.HasSuffix(path, ".jsonl")
+	var b bytes.Buffer
+	n := 0
+	for _, p := range prompts {
+		switch {
+		case strings.TrimSpace(p) == "":
+			continue
+		case jsonl:
+			line, _ := json.Marshal(map[string]string{"prompt": p})
+			b.Write(line)
+		case strings.Contains(p, `\n`):
+			continue
+		default:
+			b.WriteString(strings.ReplaceAll(p, "\n", `\n`))
+		}
+		b.WriteByte('\n')
+		n++
+	}
+	return n, writeAtomic(path, b.Bytes())
+}
+
 // ReadPrompts reads a prompt file: plain text with one prompt per line
 // (blank lines skipped; "\n" in a line stands for a newline), or JSONL
 // (.jsonl, optionally .gz) whose objects carry the prompt in "turns" (the

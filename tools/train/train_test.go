@@ -466,3 +466,21 @@ func TestOpenings(t *testing.T) {
 		}
 	}
 }
+
+// WritePrompts writes what ReadPrompts reads back, as JSONL or text; text
+// leaves out what would not read back.
+func TestWritePrompts(t *testing.T) {
+	dir := t.TempDir()
+	ps := []string{"Once upon a time", "Two\nlines", `a literal \n`, " "}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{{"p.jsonl", []string{"Once upon a time", "Two\nlines", `a literal \n`}}, {"p.txt", ps[:2]}} {
+		path := filepath.Join(dir, tc.name)
+		n, err := WritePrompts(path, ps)
+		got, rerr := ReadPrompts(path)
+		if err != nil || rerr != nil || !slices.Equal(got, tc.want) || (tc.name == "p.txt" && n != 2) {
+			t.Errorf("%s: wrote %d (%v), read %q (%v), want %q", tc.name, n, err, got, rerr, tc.want)
+		}
+	}
+}
