@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
@@ -16,10 +17,13 @@ import (
 const BandwidthBuffer = 1 << 30
 
 // ReadBandwidth measures the machine's streaming read bandwidth, in bytes per
-// second, from threads goroutines each locked to an OS thread and summing its
-// own contiguous share of a buffer of size bytes with kernels.SumSquares (the
-// same full-width vector loads as the f16/f32 matrix-vector kernels, with
-// one multiply-add per 16 floats, so the loads bound it). Every page of the
+// second, from threads goroutines each locked to an OS thread and summing
+// 1 MiB blocks of a buffer of size bytes with kernels.SumSquares (the same
+// full-width vector loads as the f16/f32 matrix-vector kernels, with one
+// multiply-add per 16 floats, so the loads bound it). The blocks are taken in
+// turn from a shared counter, as the decode kernels' chunks are: with fixed
+// shares, the thread that started last or read slowest set the time while
+// the others idled. Every page of the
 // buffer is written first: pages that were never written all map the
 // kernel's one zero page, which reads from cache at several times the
 // memory's speed. The best
@@ -41,14 +45,14 @@ func ReadBandwidth(ctx context.Context, threads, size int) (float64, error) {
 		return 0, errors.New("cpu: read bandwidth buffer too small")
 	}
 	buf := make([]float32, n)
-	chunk := n / threads
+	const block = 1 << 18 // floats: 1 MiB
+	blocks := (n + block - 1) / block
 	sink := make([]float32, threads*16) // one cache line per thread
 	var fill sync.WaitGroup
 	for t := range threads {
 		fill.Go(func() {
-			part := buf[t*chunk : (t+1)*chunk]
-			for i := 0; i < len(part); i += 1024 { // one float per 4 KiB page
-				part[i] = 1
+			for i := t * 1024; i < n; i += threads * 1024 { // one float per 4 KiB page
+				buf[i] = 1
 			}
 		})
 	}
@@ -60,6 +64,7 @@ func ReadBandwidth(ctx context.Context, threads, size int) (float64, error) {
 		}
 		var start sync.WaitGroup // every reader is on its thread before the clock starts
 		var done sync.WaitGroup
+		var next atomic.Int64
 		start.Add(1)
 		done.Add(threads)
 		ready := make(chan struct{}, threads)
@@ -70,8 +75,13 @@ func ReadBandwidth(ctx context.Context, threads, size int) (float64, error) {
 				defer done.Done()
 				ready <- struct{}{}
 				start.Wait()
-				part := buf[t*chunk : (t+1)*chunk]
-				sink[t*16] += kernels.SumSquares(part)
+				for {
+					b := int(next.Add(1) - 1)
+					if b >= blocks {
+						return
+					}
+					sink[t*16] += kernels.SumSquares(buf[b*block : min((b+1)*block, n)])
+				}
 			}()
 		}
 		for range threads {

@@ -1,37 +1,55 @@
 package cpu
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // pool runs a loop's chunks on persistent goroutines, so that splitting an
-// op across cores costs a channel send per worker, not a goroutine start.
+// op across cores costs a store and a counter bump, not a goroutine start.
 // Loops from concurrent Runs share the workers: each call hands out its own
 // chunks, and a chunk has no state of the worker that runs it (scratch space
 // belongs to the call, see Backend.scratch).
 //
-// Two things make a second core pay on small ops. A decode step is a few
+// Three things make more cores pay on small ops. A decode step is a few
 // hundred ops back to back; a 4-bit matrix of TinyLlama's is ~50 µs of work
-// per core, and waking a parked goroutine (futex, then the scheduler) costs
-// 10-50 µs. So idle workers poll for work for a short while (spinFor) before
-// they sleep, as ggml's threads do, and stay awake through a forward pass.
-// And a call's rows are cut into several chunks per worker that whoever is
+// per core at 2 threads and a few µs at 16, and waking a parked goroutine
+// (futex, then the scheduler) costs 10-50 µs. So idle workers poll for work
+// for a short while (spinFor) before they sleep, as ggml's threads do, and
+// stay awake through a forward pass. Polling reads one shared word (gen):
+// no lock, so 15 polling workers do not slow the caller that publishes the
+// next op (they did when they polled a channel, whose lock they then
+// fought over: at 16 threads 4-bit decoding was slower than at 8). And a
+// call's rows are cut into several chunks per worker that whoever is
 // running takes from a shared counter, the caller included: a worker that
 // is late (still waking, or descheduled by another process on a busy
 // machine) costs at most its last chunk, not its whole share.
 type pool struct {
-	n    int
-	jobs chan *call
+	n int
+	// The latest call is stored in cur, then gen is bumped; a worker that
+	// sees gen change runs chunks of cur. A call published while another
+	// is running replaces it there: the earlier one is finished by its own
+	// caller and the workers that already took it.
+	cur atomic.Pointer[call]
+	gen atomic.Uint64
+	// Workers that stopped polling wait on wake; sleepers counts them, so
+	// that a caller takes mu only when one is asleep.
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	wake     *sync.Cond
 }
 
 // call is one parallel loop: chunks of size chunk over [0, n), taken in
-// order by next, counted by done.
+// order by next, counted by done (on its own cache line: every chunk
+// updates both, from every core).
 type call struct {
 	fn          func(lo, hi int)
 	n, chunk    int
 	chunks      int32
-	next, done  atomic.Int32
+	next        atomic.Int32
+	_           [60]byte
+	done        atomic.Int32
 	finished    chan struct{} // closed with the last chunk when the caller sleeps
 	callerSleep atomic.Bool
 }
@@ -49,48 +67,70 @@ const chunksPerWorker = 4
 
 func newPool(n int) *pool {
 	p := &pool{n: n}
-	if n > 1 {
-		p.jobs = make(chan *call, 4*n)
-		for range n - 1 {
-			go p.worker()
-		}
+	p.wake = sync.NewCond(&p.mu)
+	for range n - 1 {
+		go p.worker()
 	}
 	return p
 }
 
 func (p *pool) worker() {
+	var seen uint64
 	for {
-		c, ok := p.poll()
-		if !ok {
-			c = <-p.jobs // nothing for spinFor: sleep until the next op
+		seen = p.await(seen)
+		if c := p.cur.Load(); c != nil {
+			c.work()
 		}
-		c.work()
 	}
 }
 
-// poll takes the next call without sleeping, trying for spinFor.
-func (p *pool) poll() (*call, bool) {
+// await returns the call generation once it differs from seen, polling for
+// spinFor and then asleep on wake.
+func (p *pool) await(seen uint64) uint64 {
 	var deadline time.Time
 	for i := 0; ; i++ {
-		select {
-		case c := <-p.jobs:
-			return c, true
-		default:
+		if g := p.gen.Load(); g != seen {
+			return g
 		}
 		if i%64 == 63 { // reading the clock costs more than a poll
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(spinFor)
 			} else if now.After(deadline) {
-				return nil, false
+				break
 			}
 		}
+	}
+	// sleepers is raised before gen is read again, and a caller bumps gen
+	// before it reads sleepers: either this worker sees the new call or
+	// the caller sees a sleeper and broadcasts (under mu, so not before
+	// this worker waits).
+	p.mu.Lock()
+	p.sleepers.Add(1)
+	g := p.gen.Load()
+	for g == seen {
+		p.wake.Wait()
+		g = p.gen.Load()
+	}
+	p.sleepers.Add(-1)
+	p.mu.Unlock()
+	return g
+}
+
+// publish makes c the call idle workers take chunks of.
+func (p *pool) publish(c *call) {
+	p.cur.Store(c)
+	p.gen.Add(1)
+	if p.sleepers.Load() > 0 {
+		p.mu.Lock()
+		p.wake.Broadcast()
+		p.mu.Unlock()
 	}
 }
 
 // work runs chunks of c until none is left.
 func (c *call) work() {
-	for {
+	for c.next.Load() < c.chunks { // a read first: workers arriving after the last chunk write nothing
 		i := c.next.Add(1) - 1
 		if i >= c.chunks {
 			return
@@ -122,8 +162,8 @@ func (p *pool) parallel(n, align, minWork int, fn func(lo, hi int)) {
 	chunk := (n + pieces - 1) / pieces
 	chunk = (chunk + align - 1) / align * align
 	c := &call{fn: fn, n: n, chunk: chunk, chunks: int32((n + chunk - 1) / chunk), finished: make(chan struct{})}
-	for range min(workers-1, int(c.chunks)-1) {
-		p.jobs <- c
+	if c.chunks > 1 {
+		p.publish(c)
 	}
 	c.work()
 	// The other chunks are running: spin for them, then sleep until the

@@ -62,3 +62,32 @@ func TestPoolCallerSleeps(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolWakesSleepingWorkers: workers idle for longer than spinFor sleep;
+// the next call wakes every one of them. Each of the 4 chunks waits until
+// all 4 have started, so the call completes only if the 3 sleeping workers
+// each took one (the caller can run just one at a time).
+func TestPoolWakesSleepingWorkers(t *testing.T) {
+	p := newPool(4)
+	for round := range 3 {
+		deadline := time.Now().Add(5 * time.Second)
+		for p.sleepers.Load() != 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d of 3 workers asleep after 5 s", round, p.sleepers.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var started sync.WaitGroup
+		started.Add(4)
+		all := make(chan struct{})
+		go func() { started.Wait(); close(all) }()
+		p.parallel(4, 1, 1, func(lo, hi int) {
+			started.Done()
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+				t.Errorf("round %d: chunk %d waited 5 s for the others: a worker did not wake", round, lo)
+			}
+		})
+	}
+}
