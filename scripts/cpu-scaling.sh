@@ -19,11 +19,12 @@
 # LLAMA=DIR (a llama.cpp build's bin directory, with llama-bench,
 # llama-quantize and their shared libraries) makes the 4-bit model a GGUF
 # Q4_0 by llama.cpp's quantizer and runs llama-bench -n 64 on both files at
-# the same thread counts (LLAMA_QUANTIZE=FILE: another llama-quantize);
-# without it the 4-bit model is `redrafter quantize
-# --bits 4 --group-size 64`. HEAD_SMALL=DIR (a small head made by
-# scripts/make-inflated-q4-head.sh) gives the 4-bit model that head,
-# inflated and quantized to 8 bits; without it the bundled head, inflated.
+# the same thread counts; LLAMA_QUANTIZE=FILE takes llama-quantize from
+# another build (that of a GGML_BACKEND_DL build crashes). Without LLAMA the
+# 4-bit model is `redrafter quantize --bits 4 --group-size 64`.
+# HEAD_SMALL=DIR (a small head made by scripts/make-inflated-q4-head.sh)
+# gives the 4-bit model that head, inflated and quantized to 8 bits; without
+# it the bundled head, inflated.
 # Each step has a time limit, so one that hangs does not take the rest.
 set -u -o pipefail
 usage="usage: $0 BIN OUT_DIR [THREADS]"
