@@ -220,9 +220,9 @@ func (b *Backend) step(s *graph.Step) error {
 	case graph.SwiGLUOp:
 		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.AddOp:
-		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a + b })
+		add(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.MulOp:
-		broadcast(f32(s.Out), f32(in[0]), f32(in[1]), func(a, b float32) float32 { return a * b })
+		mul(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.ConcatOp:
 		concat(f32(s.Out), f32(in[0]), f32(in[1]), in[0].Shape[0])
 	case graph.LogSoftmaxOp:

@@ -31,11 +31,32 @@ func (b *Backend) swiglu(y, gate, up []float32) {
 	}
 }
 
-// broadcast applies f elementwise, repeating b over a's leading dimensions.
-func broadcast(y, a, b []float32, f func(a, b float32) float32) {
-	n := len(b)
-	for i, v := range a {
-		y[i] = f(v, b[i%n])
+// add and mul are AddOp and MulOp: y = a+b and y = a·b elementwise,
+// repeating b over a's leading dimensions. A verification pass adds and
+// multiplies rows of the residual stream a few hundred times, serially on the
+// caller's thread, so these are plain loops the compiler keeps tight (a
+// function value per element cost 4 ns an element: ~2 ms of a 5-token pass).
+func add(y, a, b []float32) {
+	if len(b) == 0 {
+		return
+	}
+	for r := 0; r < len(a); r += len(b) {
+		yr, ar := y[r:r+len(b)], a[r:r+len(b)]
+		for i, v := range b {
+			yr[i] = ar[i] + v
+		}
+	}
+}
+
+func mul(y, a, b []float32) {
+	if len(b) == 0 {
+		return
+	}
+	for r := 0; r < len(a); r += len(b) {
+		yr, ar := y[r:r+len(b)], a[r:r+len(b)]
+		for i, v := range b {
+			yr[i] = ar[i] * v
+		}
 	}
 }
 
