@@ -208,7 +208,7 @@ func (b *Backend) step(s *graph.Step) error {
 	case graph.RMSNormOp:
 		b.rmsnorm(f32(s.Out), f32(in[0]), f32(in[1]), in[1].Shape[0], op.Eps)
 	case graph.RoPEOp:
-		return rope(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape, op)
+		return b.rope(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape, op)
 	case graph.AttentionOp:
 		return b.attention(s.Out, in, op.Scale)
 	case graph.KVWriteOp:

@@ -11,9 +11,16 @@ import (
 // sigmoid is 1/(1+e^-x) with math.Exp, for the reference backend.
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
+// elementwiseMin is the fewest elements of SiLU or SwiGLU worth a worker:
+// ~6 µs of the vector kernels, several times a fork and join. Chunks start
+// at multiples of 64, a multiple of every kernel set's vector width, so each
+// element takes the same code path (vector body or scalar tail) whatever
+// the split, and rounds alike.
+const elementwiseMin = 8192
+
 func (b *Backend) silu(y, x []float32) {
 	if !b.reference {
-		kernels.SiLU(y, x)
+		b.pool.parallel(len(x), 64, elementwiseMin, func(lo, hi int) { kernels.SiLU(y[lo:hi], x[lo:hi]) })
 		return
 	}
 	for i, v := range x {
@@ -23,7 +30,7 @@ func (b *Backend) silu(y, x []float32) {
 
 func (b *Backend) swiglu(y, gate, up []float32) {
 	if !b.reference {
-		kernels.SwiGLU(y, gate, up[:len(gate)])
+		b.pool.parallel(len(gate), 64, elementwiseMin, func(lo, hi int) { kernels.SwiGLU(y[lo:hi], gate[lo:hi], up[lo:hi]) })
 		return
 	}
 	for i, g := range gate {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
 // TestAddMulBroadcast: AddOp and MulOp against the definition, y[i] = a[i]
@@ -57,6 +59,61 @@ func TestRMSNormRowsSplit(t *testing.T) {
 						t.Fatalf("threads %d rows %d: y[%d][%d] = %g, want %g", threads, rows, row, i, y[row*d+i], want)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestSplitOpsMatchOneThread: SiLU, SwiGLU and RoPE split across workers
+// give the single-thread result bit for bit, at sizes with a scalar tail and
+// with rows of both RoPE layouts.
+func TestSplitOpsMatchOneThread(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	one, many := New(1), New(3)
+	for _, n := range []int{7, 8192, 5*5632 + 7, 70000} {
+		x, u := randF32(r, n), randF32(r, n)
+		for _, op := range []struct {
+			name string
+			run  func(b *Backend, y []float32)
+		}{{"silu", func(b *Backend, y []float32) { b.silu(y, x) }}, {"swiglu", func(b *Backend, y []float32) { b.swiglu(y, x, u) }}} {
+			want, got := make([]float32, n), make([]float32, n)
+			op.run(one, want)
+			op.run(many, got)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s n=%d: [%d] = %g on 3 threads, %g on 1", op.name, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	const heads, d = 4, 16
+	inv := make([]float32, d/2)
+	for j := range inv {
+		inv[j] = float32(math.Pow(10000, -2*float64(j)/d))
+	}
+	for _, rows := range []int{1, 5, 33} {
+		for _, neox := range []bool{false, true} {
+			x := randF32(r, rows*heads*d)
+			pos := make([]int32, rows)
+			for i := range pos {
+				pos[i] = int32(r.IntN(4096))
+			}
+			op := graph.RoPEOp{InvFreq: inv, NeoX: neox}
+			want, got := make([]float32, len(x)), make([]float32, len(x))
+			if err := one.rope(want, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
+				t.Fatal(err)
+			}
+			if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("rope rows %d neox %v: [%d] = %g on 3 threads, %g on 1", rows, neox, i, got[i], want[i])
+				}
+			}
+			pos[rows-1] = -1
+			if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err == nil {
+				t.Errorf("rope rows %d: a negative position gave no error", rows)
 			}
 		}
 	}
