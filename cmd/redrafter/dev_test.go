@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,5 +126,30 @@ func TestDevOpenings(t *testing.T) {
 		if _, _, err := run(t, "", append([]string{"dev", "openings", "--model", stories, "--data", sampled}, tc.args...)...); err == nil {
 			t.Errorf("%v: no error", tc.args)
 		}
+	}
+	// A set made by a model with another vocabulary (its meta.json says
+	// 600 tokens; stories260K has 512) is refused, and nothing is written.
+	raw, err := os.ReadFile(filepath.Join(sampled, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	meta["vocab_size"] = 600
+	if raw, err = json.Marshal(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sampled, "meta.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.jsonl")
+	_, _, err = run(t, "", "dev", "openings", "--backend", "cpu", "--model", stories, "--data", sampled, "--out", other)
+	if err == nil || !strings.Contains(err.Error(), "600 tokens") {
+		t.Errorf("a set of another vocabulary: %v", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused set left %s behind (%v)", other, err)
 	}
 }
