@@ -14,7 +14,9 @@
 # OUT_DIR gets scaling.log (every step's output), bench-f16.json and
 # bench-q4.json (redrafter bench, autoregressive and ReDrafter W=1 L=5 at
 # each thread count, and the cost of a 5-token verification pass against a
-# 1-token one) and, with LLAMA set, llama-f16.json and llama-q4.json.
+# 1-token one), profile-q4-N.prof and profile-f16-N.prof (CPU profiles at
+# the largest thread count N) and, with LLAMA set, llama-f16.json and
+# llama-q4.json.
 #
 # LLAMA=DIR (a llama.cpp build's bin directory, with llama-bench,
 # llama-quantize and their shared libraries) makes the 4-bit model a GGUF
@@ -92,3 +94,13 @@ sweep() {
 }
 sweep q4 "$q4" "$head"
 sweep f16 "$tl" "${tl%.gguf}-drafter"
+
+# A CPU profile of each model at the largest thread count (decoding,
+# ReDrafter and the 1- and 5-token passes), for `go tool pprof BIN/redrafter
+# OUT_DIR/profile-*.prof` where the binary was built.
+most=${threads##*,}
+for m in "q4 $q4 $head" "f16 $tl ${tl%.gguf}-drafter"; do
+	read -r name model drafter <<<"$m"
+	step "profile-$name" 120 "$r" bench --backend cpu --threads "$most" --model "$model" --drafter "$drafter" --prompts "$prompts" \
+		--limit 1 --max-tokens 64 --beam-width 1 --beam-length 5 --passes 1,5 --cpuprofile "$out/profile-$name-$most.prof"
+done
