@@ -47,16 +47,9 @@ mkdir -p "$out" .cache
 stories=models/stories260K/stories260K.gguf
 prompts=models/stories260K/distill/prompts-heldout.txt
 
-# step NAME LIMIT CMD...: run CMD, its output here and in OUT_DIR/scaling.log.
-step() {
-	local name=$1 limit=$2
-	shift 2
-	echo "== $name: $*" | tee -a "$out/scaling.log"
-	local t0=$SECONDS
-	timeout "$limit" "$@" 2>&1 | tee -a "$out/scaling.log"
-	local rc=$?
-	echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/scaling.log"
-}
+log=$out/scaling.log
+# shellcheck source=scripts/steps.sh
+. "$(dirname "$0")/steps.sh"
 
 step machine 20 bash -c 'lscpu; command -v numactl >/dev/null && numactl --hardware; free -g; uptime'
 
@@ -65,8 +58,7 @@ tl=.cache/tinyllama-shaped-f16.gguf
 
 head=${tl%.gguf}-drafter
 if [ -n "${HEAD_SMALL:-}" ]; then
-	step head-q4 120 bash -c "'$r' dev inflate --model '$stories' --drafter '$HEAD_SMALL' --out .cache/x.gguf --drafter-out .cache/head-q4-f32 &&
-		rm -f .cache/x.gguf && '$r' quantize --in .cache/head-q4-f32 --out .cache/head-q4 --bits 8 --group-size 64 --force"
+	head_q4 "$HEAD_SMALL"
 	head=.cache/head-q4
 fi
 if [ -n "${LLAMA:-}" ]; then

@@ -33,16 +33,9 @@ mkdir -p "$out" .cache
 stories=models/stories260K/stories260K.gguf
 prompts=models/stories260K/distill/prompts-heldout.txt
 
-# step NAME LIMIT CMD...: run CMD, its output here and in OUT_DIR/check.log.
-step() {
-	local name=$1 limit=$2
-	shift 2
-	echo "== $name: $*" | tee -a "$out/check.log"
-	local t0=$SECONDS
-	timeout "$limit" "$@" 2>&1 | tee -a "$out/check.log"
-	local rc=$?
-	echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/check.log"
-}
+log=$out/check.log
+# shellcheck source=scripts/steps.sh
+. "$(dirname "$0")/steps.sh"
 
 # profile NAME MODEL: each kernel's time on the GPU over the launches of
 # 2000 launches (about 4 tokens) after the first 2000 (the prompt and 3
@@ -51,7 +44,7 @@ profile() {
 	command -v ncu >/dev/null || return 0
 	timeout 120 ncu --launch-skip 2000 --launch-count 2000 --metrics gpu__time_duration.sum --print-summary per-kernel \
 		"$r" generate --backend cuda --model "$2" --prompt "Once upon a time" --max-tokens 24 >"$out/profile-$1.txt" 2>&1
-	echo "== profile $1: exit $? (profile-$1.txt)" | tee -a "$out/check.log"
+	echo "== profile $1: exit $? (profile-$1.txt)" | tee -a "$log"
 }
 
 # bench NAME MODEL HEAD: the W × L sweep and the pass costs, into
@@ -92,8 +85,7 @@ q4=.cache/tl-q4
 [ -d "$q4" ] || step quantize 120 "$r" quantize --in "$tl" --out "$q4" --bits 4 --group-size 64
 head=${tl%.gguf}-drafter
 if [ -n "$small_head" ]; then
-	step head-q4 120 bash -c "'$r' dev inflate --model '$stories' --drafter '$small_head' --out .cache/x.gguf --drafter-out .cache/head-q4-f32 &&
-		rm -f .cache/x.gguf && '$r' quantize --in .cache/head-q4-f32 --out .cache/head-q4 --bits 8 --group-size 64 --force"
+	head_q4 "$small_head"
 	head=.cache/head-q4
 fi
 bench q4 "$q4" "$head"
