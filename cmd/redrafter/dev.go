@@ -127,6 +127,7 @@ func newInflateCmd() *cobra.Command {
 		model, head, out, headOut, dtype string
 		shape                            = inflate.TinyLlama
 		seed                             uint64
+		exitDim                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "inflate --model IN.gguf [--drafter DIR] --out OUT.gguf [--drafter-out DIR]",
@@ -139,6 +140,8 @@ rescaled for the wider mean, heads embedded so that RoPE frequencies and the
 attention scale are preserved. The default shape is TinyLlama-1.1B's. The
 vocabulary is not padded (that would change the function), so the inflated
 model moves fewer bytes per token than a real one with a 32k vocabulary.
+--drafter-exit-dim narrows the head's blocks behind an input projection
+(the cost of a narrower head; what it drafts is unchanged).
 The file is written beside OUT and renamed into place; Ctrl-C stops the
 work, removes it, and exits with status 130.`,
 		Args: cobra.NoArgs,
@@ -181,6 +184,9 @@ work, removes it, and exits with status 130.`,
 				if err != nil {
 					return fmt.Errorf("%w (%s)", err, head)
 				}
+				if _, err := inflate.HeadExit(h.Config, shape.Dim, exitDim); err != nil {
+					return fmt.Errorf("--drafter-exit-dim: %w", err)
+				}
 			}
 			start := time.Now()
 			pl := newProgressLine(cmd.ErrOrStderr(), "inflate")
@@ -203,14 +209,14 @@ work, removes it, and exits with status 130.`,
 			fmt.Fprintf(w, "%s: %v → %v (%s), original layers at %v, rms eps %g → %g (%.1fs)\n", out,
 				inflate.ShapeOf(p.From), shape, strings.ToLower(dtype), p.LayerAt, p.From.NormEps, p.To.NormEps, time.Since(start).Seconds())
 			if h != nil {
-				nh, err := p.Head(h, dt)
+				nh, err := p.Head(h, dt, exitDim)
 				if err != nil {
 					return err
 				}
 				if err := nh.Save(headOut); err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "%s: draft head padded to hidden size %d\n", headOut, p.To.Dim)
+				fmt.Fprintf(w, "%s: draft head padded to hidden size %d, exit width %d\n", headOut, p.To.Dim, nh.Config.ExitDim)
 			}
 			return nil
 		},
@@ -220,6 +226,7 @@ work, removes it, and exits with status 130.`,
 	f.StringVar(&head, "drafter", "", "its draft head directory, inflated alongside")
 	f.StringVar(&out, "out", "", "inflated model (.gguf, required)")
 	f.StringVar(&headOut, "drafter-out", "", "inflated draft head directory (default: OUT without .gguf, plus -drafter)")
+	f.IntVar(&exitDim, "drafter-exit-dim", 0, "the inflated head's exit width (its blocks' width), reached through an input projection; 0: twice the hidden size, or the head's own when it has an input projection")
 	f.IntVar(&shape.Dim, "dim", shape.Dim, "hidden size")
 	f.IntVar(&shape.Heads, "heads", shape.Heads, "query heads (head size = dim / heads)")
 	f.IntVar(&shape.KVHeads, "kv-heads", shape.KVHeads, "key/value heads")

@@ -20,26 +20,32 @@ func TestDevInflate(t *testing.T) {
 	if err := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1).Save(head); err != nil {
 		t.Fatal(err)
 	}
-	big := filepath.Join(dir, "big.gguf")
-	out, _, err := run(t, "", "dev", "inflate", "--model", stories, "--drafter", head, "--out", big,
-		"--dim", "128", "--heads", "8", "--kv-heads", "4", "--layers", "8", "--ffn", "256", "--dtype", "f32")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "dim 128, 8 heads of 16, 4 KV heads, 8 layers, FFN 256") || !strings.Contains(out, "big-drafter: draft head padded to hidden size 128") {
-		t.Errorf("stdout %q", out)
-	}
 	want, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "60")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{nil, {"--drafter", filepath.Join(dir, "big-drafter"), "--beam-width", "2", "--beam-length", "4"}} {
-		got, _, err := run(t, "", append([]string{"generate", "--backend", "cpu", "--model", big, "--max-tokens", "60"}, args...)...)
+	big := filepath.Join(dir, "big.gguf")
+	// The head as it is (exit width 2·128) and narrowed behind an input
+	// projection (192): the same text either way.
+	for _, exit := range []string{"0", "192"} {
+		out, _, err := run(t, "", "dev", "inflate", "--model", stories, "--drafter", head, "--out", big, "--drafter-exit-dim", exit,
+			"--dim", "128", "--heads", "8", "--kv-heads", "4", "--layers", "8", "--ffn", "256", "--dtype", "f32")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Errorf("inflated model %v writes %q, the original %q", args, got, want)
+		wantExit := map[string]string{"0": "256", "192": "192"}[exit]
+		if !strings.Contains(out, "dim 128, 8 heads of 16, 4 KV heads, 8 layers, FFN 256") ||
+			!strings.Contains(out, "big-drafter: draft head padded to hidden size 128, exit width "+wantExit) {
+			t.Errorf("stdout %q", out)
+		}
+		for _, args := range [][]string{nil, {"--drafter", filepath.Join(dir, "big-drafter"), "--beam-width", "2", "--beam-length", "4"}} {
+			got, _, err := run(t, "", append([]string{"generate", "--backend", "cpu", "--model", big, "--max-tokens", "60"}, args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("inflated model (exit %s) %v writes %q, the original %q", exit, args, got, want)
+			}
 		}
 	}
 	inspect, _, err := run(t, "", "inspect", big)
@@ -51,6 +57,10 @@ func TestDevInflate(t *testing.T) {
 func TestDevInflateErrors(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.gguf")
+	head := filepath.Join(dir, "head")
+	if err := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: true}, 1).Save(head); err != nil {
+		t.Fatal(err)
+	}
 	base := []string{"dev", "inflate", "--model", stories}
 	for _, tc := range []struct {
 		args []string
@@ -63,6 +73,7 @@ func TestDevInflateErrors(t *testing.T) {
 		{[]string{"--out", out, "--dim", "96", "--heads", "8"}, "head size 12"},
 		{[]string{"--out", out, "--layers", "3"}, "3 layers are fewer than the model's 5"},
 		{[]string{"--out", out, "--drafter-out", dir}, "--drafter-out needs --drafter"},
+		{[]string{"--out", out, "--drafter", head, "--drafter-exit-dim", "64"}, "--drafter-exit-dim: inflate: exit width 64 is narrower than the head's 128"},
 		{[]string{"--out", stories}, "--out must differ from --model"},
 		{[]string{"--out", out, "--dim", "128", "--heads", "8", "--layers", "5", "--ffn", "172", "--drafter", dir}, "not a draft head checkpoint"},
 		{[]string{"--out", filepath.Join(dir, "no", "such", "dir.gguf"), "--dim", "128", "--heads", "8", "--layers", "5", "--ffn", "172"}, "no such file"},

@@ -20,7 +20,15 @@ import (
 // D′+i−H (the s half), in the blocks' rows and columns and in the vocabulary
 // projection's columns. With an input projection only its columns move and
 // the exit width stays.
-func (p *Plan) Head(h *drafter.Head, dt graph.DType) (*drafter.Head, error) {
+//
+// exit, when not 0, is the inflated head's exit width E′ instead: the blocks
+// and the vocabulary projection act on E′ coordinates, the original ones
+// first, and an input projection [E′, 2D′] carries [h; s] there (the
+// original one's rows and columns moved, or, for a head without one, 1 at
+// each original coordinate of the concatenation and 0 elsewhere, which is
+// exact). A head narrower than 2D′ costs less to evaluate; what it drafts is
+// still the original head's.
+func (p *Plan) Head(h *drafter.Head, dt graph.DType, exit int) (*drafter.Head, error) {
 	if _, err := (Options{DType: dt}).dtype(); err != nil {
 		return nil, err
 	}
@@ -37,9 +45,13 @@ func (p *Plan) Head(h *drafter.Head, dt graph.DType) (*drafter.Head, error) {
 	}
 	nc := c
 	nc.HiddenSize = d
-	exit, exitMap := c.ExitDim, identity
-	if c.ExitDim == 2*hs {
-		exit, exitMap = 2*d, concat
+	exit, err := HeadExit(c, d, exit)
+	if err != nil {
+		return nil, err
+	}
+	exitMap := identity
+	if exit == 2*d {
+		exitMap = concat
 	}
 	nc.ExitDim = exit
 	var jobs []job
@@ -70,9 +82,19 @@ func (p *Plan) Head(h *drafter.Head, dt graph.DType) (*drafter.Head, error) {
 		mat(&out.RnnU, h.RnnU, d, d, identity, identity)
 		vec(&out.RnnUBias, h.RnnUBias, d, identity)
 	}
-	if h.InputProj.Present() {
+	switch {
+	case h.InputProj.Present():
 		mat(&out.InputProj, h.InputProj, exit, 2*d, identity, concat)
 		vec(&out.InputProjBias, h.InputProjBias, exit, identity)
+	case exit != 2*d:
+		// A new input projection that places [h; s]'s original
+		// coordinates first.
+		dst = append(dst, &out.InputProj, &out.InputProjBias)
+		jobs = append(jobs, job{name: "input_proj.weight", shape: []int{exit, 2 * d}, fill: func(buf []float32) {
+			for i := range 2 * hs {
+				buf[i*2*d+concat(i)] = 1
+			}
+		}}, job{name: "input_proj.bias", shape: []int{exit}, vector: true})
 	}
 	for k, b := range h.Blocks {
 		mat(&out.Blocks[k].W, b.W, exit, exit, exitMap, exitMap)
@@ -93,15 +115,31 @@ func (p *Plan) Head(h *drafter.Head, dt graph.DType) (*drafter.Head, error) {
 	return out, nil
 }
 
+// HeadExit returns the exit width Head gives head c inflated to hidden size
+// d when asked for exit (0: the default), or why it cannot.
+func HeadExit(c drafter.Config, d, exit int) (int, error) {
+	switch {
+	case c.ExitDim == 2*c.HiddenSize && (exit == 0 || exit == 2*d):
+		return 2 * d, nil
+	case exit == 0:
+		return c.ExitDim, nil
+	case exit == 2*d:
+		return 0, fmt.Errorf("inflate: exit width %d is 2×%d, which means no input projection, but the head has one", exit, d)
+	case exit < c.ExitDim:
+		return 0, fmt.Errorf("inflate: exit width %d is narrower than the head's %d", exit, c.ExitDim)
+	}
+	return exit, nil
+}
+
 // HeadDir inflates the draft head in directory in (config.json +
-// model.safetensors) and saves it to out.
-func (p *Plan) HeadDir(in, out string, dt graph.DType) error {
+// model.safetensors) to exit width exit (0: as Head) and saves it to out.
+func (p *Plan) HeadDir(in, out string, dt graph.DType, exit int) error {
 	h, err := drafter.Load(in)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	nh, err := p.Head(h, dt)
+	nh, err := p.Head(h, dt, exit)
 	if err != nil {
 		return fmt.Errorf("%w (%s)", err, in)
 	}

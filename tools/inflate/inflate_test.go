@@ -1,6 +1,7 @@
 package inflate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -322,12 +323,18 @@ func TestPlanErrors(t *testing.T) {
 // same beams as the original head on the original model, and ReDrafter
 // decoding accepts the same drafts step by step.
 func TestInflatedDrafter(t *testing.T) {
-	for _, hc := range []drafter.Config{
-		{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 2, RNN: true},
-		{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: false},
-		{VocabSize: 512, HiddenSize: 64, ExitDim: 96, NumDraftLayers: 1, RNN: true}, // with an input projection
+	for _, tc := range []struct {
+		hc   drafter.Config
+		exit int // inflated exit width; 0: Head's default
+	}{
+		{drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 2, RNN: true}, 0},
+		{drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 1, RNN: false}, 0},
+		{drafter.Config{VocabSize: 512, HiddenSize: 64, ExitDim: 96, NumDraftLayers: 1, RNN: true}, 0},   // with an input projection
+		{drafter.Config{VocabSize: 512, HiddenSize: 64, NumDraftLayers: 2, RNN: true}, 192},              // an input projection added
+		{drafter.Config{VocabSize: 512, HiddenSize: 64, ExitDim: 96, NumDraftLayers: 1, RNN: true}, 160}, // the input projection widened
 	} {
-		t.Run(fmt.Sprintf("rnn=%v_exit%d_layers%d", hc.RNN, hc.ExitDim, hc.NumDraftLayers), func(t *testing.T) {
+		hc := tc.hc
+		t.Run(fmt.Sprintf("rnn=%v_exit%d_layers%d_to%d", hc.RNN, hc.ExitDim, hc.NumDraftLayers, tc.exit), func(t *testing.T) {
 			dir := t.TempDir()
 			headDir, bigHeadDir, out := filepath.Join(dir, "head"), filepath.Join(dir, "bighead"), filepath.Join(dir, "big.gguf")
 			if err := drafter.NewRandom(hc, 5).Save(headDir); err != nil {
@@ -337,13 +344,17 @@ func TestInflatedDrafter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := p.HeadDir(headDir, bigHeadDir, graph.F32); err != nil {
+			if err := p.HeadDir(headDir, bigHeadDir, graph.F32, tc.exit); err != nil {
 				t.Fatal(err)
 			}
 			orig, big := load(t, stories, headDir), load(t, out, bigHeadDir)
 			origBeams, bigBeams := beamDrafter(t, stories, headDir), beamDrafter(t, out, bigHeadDir)
-			if bh, _ := big.DraftHead(); hc.ExitDim == 0 && bh.ExitDim != 2*shapes[0].Dim {
-				t.Errorf("inflated exit dim %d, want 2·%d", bh.ExitDim, shapes[0].Dim)
+			want := tc.exit
+			if want == 0 {
+				want = cmp.Or(hc.ExitDim, 2*shapes[0].Dim)
+			}
+			if bh, _ := big.DraftHead(); bh.ExitDim != want {
+				t.Errorf("inflated exit dim %d, want %d", bh.ExitDim, want)
 			}
 			// Beams from the hidden states of a real text.
 			seq := append(orig.Tokenizer.Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 40, redrafter.DraftOptions{Off: true}).Tokens...)
@@ -386,8 +397,17 @@ func TestHeadRefusesOtherModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 32, NumDraftLayers: 1, RNN: true}, 1)
-	if _, err := p.Head(h, graph.F32); err == nil || !strings.Contains(err.Error(), "hidden size 32") {
+	if _, err := p.Head(h, graph.F32, 0); err == nil || !strings.Contains(err.Error(), "hidden size 32") {
 		t.Errorf("head for another model: %v", err)
+	}
+	h = drafter.NewRandom(drafter.Config{VocabSize: 512, HiddenSize: 64, ExitDim: 96, NumDraftLayers: 1, RNN: true}, 1)
+	for _, tc := range []struct {
+		exit int
+		want string
+	}{{64, "narrower than the head's 96"}, {2 * shapes[0].Dim, "no input projection"}} {
+		if _, err := p.Head(h, graph.F32, tc.exit); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("exit width %d: %v, want an error containing %q", tc.exit, err, tc.want)
+		}
 	}
 }
 
