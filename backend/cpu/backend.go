@@ -170,9 +170,15 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool { return true }
 
 // Run implements graph.Backend.
 func (b *Backend) Run(p *graph.Plan) error {
+	var prep preparedX // the last quantized product's x, for the next
+	defer prep.release()
 	for i := range p.Steps {
-		if err := b.step(&p.Steps[i]); err != nil {
-			return fmt.Errorf("cpu: step %d %v: %w", i, p.Steps[i].Op, err)
+		s := &p.Steps[i]
+		if _, ok := s.Op.(graph.QMatMulOp); !ok {
+			prep.release()
+		}
+		if err := b.step(s, &prep); err != nil {
+			return fmt.Errorf("cpu: step %d %v: %w", i, s.Op, err)
 		}
 	}
 	return nil
@@ -197,8 +203,9 @@ func u16(o graph.Operand) []uint16 {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
 }
 
-// step runs one op. Shapes were checked when the graph was built.
-func (b *Backend) step(s *graph.Step) error {
+// step runs one op; prep carries a prepared x from one quantized product
+// to the next. Shapes were checked when the graph was built.
+func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 	in := s.In
 	switch op := s.Op.(type) {
 	case graph.EmbedOp:
@@ -246,7 +253,7 @@ func (b *Backend) step(s *graph.Step) error {
 	case graph.AcceptChainsOp:
 		acceptChains(i32(s.Out), i32(in[0]), i32(in[1]), op.Width)
 	case graph.QMatMulOp:
-		return b.qmatmul(s.Out, in, op)
+		return b.qmatmul(s.Out, in, op, prep)
 	case graph.QEmbedOp:
 		return b.qembed(s.Out, in, op)
 	case graph.DequantizeOp:

@@ -114,9 +114,50 @@ func (b *Backend) qembed(out graph.Operand, in []graph.Operand, op graph.QEmbedO
 	return nil
 }
 
+// preparedX is the x of a Run's last quantized product, prepared for the
+// kernels (kernels.AffineX), kept for the next step if that multiplies the
+// same x: q, k and v share one, gate and up another. Any other step drops
+// it (it could write x), as does a product whose output overlaps x.
+type preparedX struct {
+	x        graph.Operand
+	bits, gs int
+	px       *kernels.AffineX
+}
+
+func (p *preparedX) release() {
+	if p.px != nil {
+		p.px.Release()
+		p.px = nil
+	}
+}
+
+// prepare returns x (operand o, m rows of k) prepared for bits and groups
+// of gs: p's if it holds this x, else a new one, its rows split across the
+// workers when there are several (a 5-row verification pass prepares ~150
+// of them, on the caller's thread before the workers can start).
+func (b *Backend) prepare(p *preparedX, o graph.Operand, x []float32, m, k, bits, gs int) *kernels.AffineX {
+	if p.px != nil && p.x.Buf == o.Buf && p.x.Off == o.Off && p.x.Bytes() == o.Bytes() && p.bits == bits && p.gs == gs {
+		return p.px
+	}
+	p.release()
+	px := kernels.NewAffineX(x, m, k, bits, gs)
+	if m > 1 {
+		b.pool.parallel(m, 1, 1, px.PrepareRows)
+	} else {
+		px.PrepareRows(0, m)
+	}
+	p.x, p.bits, p.gs, p.px = o, bits, gs, px
+	return px
+}
+
+// overlaps reports whether a and b share bytes of one buffer.
+func overlaps(a, b graph.Operand) bool {
+	return a.Buf == b.Buf && a.Off < b.Off+b.Bytes() && b.Off < a.Off+a.Bytes()
+}
+
 // qmatmul runs graph.QMatMulOp: out[M,N] = x[M,K]·Dequantize(w)ᵀ, splitting
-// the rows of w across workers.
-func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMulOp) error {
+// the rows of w across workers. x comes prepared from px when it holds it.
+func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMulOp, prep *preparedX) error {
 	w, err := affineRows(in[1], in[2], in[3], op.Bits, op.GroupSize)
 	if err != nil {
 		return err
@@ -143,20 +184,20 @@ func (b *Backend) qmatmul(out graph.Operand, in []graph.Operand, op graph.QMatMu
 	if err != nil {
 		return err
 	}
+	px := b.prepare(prep, in[0], x, m, k, op.Bits, op.GroupSize) // once, shared by the workers
 	if t != nil {
-		px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize)
 		b.pool.parallel(n, tileRows, minRows, func(lo, hi int) {
 			kernels.MatMulAffineTilesX(y[lo:], n, px, t.Rows(lo, hi))
 		})
-		px.Release()
-		return nil
+	} else {
+		const rowAlign = 8
+		b.pool.parallel(n, rowAlign, minRows, func(lo, hi int) {
+			kernels.MatMulAffineX(y[lo:], n, px, w.Rows(lo, hi))
+		})
 	}
-	const rowAlign = 8
-	px := kernels.PrepareAffine(x, m, k, op.Bits, op.GroupSize) // once, shared by the workers
-	b.pool.parallel(n, rowAlign, minRows, func(lo, hi int) {
-		kernels.MatMulAffineX(y[lo:], n, px, w.Rows(lo, hi))
-	})
-	px.Release()
+	if overlaps(out, in[0]) {
+		prep.release()
+	}
 	return nil
 }
 

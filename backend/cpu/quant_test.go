@@ -358,3 +358,74 @@ func TestQMatMulTilesInPlace(t *testing.T) {
 		}
 	}
 }
+
+// Consecutive products with one x (q, k and v; gate and up) share its
+// preparation; a product after another step prepares its x again. Every
+// product gives the bits it gives alone, at one row (prepared on the
+// caller's thread) and several (rows prepared across the workers).
+func TestQMatMulSharedX(t *testing.T) {
+	r := rand.New(rand.NewPCG(rand.Uint64(), 11))
+	be := New(2)
+	const k = 256
+	ws := []*qweight{newQWeight(t, r, 48, k, 4, 32, graph.F16), newQWeight(t, r, 40, k, 4, 32, graph.F16),
+		newQWeight(t, r, 33, k, 8, 64, graph.F16), newQWeight(t, r, 16, k, 4, 32, graph.F16)}
+	for _, m := range []int{1, 5} {
+		x := randF32(r, m*k)
+		alone := func(w *qweight, xs []float32) []float32 {
+			return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+				xa := g.Input("x", graph.F32, m, k)
+				return map[*graph.Array]any{xa: xs}, graph.MatMul(xa, w.array(t, be, g))
+			})
+		}
+		silu := make([]float32, len(x))
+		g := graph.New()
+		xa := g.Input("x", graph.F32, m, k)
+		y0 := graph.MatMul(xa, ws[0].array(t, be, g))
+		y1 := graph.MatMul(xa, ws[1].array(t, be, g)) // x prepared for y0
+		x2 := graph.SiLU(xa)
+		y2 := graph.MatMul(x2, ws[2].array(t, be, g)) // another x, 8 bits
+		y3 := graph.MatMul(xa, ws[3].array(t, be, g)) // x again, prepared again
+		p, err := graph.Compile(be, y0, y1, y2, y3, x2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, s := range p.Steps {
+			order = append(order, fmt.Sprintf("%T", s.Op))
+		}
+		if want := []string{"graph.QMatMulOp", "graph.QMatMulOp", "graph.SiLUOp", "graph.QMatMulOp", "graph.QMatMulOp"}; !slices.Equal(order, want) {
+			t.Fatalf("plan %v, want %v: the test no longer covers a shared x", order, want)
+		}
+		if a, b := p.Steps[0].In[0], p.Steps[1].In[0]; a.Buf != b.Buf || a.Off != b.Off {
+			t.Fatal("the first two products do not read one operand")
+		}
+		if err := p.Write(xa, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, m*k)
+		if err := p.Read(x2, got); err != nil {
+			t.Fatal(err)
+		}
+		copy(silu, got) // the backend's SiLU, the x of y2
+		for i, c := range []struct {
+			y  *graph.Array
+			w  *qweight
+			xs []float32
+		}{{y0, ws[0], x}, {y1, ws[1], x}, {y2, ws[2], silu}, {y3, ws[3], x}} {
+			got := make([]float32, m*c.w.n)
+			if err := p.Read(c.y, got); err != nil {
+				t.Fatal(err)
+			}
+			want := alone(c.w, c.xs)
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("m=%d product %d: element %d is %v, alone %v", m, i, j, got[j], want[j])
+				}
+			}
+		}
+		p.Free()
+	}
+}

@@ -133,15 +133,37 @@ type AffineX struct {
 
 // PrepareAffine prepares the m rows of x (len(x) == m·k) for products with
 // weights of this many bits and group size. Release returns its memory.
+// It is NewAffineX and PrepareRows(0, m).
 func PrepareAffine(x []float32, m, k, bits, groupSize int) *AffineX {
+	p := NewAffineX(x, m, k, bits, groupSize)
+	p.PrepareRows(0, m)
+	return p
+}
+
+// NewAffineX is PrepareAffine in two steps, for a caller that splits the
+// preparation of many rows across goroutines: it takes the memory of x's
+// prepared form, and PrepareRows fills it. Every row must be prepared
+// before the first product.
+func NewAffineX(x []float32, m, k, bits, groupSize int) *AffineX {
 	if len(x) != m*k {
 		panic(fmt.Sprintf("kernels: PrepareAffine: len(x)=%d for m=%d, k=%d", len(x), m, k))
 	}
 	p := &AffineX{x: x, m: m, k: k, bits: bits, gs: groupSize, impl: affineCur}
 	if p.impl != nil && m > 0 && k > 0 {
-		p.prep = p.impl.prepare(x, m, k, bits, groupSize)
+		p.prep = p.impl.alloc(x, m, k, bits, groupSize)
 	}
 	return p
+}
+
+// PrepareRows prepares rows [lo, hi) of p's x. Calls on disjoint ranges may
+// run at the same time.
+func (p *AffineX) PrepareRows(lo, hi int) {
+	if lo < 0 || hi > p.m || lo > hi {
+		panic(fmt.Sprintf("kernels: PrepareRows(%d, %d) of %d rows", lo, hi, p.m))
+	}
+	if p.impl != nil && lo < hi && p.k > 0 {
+		p.impl.prepareRows(&p.prep, p.x, p.k, p.bits, p.gs, lo, hi)
+	}
 }
 
 // Release returns p's buffers to a pool; p must not be used afterwards.

@@ -92,10 +92,13 @@ func floats(n int) *[]float32 {
 	return p
 }
 
-func (ks *affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep {
+// alloc takes the memory of x's prepared form: for the VNNI kernels, filled
+// row by row by prepareRows; for the float kernels, prepared at once (it is
+// a reordering, and fast).
+func (ks *affineKernels) alloc(x []float32, m, k, bits, gs int) affinePrep {
 	if ks.vnni != nil {
 		l := newVNNILayout(k, bits, gs)
-		return affinePrep{xb: prepareVNNI(x, m, k, bits, gs, l), l: l}
+		return affinePrep{xb: vnniBuffer(m, l), l: l}
 	}
 	if bits != 4 {
 		return affinePrep{}
@@ -112,6 +115,20 @@ func (ks *affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep {
 		}
 	}
 	return affinePrep{xf: p}
+}
+
+// prepareRows quantizes rows [lo, hi) of x for the VNNI kernels.
+func (ks *affineKernels) prepareRows(p *affinePrep, x []float32, k, bits, gs, lo, hi int) {
+	if p.xb != nil {
+		prepareVNNIRows(*p.xb, x, k, bits, gs, p.l, lo, hi)
+	}
+}
+
+// prepare is alloc and prepareRows of every row.
+func (ks *affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep {
+	p := ks.alloc(x, m, k, bits, gs)
+	ks.prepareRows(&p, x, k, bits, gs, 0, m)
+	return p
 }
 
 func (ks *affineKernels) release(p affinePrep) {
@@ -213,6 +230,13 @@ func newVNNILayout(k, bits, gs int) vnniLayout {
 
 // prepareVNNI quantizes the m rows of x into a pooled buffer.
 func prepareVNNI(x []float32, m, k, bits, gs int, l vnniLayout) *[]byte {
+	p := vnniBuffer(m, l)
+	prepareVNNIRows(*p, x, k, bits, gs, l, 0, m)
+	return p
+}
+
+// vnniBuffer returns a pooled buffer for m rows of prepared x.
+func vnniBuffer(m int, l vnniLayout) *[]byte {
 	p, _ := bytePool.Get().(*[]byte)
 	if p == nil {
 		p = new([]byte)
@@ -220,14 +244,19 @@ func prepareVNNI(x []float32, m, k, bits, gs int, l vnniLayout) *[]byte {
 	if cap(*p) < m*l.ldx {
 		*p = make([]byte, m*l.ldx)
 	}
-	buf := (*p)[:m*l.ldx]
-	clear(buf)
+	*p = (*p)[:m*l.ldx]
+	return p
+}
+
+// prepareVNNIRows quantizes rows [lo, hi) of x into buf.
+func prepareVNNIRows(buf []byte, x []float32, k, bits, gs int, l vnniLayout, lo, hi int) {
 	blocks := k / vnniBlock
 	sp := floats(blocks)
 	sums := *sp
 	per := gs / vnniBlock
-	for i := range m {
+	for i := lo; i < hi; i++ {
 		row := buf[i*l.ldx : (i+1)*l.ldx]
+		clear(row)
 		vnniPrep(&x[i*k], blocks, &row[0], bits, &sums[0])
 		xs := unsafe.Slice((*float32)(unsafe.Pointer(&row[l.xsOff])), l.gpad)
 		for g := range k / gs {
@@ -239,7 +268,6 @@ func prepareVNNI(x []float32, m, k, bits, gs int, l vnniLayout) *[]byte {
 		}
 	}
 	floatPool.Put(sp)
-	return p
 }
 
 func (ks *affineKernels) runVNNI(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {

@@ -11,8 +11,9 @@ type affineKernels struct{ name string }
 
 var affineCur *affineKernels
 
-func (*affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep { return affinePrep{} }
-func (*affineKernels) release(affinePrep)                                 {}
+func (*affineKernels) alloc(x []float32, m, k, bits, gs int) affinePrep            { return affinePrep{} }
+func (*affineKernels) prepareRows(*affinePrep, []float32, int, int, int, int, int) {}
+func (*affineKernels) release(affinePrep)                                          {}
 func (*affineKernels) run(y []float32, ldy int, p *AffineX, w *AffineRows, n int) {
 	matMulAffineGeneric(y, ldy, p.x, p.m, w, n)
 }

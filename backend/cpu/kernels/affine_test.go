@@ -143,6 +143,51 @@ func TestMatMulAffineBatchInvariant(t *testing.T) {
 	}
 }
 
+// x prepared in pieces, concurrently (NewAffineX, PrepareRows), gives the
+// products PrepareAffine's does, bit for bit, tiled or not.
+func TestPrepareRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	for _, bits := range []int{4, 8} {
+		k, n, m := 512, 37, 7
+		c := newAffineCase(r, n, k, bits, 32, ScalesF16)
+		x := make([]float32, m*k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		whole := PrepareAffine(x, m, k, bits, 32)
+		pieces := NewAffineX(x, m, k, bits, 32)
+		done := make(chan struct{})
+		for _, rg := range [][2]int{{0, 2}, {2, 3}, {3, 7}} {
+			go func() { pieces.PrepareRows(rg[0], rg[1]); done <- struct{}{} }()
+		}
+		for range 3 {
+			<-done
+		}
+		want, got := make([]float32, m*n), make([]float32, m*n)
+		MatMulAffineX(want, n, whole, c.w)
+		MatMulAffineX(got, n, pieces, c.w)
+		if tl := PackAffineTiles(c.w); tl != nil {
+			wt, gt := make([]float32, m*n), make([]float32, m*n)
+			MatMulAffineTilesX(wt, n, whole, *tl)
+			MatMulAffineTilesX(gt, n, pieces, *tl)
+			want, got = append(want, wt...), append(got, gt...)
+		}
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("%d bits: output %d is %v prepared in pieces, %v at once", bits, i, got[i], want[i])
+			}
+		}
+		whole.Release()
+		pieces.Release()
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("PrepareRows(3, 8) of 7 rows did not panic")
+		}
+	}()
+	NewAffineX(make([]float32, 7*32), 7, 32, 4, 32).PrepareRows(3, 8)
+}
+
 func TestMatMulAffinePanics(t *testing.T) {
 	c := newAffineCase(rand.New(rand.NewPCG(5, 6)), 4, 64, 4, 32, ScalesF16)
 	for _, f := range []func(){
