@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
 )
@@ -39,20 +40,36 @@ func (b *Backend) swiglu(y, gate, up []float32) {
 }
 
 // add and mul are AddOp and MulOp: y = a+b and y = a·b elementwise,
-// repeating b over a's leading dimensions. A verification pass adds and
-// multiplies rows of the residual stream ~45 times, serially on the
-// caller's thread, so these are plain loops the compiler keeps tight (a
-// function value per element cost 4 ns an element: ~2 ms of a 5-token pass).
+// repeating b over a's leading dimensions. A verification pass adds rows of
+// the residual stream ~45 times, serially on the caller's thread (a
+// function value per element once cost 4 ns an element: ~2 ms of a 5-token
+// pass), so add is a copy and the vector kernels' y += 1·b, which rounds
+// as a+b does (1·b is exact, then one rounding of the sum, fused or not).
 func add(y, a, b []float32) {
 	if len(b) == 0 {
 		return
 	}
 	for r := 0; r < len(a); r += len(b) {
 		yr, ar := y[r:r+len(b)], a[r:r+len(b)]
-		for i, v := range b {
-			yr[i] = ar[i] + v
+		if overlapF32(yr, b) {
+			// The copy would overwrite b before it is read.
+			for i, v := range b {
+				yr[i] = ar[i] + v
+			}
+			continue
 		}
+		copy(yr, ar)
+		kernels.Axpy(yr, 1, b)
 	}
+}
+
+// overlapF32 reports whether a and b share memory.
+func overlapF32(a, b []float32) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa < pb+uintptr(4*len(b)) && pb < pa+uintptr(4*len(a))
 }
 
 func mul(y, a, b []float32) {

@@ -13,7 +13,7 @@ import (
 // place too.
 func TestAddMulBroadcast(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, s := range [][2]int{{1, 1}, {12, 12}, {15, 5}, {5 * 2048, 2048}, {7, 1}} {
+	for _, s := range [][2]int{{1, 1}, {12, 12}, {15, 5}, {5 * 2048, 2048}, {7, 1}, {2048, 2048}, {33, 33}} {
 		a, b := randF32(r, s[0]), randF32(r, s[1])
 		for _, op := range []struct {
 			name string
@@ -24,10 +24,17 @@ func TestAddMulBroadcast(t *testing.T) {
 			op.run(y, a, b)
 			inPlace := append([]float32(nil), a...)
 			op.run(inPlace, inPlace, b)
+			intoB := append([]float32(nil), a...) // y is b when the shapes match
+			if len(a) == len(b) {
+				intoB = append(intoB[:0], b...)
+				op.run(intoB, a, intoB)
+			} else {
+				op.run(intoB, a, b)
+			}
 			for i := range a {
 				want := op.f(a[i], b[i%len(b)])
-				if y[i] != want || inPlace[i] != want {
-					t.Fatalf("%s %v: y[%d] = %g (in place %g), want %g", op.name, s, i, y[i], inPlace[i], want)
+				if y[i] != want || inPlace[i] != want || intoB[i] != want {
+					t.Fatalf("%s %v: y[%d] = %g (in place %g, into b %g), want %g", op.name, s, i, y[i], inPlace[i], intoB[i], want)
 				}
 			}
 		}
