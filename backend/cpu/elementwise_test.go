@@ -50,7 +50,7 @@ func TestRMSNormRowsSplit(t *testing.T) {
 	w := randF32(r, d)
 	for _, threads := range []int{1, 2, 3, 8} {
 		b := New(threads)
-		for _, rows := range []int{1, 2, 5, 33} {
+		for _, rows := range []int{1, 2, 3, 4, 5, 7, 33} {
 			x := randF32(r, rows*d)
 			y := make([]float32, rows*d)
 			b.rmsnorm(y, x, w, d, eps)
@@ -123,5 +123,15 @@ func TestSplitOpsMatchOneThread(t *testing.T) {
 				t.Errorf("rope rows %d: a negative position gave no error", rows)
 			}
 		}
+	}
+}
+
+// BenchmarkAdd is AddOp on the residual stream of a 7-row verification pass
+// of a 2048-wide model.
+func BenchmarkAdd(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	a, x, y := randF32(r, 7*2048), randF32(r, 7*2048), make([]float32, 7*2048)
+	for b.Loop() {
+		add(y, a, x)
 	}
 }
