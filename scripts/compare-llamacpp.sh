@@ -9,7 +9,9 @@
 #
 # For each thread count (default: 1 2), twice over: llama-bench's decode
 # (tg32) and prefill (pp256), then `redrafter bench` (autoregressive decoding
-# with the read bandwidth measured in the same run, and ReDrafter W=1 L=5 on
+# with the read bandwidth measured in the same run, and ReDrafter W=1 L=5
+# (BEAM_LENGTH=7: L=7, the better setting for a 4-bit model with a narrow
+# head, docs/BENCHMARKS.md) on
 # two held-out openings, outputs checked identical, and the median of ten
 # forward passes over 256 new tokens, the prefill figure). Output: one line
 # per figure, for docs/BENCHMARKS.md.
@@ -23,6 +25,7 @@ threads=("$@")
 [ -f "$model" ] || { echo "$model: no such file" >&2; exit 1; }
 : "${LLAMA_BENCH:?set LLAMA_BENCH to the llama-bench binary of a llama.cpp build}"
 bin=bin/redrafter
+beamLength=${BEAM_LENGTH:-5}
 go build -o "$bin" ./cmd/redrafter
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $model, $(nproc) CPUs"
@@ -34,13 +37,13 @@ for round in 1 2; do
 		echo "$tag  llama.cpp: tg32 $tg tok/s, pp256 $pp tok/s"
 		"$bin" --log-level warn bench --model "$model" --drafter "$head" --threads "$t" \
 			--prompts models/stories260K/distill/prompts-heldout.txt --limit 2 --max-tokens 64 \
-			--beam-width 1 --beam-length 5 --passes 256 --passes-after 1 |
-			awk -v tag="$tag" '
+			--beam-width 1 --beam-length "$beamLength" --passes 256 --passes-after 1 |
+			awk -v tag="$tag" -v L="$beamLength" '
 				/^memory/ {bw = $0}
 				/^autoregressive/ {ar = $0}
 				/read per token/ {frac = $0; sub(/^ +/, "", frac)}
-				/^ +1 +5 / {rd = $3 " tok/s, " $4 ", " $5 " tok/step"}
+				$1 == 1 && $2 == L && NF > 10 {rd = $3 " tok/s, " $4 ", " $5 " tok/step"}
 				/^ +256 +1 / {pp = $4}
-				END {print tag "  redrafter: " ar "; " frac "; ReDrafter W1 L5 " rd "; pass over 256 tokens " pp " tok/s"}'
+				END {print tag "  redrafter: " ar "; " frac "; ReDrafter W1 L" L " " rd "; pass over 256 tokens " pp " tok/s"}'
 	done
 done
