@@ -17,7 +17,7 @@ import (
 type affineFunc = func(x *float32, ldx int, codes *byte, scales *float32, biases *float32, n int, groups int, y *float32, ldy int)
 
 // affineVNNIFunc is a generated VNNI kernel: int8 x (prepared by
-// prepareVNNI) times unsigned codes; see internal/affinegen.
+// prepareVNNIRows) times unsigned codes; see internal/affinegen.
 type affineVNNIFunc = func(x *byte, ldx int, codes *byte, rowBytes int, scales *byte, biases *byte, sstride int,
 	n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
@@ -124,13 +124,6 @@ func (ks *affineKernels) prepareRows(p *affinePrep, x []float32, k, bits, gs, lo
 	}
 }
 
-// prepare is alloc and prepareRows of every row.
-func (ks *affineKernels) prepare(x []float32, m, k, bits, gs int) affinePrep {
-	p := ks.alloc(x, m, k, bits, gs)
-	ks.prepareRows(&p, x, k, bits, gs, 0, m)
-	return p
-}
-
 func (ks *affineKernels) release(p affinePrep) {
 	if p.xf != nil {
 		floatPool.Put(p.xf)
@@ -226,13 +219,6 @@ func newVNNILayout(k, bits, gs int) vnniLayout {
 	l.xsOff = l.chunks * l.stride
 	l.ldx = l.xsOff + 4*l.gpad
 	return l
-}
-
-// prepareVNNI quantizes the m rows of x into a pooled buffer.
-func prepareVNNI(x []float32, m, k, bits, gs int, l vnniLayout) *[]byte {
-	p := vnniBuffer(m, l)
-	prepareVNNIRows(*p, x, k, bits, gs, l, 0, m)
-	return p
 }
 
 // vnniBuffer returns a pooled buffer for m rows of prepared x.
@@ -343,7 +329,8 @@ func (ks affineKernels) call(y []float32, ldy int, x []float32, m int, w AffineR
 	n := w.check("MatMulAffine")
 	if m > 0 && n > 0 {
 		p := &AffineX{x: x, m: m, k: w.K, bits: w.Bits, gs: w.GroupSize, impl: &ks}
-		p.prep = ks.prepare(x, m, w.K, w.Bits, w.GroupSize)
+		p.prep = ks.alloc(x, m, w.K, w.Bits, w.GroupSize)
+		ks.prepareRows(&p.prep, x, w.K, w.Bits, w.GroupSize, 0, m)
 		ks.run(y, ldy, p, &w, n)
 		ks.release(p.prep)
 	}
