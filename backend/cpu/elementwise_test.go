@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
@@ -43,27 +44,36 @@ func TestAddMulBroadcast(t *testing.T) {
 
 // TestRMSNormRowsSplit: rows normalized across workers equal, bit for bit,
 // the formula applied row by row on one thread (the rounding of the sum must
-// not depend on the thread count, or greedy decoding would).
+// not depend on the thread count, or greedy decoding would): with the
+// vector kernel's sum on the fast backend, in index order on the reference.
 func TestRMSNormRowsSplit(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	const d, eps = 64, 1e-5
-	w := randF32(r, d)
-	for _, threads := range []int{1, 2, 3, 8} {
-		b := New(threads)
-		for _, rows := range []int{1, 2, 3, 4, 5, 7, 33} {
-			x := randF32(r, rows*d)
-			y := make([]float32, rows*d)
-			b.rmsnorm(y, x, w, d, eps)
-			for row := range rows {
-				xr := x[row*d : (row+1)*d]
-				var ss float32
-				for _, v := range xr {
-					ss += v * v
-				}
-				scale := float32(1 / math.Sqrt(float64(ss/d+eps)))
-				for i, v := range xr {
-					if want := v * scale * w[i]; y[row*d+i] != want {
-						t.Fatalf("threads %d rows %d: y[%d][%d] = %g, want %g", threads, rows, row, i, y[row*d+i], want)
+	const eps = 1e-5
+	for _, d := range []int{64, 2048, 100} {
+		w := randF32(r, d)
+		for _, threads := range []int{1, 2, 3, 8} {
+			for _, ref := range []bool{false, true} {
+				b := New(threads)
+				b.reference = ref
+				for _, rows := range []int{1, 2, 3, 4, 5, 7, 33} {
+					x := randF32(r, rows*d)
+					y := make([]float32, rows*d)
+					b.rmsnorm(y, x, w, d, eps)
+					for row := range rows {
+						xr := x[row*d : (row+1)*d]
+						ss := kernels.SumSquares(xr)
+						if ref {
+							ss = 0
+							for _, v := range xr {
+								ss += v * v
+							}
+						}
+						scale := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
+						for i, v := range xr {
+							if want := v * scale * w[i]; y[row*d+i] != want {
+								t.Fatalf("d %d threads %d reference %v rows %d: y[%d][%d] = %g, want %g", d, threads, ref, rows, row, i, y[row*d+i], want)
+							}
+						}
 					}
 				}
 			}
