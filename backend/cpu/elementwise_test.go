@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -83,10 +84,11 @@ func TestRMSNormRowsSplit(t *testing.T) {
 
 // TestSplitOpsMatchOneThread: SiLU, SwiGLU and RoPE split across workers
 // give the single-thread result bit for bit, at sizes with a scalar tail and
-// with rows of both RoPE layouts.
+// with rows of both RoPE layouts; RoPE's vector kernels give the
+// reference's bits.
 func TestSplitOpsMatchOneThread(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	one, many := New(1), New(3)
+	one, many, ref := New(1), New(3), NewReference()
 	for _, n := range []int{7, 8192, 5*5632 + 7, 70000} {
 		x, u := randF32(r, n), randF32(r, n)
 		for _, op := range []struct {
@@ -103,34 +105,40 @@ func TestSplitOpsMatchOneThread(t *testing.T) {
 			}
 		}
 	}
-	const heads, d = 4, 16
-	inv := make([]float32, d/2)
-	for j := range inv {
-		inv[j] = float32(math.Pow(10000, -2*float64(j)/d))
-	}
-	for _, rows := range []int{1, 5, 33} {
-		for _, neox := range []bool{false, true} {
-			x := randF32(r, rows*heads*d)
-			pos := make([]int32, rows)
-			for i := range pos {
-				pos[i] = int32(r.IntN(4096))
-			}
-			op := graph.RoPEOp{InvFreq: inv, NeoX: neox}
-			want, got := make([]float32, len(x)), make([]float32, len(x))
-			if err := one.rope(want, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
-				t.Fatal(err)
-			}
-			if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("rope rows %d neox %v: [%d] = %g on 3 threads, %g on 1", rows, neox, i, got[i], want[i])
+	const heads = 4
+	for _, d := range []int{16, 64, 72} {
+		inv := make([]float32, d/2)
+		for j := range inv {
+			inv[j] = float32(math.Pow(10000, -2*float64(j)/float64(d)))
+		}
+		for _, rows := range []int{1, 5, 33} {
+			for _, neox := range []bool{false, true} {
+				x := randF32(r, rows*heads*d)
+				pos := make([]int32, rows)
+				for i := range pos {
+					pos[i] = int32(r.IntN(4096))
 				}
-			}
-			pos[rows-1] = -1
-			if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err == nil {
-				t.Errorf("rope rows %d: a negative position gave no error", rows)
+				op := graph.RoPEOp{InvFreq: inv, NeoX: neox}
+				want, got := make([]float32, len(x)), make([]float32, len(x))
+				if err := one.rope(want, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
+					t.Fatal(err)
+				}
+				if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
+					t.Fatal(err)
+				}
+				refOut := make([]float32, len(x))
+				if err := ref.rope(refOut, x, pos, graph.Shape{rows, heads, d}, op); err != nil {
+					t.Fatal(err)
+				}
+				for i := range want {
+					if got[i] != want[i] || refOut[i] != want[i] {
+						t.Fatalf("rope d %d rows %d neox %v: [%d] = %g on 3 threads, %g on 1, %g on the reference", d, rows, neox, i, got[i], want[i], refOut[i])
+					}
+				}
+				pos[rows-1] = -1
+				if err := many.rope(got, x, pos, graph.Shape{rows, heads, d}, op); err == nil {
+					t.Errorf("rope rows %d: a negative position gave no error", rows)
+				}
 			}
 		}
 	}
@@ -143,5 +151,48 @@ func BenchmarkAdd(b *testing.B) {
 	a, x, y := randF32(r, 7*2048), randF32(r, 7*2048), make([]float32, 7*2048)
 	for b.Loop() {
 		add(y, a, x)
+	}
+}
+
+// BenchmarkRMSNorm is RMSNormOp on 1 and 7 rows of 2048, on 2 threads: a
+// decode step's and a W=1 L=7 verification pass's.
+func BenchmarkRMSNorm(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	w := randF32(r, 2048)
+	for _, rows := range []int{1, 7} {
+		x, y := randF32(r, rows*2048), make([]float32, rows*2048)
+		be := New(2)
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			for b.Loop() {
+				be.rmsnorm(y, x, w, 2048, 1e-5)
+			}
+		})
+	}
+}
+
+// BenchmarkRoPE is RoPEOp on TinyLlama's queries (32 heads of 64) and keys
+// (4 heads), 1 and 7 rows, GGUF's layout, on 2 threads.
+func BenchmarkRoPE(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	inv := make([]float32, 32)
+	for j := range inv {
+		inv[j] = float32(math.Pow(10000, -2*float64(j)/64))
+	}
+	be := New(2)
+	for _, rows := range []int{1, 7} {
+		for _, heads := range []int{32, 4} {
+			x := randF32(r, rows*heads*64)
+			pos := make([]int32, rows)
+			for i := range pos {
+				pos[i] = int32(100 + i)
+			}
+			b.Run(fmt.Sprintf("rows=%d/heads=%d", rows, heads), func(b *testing.B) {
+				for b.Loop() {
+					if err := be.rope(x, x, pos, graph.Shape{rows, heads, 64}, graph.RoPEOp{InvFreq: inv}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
+
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
 // RoPEOp; mirrors backend/metal/rope.go.
 
 // rope rotates each head of each row by its position. Rows are split
-// across the workers (a row of 32 heads is a few µs; a verification pass
-// ropes 5 or more rows 44 times).
+// across the workers (a verification pass ropes 5 or more rows 44 times);
+// a row's angles are computed once for all its heads. The fast backend
+// rotates with the vector kernels, which round as the reference's loops do.
 func (b *Backend) rope(y, x []float32, pos []int32, shape graph.Shape, op graph.RoPEOp) error {
 	heads, d := shape[1], shape[2]
 	half := len(op.InvFreq)
@@ -33,18 +36,32 @@ func (b *Backend) rope(y, x []float32, pos []int32, shape graph.Shape, op graph.
 				cos[j], sin[j] = float32(c), float32(s)
 			}
 			for h := range heads {
-				v := y[(m*heads+h)*d : (m*heads+h+1)*d]
-				for j := range half {
-					i0, i1 := 2*j, 2*j+1
-					if op.NeoX {
-						i0, i1 = j, j+half
-					}
-					v0, v1 := v[i0], v[i1]
-					v[i0] = v0*cos[j] - v1*sin[j]
-					v[i1] = v0*sin[j] + v1*cos[j]
+				v := y[(m*heads+h)*d : (m*heads+h)*d+2*half]
+				switch {
+				case b.reference:
+					rotateRef(v, cos, sin, op.NeoX)
+				case op.NeoX:
+					kernels.RotateHalves(v[:half], v[half:], cos, sin)
+				default:
+					kernels.RotatePairs(v, cos, sin)
 				}
 			}
 		}
 	})
 	return nil
+}
+
+// rotateRef rotates the pairs of one head: (v[2j], v[2j+1]), or with neox
+// (v[j], v[j+half]), by the angle whose cosine and sine are cos[j], sin[j].
+func rotateRef(v, cos, sin []float32, neox bool) {
+	half := len(cos)
+	for j := range half {
+		i0, i1 := 2*j, 2*j+1
+		if neox {
+			i0, i1 = j, j+half
+		}
+		v0, v1 := v[i0], v[i1]
+		v[i0] = float32(v0*cos[j]) - float32(v1*sin[j])
+		v[i1] = float32(v0*sin[j]) + float32(v1*cos[j])
+	}
 }

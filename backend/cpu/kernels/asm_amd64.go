@@ -442,6 +442,18 @@ func axpyRowsF16_3_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, l
 //go:noescape
 func axpyRowsF16_4_avx512(y *float32, ldy int, p *float32, ldp int, v *uint16, ldv int, rows int, n int)
 
+//go:noescape
+func rotatePairs_avx2(v *float32, c *float32, s *float32, n int)
+
+//go:noescape
+func rotateHalves_avx2(x *float32, y *float32, c *float32, s *float32, n int)
+
+//go:noescape
+func rotatePairs_avx512(v *float32, c *float32, s *float32, n int)
+
+//go:noescape
+func rotateHalves_avx512(x *float32, y *float32, c *float32, s *float32, n int)
+
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
 var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
 	1: {1: tileF32_avx2_1x1, 2: tileF32_avx2_1x2, 3: tileF32_avx2_1x3, 4: tileF32_avx2_1x4},

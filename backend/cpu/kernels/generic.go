@@ -31,6 +31,8 @@ var Generic = Set{
 	SiLU:             siluGeneric,
 	SwiGLU:           swigluGeneric,
 	SumSquares:       sumSquaresGeneric,
+	RotatePairs:      rotatePairsGeneric,
+	RotateHalves:     rotateHalvesGeneric,
 	ConvertF16ToF32:  convertF16ToF32Generic,
 	ConvertF32ToF16:  convertF32ToF16Generic,
 	ConvertBF16ToF32: convertBF16ToF32Generic,
@@ -308,6 +310,31 @@ func scaleGeneric(x []float32, a float32) {
 }
 
 func sumSquaresGeneric(x []float32) float32 { return dotF32(x, x) }
+
+// The rotations convert each product to float32 explicitly: the Go
+// compiler may otherwise fuse a*b - c*d into one FMA (it does on arm64, and
+// on amd64 at GOAMD64=v3), which rounds differently from the vector kernels.
+
+func rotatePairsGeneric(v, c, s []float32) {
+	checkSameLen("RotatePairs", len(v), 2*len(c))
+	checkSameLen("RotatePairs", len(s), len(c))
+	for i := range c {
+		v0, v1 := v[2*i], v[2*i+1]
+		v[2*i] = float32(v0*c[i]) - float32(v1*s[i])
+		v[2*i+1] = float32(v0*s[i]) + float32(v1*c[i])
+	}
+}
+
+func rotateHalvesGeneric(x, y, c, s []float32) {
+	checkSameLen("RotateHalves", len(x), len(y))
+	checkSameLen("RotateHalves", len(x), len(c))
+	checkSameLen("RotateHalves", len(x), len(s))
+	for i := range x {
+		x0, y0 := x[i], y[i]
+		x[i] = float32(x0*c[i]) - float32(y0*s[i])
+		y[i] = float32(x0*s[i]) + float32(y0*c[i])
+	}
+}
 
 func convertF16ToF32Generic(dst []float32, src []uint16) {
 	checkSameLen("ConvertF16ToF32", len(dst), len(src))

@@ -28,6 +28,8 @@ type Set struct {
 	SiLU             func(y, x []float32)
 	SwiGLU           func(y, gate, up []float32)
 	SumSquares       func(x []float32) float32
+	RotatePairs      func(v, c, s []float32)
+	RotateHalves     func(x, y, c, s []float32)
 
 	ConvertF16ToF32  func(dst []float32, src []uint16)
 	ConvertF32ToF16  func(dst []uint16, src []float32)
@@ -139,6 +141,18 @@ func SwiGLU(y, gate, up []float32) { active.SwiGLU(y, gate, up) }
 
 // SumSquares returns Σ x[i]*x[i].
 func SumSquares(x []float32) float32 { return active.SumSquares(x) }
+
+// RotatePairs rotates each interleaved pair (v[2i], v[2i+1]) by the angle
+// whose cosine and sine are c[i] and s[i]: it becomes (v[2i]·c[i] −
+// v[2i+1]·s[i], v[2i]·s[i] + v[2i+1]·c[i]), each product rounded to
+// float32, then the sum (no fused multiply-add), in every Set: RoPE's
+// layout in GGUF files. len(v) must be 2·len(c) and len(s) == len(c).
+func RotatePairs(v, c, s []float32) { active.RotatePairs(v, c, s) }
+
+// RotateHalves rotates each pair (x[i], y[i]) the same way: RoPE's NeoX
+// layout, whose pairs are the two halves of a head. All four lengths must
+// be equal.
+func RotateHalves(x, y, c, s []float32) { active.RotateHalves(x, y, c, s) }
 
 // ConvertF16ToF32 sets dst[i] to the value of the IEEE half src[i] (exact;
 // signalling NaNs come out quiet). It panics unless len(dst) == len(src).

@@ -284,6 +284,51 @@ func TestAxpyScale(t *testing.T) {
 	}
 }
 
+// TestRotations: RotatePairs and RotateHalves of every Set against the
+// definition, computed here in float64 and rounded as the contract says
+// (each product, then the sum; float64 holds a float32 product exactly),
+// bit for bit, at lengths with and without a tail, in place.
+func TestRotations(t *testing.T) {
+	r := newRand(t)
+	rot := func(a, b, c, s float32) (float32, float32) {
+		p := func(u, v float32) float64 { return float64(float32(float64(u) * float64(v))) }
+		return float32(p(a, c) - p(b, s)), float32(p(a, s) + p(b, c))
+	}
+	for _, set := range Sets() {
+		for _, n := range testLengths {
+			for off := range 3 {
+				c, s := randF32(r, n, off), randF32(r, n, 2-off)
+				v := randF32(r, 2*n, off)
+				got := append([]float32(nil), v...)
+				set.RotatePairs(got, c, s)
+				for i := range n {
+					w0, w1 := rot(v[2*i], v[2*i+1], c[i], s[i])
+					if got[2*i] != w0 || got[2*i+1] != w1 {
+						t.Fatalf("%s.RotatePairs(n=%d, off=%d): pair %d = (%g, %g), want (%g, %g)", set.Name, n, off, i, got[2*i], got[2*i+1], w0, w1)
+					}
+				}
+				x, y := randF32(r, n, 2-off), randF32(r, n, off)
+				gx, gy := append([]float32(nil), x...), append([]float32(nil), y...)
+				set.RotateHalves(gx, gy, c, s)
+				for i := range n {
+					w0, w1 := rot(x[i], y[i], c[i], s[i])
+					if gx[i] != w0 || gy[i] != w1 {
+						t.Fatalf("%s.RotateHalves(n=%d, off=%d): pair %d = (%g, %g), want (%g, %g)", set.Name, n, off, i, gx[i], gy[i], w0, w1)
+					}
+				}
+			}
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s.RotatePairs with 3 cosines for 8 elements did not panic", set.Name)
+				}
+			}()
+			set.RotatePairs(make([]float32, 8), make([]float32, 3), make([]float32, 3))
+		}()
+	}
+}
+
 // TestConvertHalves checks every half and bfloat16 bit pattern, against
 // package quant and against each Set.
 func TestConvertHalves(t *testing.T) {

@@ -512,6 +512,108 @@ func (g *gen) streams(is isa) {
 		})
 }
 
+// rotLoop emits the loop of the rotation kernels: AX runs from -n up to
+// 0 in steps of 4 vectors, then 1; n is a multiple of the vector width (the
+// Go caller rotates the rest). body(r, off) handles vector r at element
+// offset off.
+func (g *gen) rotLoop(is isa, body func(r, off int)) {
+	g.a("MOVQ CX, AX")
+	g.a("NEGQ AX")
+	loop4, loop1, done := g.newLabel("loop4_"), g.newLabel("loop1_"), g.newLabel("done_")
+	g.label(loop4)
+	g.a("CMPQ AX, $-%d", 4*is.lanes)
+	g.a("JGT %s", loop1)
+	for r := range 4 {
+		body(r, r*is.lanes)
+	}
+	g.a("ADDQ $%d, AX", 4*is.lanes)
+	g.a("JMP %s", loop4)
+	g.label(loop1)
+	g.a("TESTQ AX, AX")
+	g.a("JEQ %s", done)
+	body(0, 0)
+	g.a("ADDQ $%d, AX", is.lanes)
+	g.a("JMP %s", loop1)
+	g.label(done)
+	g.a("VZEROUPPER")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
+// rotatePairs writes rotatePairs_<isa>(v, c, s, n): each interleaved pair
+// (v[2i], v[2i+1]) becomes (v[2i]·c[i] − v[2i+1]·s[i], v[2i]·s[i] +
+// v[2i+1]·c[i]) for 2i < n, every product rounded, then the sum, as plain
+// Go rounds it: RoPE's layout in GGUF files. c and s are widened to pairs
+// in registers (VPMOVZXDQ, then VMOVSLDUP copies each even lane to the odd
+// one), the pairs are swapped (VPERMILPS), and the even lanes subtract
+// (AVX2's VADDSUBPS; on AVX-512 a masked VSUBPS over the VADDPS).
+func (g *gen) rotatePairs(is isa) {
+	name := "rotatePairs_" + is.name
+	args := "v *float32, c *float32, s *float32, n int"
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
+	g.a("MOVQ n+24(FP), CX")
+	g.a("MOVQ v+0(FP), DI")
+	g.a("LEAQ (DI)(CX*4), DI")
+	g.a("MOVQ c+8(FP), SI")
+	g.a("LEAQ (SI)(CX*2), SI")
+	g.a("MOVQ s+16(FP), DX")
+	g.a("LEAQ (DX)(CX*2), DX")
+	if is.masked {
+		g.a("MOVL $0x5555, R14")
+		g.a("KMOVW R14, K2")
+	}
+	g.rotLoop(is, func(r, off int) {
+		v, c, sn, w := is.reg(r), is.reg(4+r), is.reg(8+r), is.reg(12+r)
+		g.a("VMOVUPS %d(DI)(AX*4), %s", off*4, v)
+		g.a("VPMOVZXDQ %d(SI)(AX*2), %s", off*2, c)
+		g.a("VMOVSLDUP %s, %s", c, c)
+		g.a("VPMOVZXDQ %d(DX)(AX*2), %s", off*2, sn)
+		g.a("VMOVSLDUP %s, %s", sn, sn)
+		g.a("VPERMILPS $0xb1, %s, %s", v, w)
+		g.a("VMULPS %s, %s, %s", v, c, c)   // v·c
+		g.a("VMULPS %s, %s, %s", w, sn, sn) // swapped v·s
+		if is.masked {
+			g.a("VADDPS %s, %s, %s", sn, c, v)
+			g.a("VSUBPS %s, %s, K2, %s", sn, c, v)
+		} else {
+			g.a("VADDSUBPS %s, %s, %s", sn, c, v)
+		}
+		g.a("VMOVUPS %s, %d(DI)(AX*4)", v, off*4)
+	})
+}
+
+// rotateHalves writes rotateHalves_<isa>(x, y, c, s, n): for i < n,
+// (x[i], y[i]) becomes (x[i]·c[i] − y[i]·s[i], x[i]·s[i] + y[i]·c[i]),
+// every product rounded, then the sum: RoPE's NeoX layout, whose pairs are
+// the two halves of a head.
+func (g *gen) rotateHalves(is isa) {
+	name := "rotateHalves_" + is.name
+	args := "x *float32, y *float32, c *float32, s *float32, n int"
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s)\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s)\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	g.a("MOVQ n+32(FP), CX")
+	for i, p := range [][2]string{{"x", "DI"}, {"y", "SI"}, {"c", "DX"}, {"s", "R8"}} {
+		g.a("MOVQ %s+%d(FP), %s", p[0], 8*i, p[1])
+		g.a("LEAQ (%s)(CX*4), %s", p[1], p[1])
+	}
+	g.rotLoop(is, func(r, off int) {
+		x, y, t, u := is.reg(r), is.reg(4+r), is.reg(8+r), is.reg(12+r)
+		g.a("VMOVUPS %d(DI)(AX*4), %s", off*4, x)
+		g.a("VMOVUPS %d(SI)(AX*4), %s", off*4, y)
+		g.a("VMULPS %d(DX)(AX*4), %s, %s", off*4, x, t) // x·c
+		g.a("VMULPS %d(R8)(AX*4), %s, %s", off*4, y, u) // y·s
+		g.a("VSUBPS %s, %s, %s", u, t, t)
+		g.a("VMULPS %d(R8)(AX*4), %s, %s", off*4, x, x) // x·s
+		g.a("VMULPS %d(DX)(AX*4), %s, %s", off*4, y, y) // y·c
+		g.a("VADDPS %s, %s, %s", y, x, x)
+		g.a("VMOVUPS %s, %d(DI)(AX*4)", t, off*4)
+		g.a("VMOVUPS %s, %d(SI)(AX*4)", x, off*4)
+	})
+}
+
 // axpyRows writes axpyRows<mr>_<isa>(y, ldy, p, ldp, v, ldv, rows, n), or
 // with half axpyRowsF16_<mr>_<isa> whose v holds IEEE halves:
 // for r = 0..rows-1 in order, y[i·ldy+j] += p[i·ldp+r]·v[r·ldv+j] for
@@ -867,6 +969,11 @@ func main() {
 			}
 			tables.WriteString("}\n\n")
 		}
+	}
+	// After the rest, so that adding them renumbered no other kernel's labels.
+	for _, is := range isas {
+		g.rotatePairs(is)
+		g.rotateHalves(is)
 	}
 	g.g.WriteString(tables.String())
 	src, err := format.Source(g.g.Bytes())
