@@ -172,13 +172,7 @@ func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, 
 			})
 			for i := range group {
 				row := sc[i*rowLen : i*rowLen+seen]
-				mx := float32(math.Inf(-1))
-				for _, s := range row {
-					if s > mx {
-						mx = s
-					}
-				}
-				kernels.Scale(row, 1/kernels.ExpSum(row, mx))
+				kernels.Scale(row, 1/kernels.ExpSum(row, kernels.Max(row)))
 			}
 			yg := y[h0*d : (h0+group)*d]
 			clear(yg)

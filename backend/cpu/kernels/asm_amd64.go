@@ -449,10 +449,16 @@ func rotatePairs_avx2(v *float32, c *float32, s *float32, n int)
 func rotateHalves_avx2(x *float32, y *float32, c *float32, s *float32, n int)
 
 //go:noescape
+func max_avx2(x *float32, n int) float32
+
+//go:noescape
 func rotatePairs_avx512(v *float32, c *float32, s *float32, n int)
 
 //go:noescape
 func rotateHalves_avx512(x *float32, y *float32, c *float32, s *float32, n int)
+
+//go:noescape
+func max_avx512(x *float32, n int) float32
 
 // tilesF32_avx2[mr][nr] computes an mr×nr tile (mr ≤ 3, nr ≤ 4).
 var tilesF32_avx2 = [4][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){

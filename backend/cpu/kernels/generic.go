@@ -31,6 +31,7 @@ var Generic = Set{
 	SiLU:             siluGeneric,
 	SwiGLU:           swigluGeneric,
 	SumSquares:       sumSquaresGeneric,
+	Max:              maxGeneric,
 	RotatePairs:      rotatePairsGeneric,
 	RotateHalves:     rotateHalvesGeneric,
 	ConvertF16ToF32:  convertF16ToF32Generic,
@@ -310,6 +311,16 @@ func scaleGeneric(x []float32, a float32) {
 }
 
 func sumSquaresGeneric(x []float32) float32 { return dotF32(x, x) }
+
+func maxGeneric(x []float32) float32 {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > mx {
+			mx = v
+		}
+	}
+	return mx
+}
 
 // The rotations convert each product to float32 explicitly: the Go
 // compiler may otherwise fuse a*b - c*d into one FMA (it does on arm64, and

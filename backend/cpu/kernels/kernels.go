@@ -28,6 +28,7 @@ type Set struct {
 	SiLU             func(y, x []float32)
 	SwiGLU           func(y, gate, up []float32)
 	SumSquares       func(x []float32) float32
+	Max              func(x []float32) float32
 	RotatePairs      func(v, c, s []float32)
 	RotateHalves     func(x, y, c, s []float32)
 
@@ -141,6 +142,10 @@ func SwiGLU(y, gate, up []float32) { active.SwiGLU(y, gate, up) }
 
 // SumSquares returns Σ x[i]*x[i].
 func SumSquares(x []float32) float32 { return active.SumSquares(x) }
+
+// Max returns the largest element of x, skipping NaNs; -Inf when x is
+// empty or all NaN. Which zero it returns of +0 and -0 is unspecified.
+func Max(x []float32) float32 { return active.Max(x) }
 
 // RotatePairs rotates each interleaved pair (v[2i], v[2i+1]) by the angle
 // whose cosine and sine are c[i] and s[i]: it becomes (v[2i]·c[i] −

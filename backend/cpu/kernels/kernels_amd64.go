@@ -2,7 +2,11 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 var (
 	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
@@ -148,6 +152,7 @@ type vecKernels struct {
 	cvtF16F32 func(dst *float32, src *uint16, n int)
 	cvtBF16   func(dst *float32, src *uint16, n int)
 	cvtF32F16 func(dst *uint16, src *float32, n int)
+	max       func(x *float32, n int) float32
 	rotPairs  func(v, c, s *float32, n int)
 	rotHalves func(x, y, c, s *float32, n int)
 	lanes     int // float32s in a vector: the rotations' body is a multiple of it
@@ -270,6 +275,14 @@ func makeSet(name string, f32 *tiler[float32], f16t, bf16t *tiler[uint16], v *ve
 			scaleGeneric(x[b:], a)
 		},
 		SumSquares: func(x []float32) float32 { return f32.dot(x, x) },
+		Max: func(x []float32) float32 {
+			b := x[:v.body(len(x))]
+			mx := float32(math.Inf(-1))
+			if len(b) > 0 {
+				mx = v.max(&b[0], len(b))
+			}
+			return max(mx, maxGeneric(x[len(b):]))
+		},
 		RotatePairs: func(vs, c, s []float32) {
 			b := len(vs) &^ (v.lanes - 1)
 			if b > 0 && len(vs) == 2*len(c) && len(s) == len(c) {
@@ -321,11 +334,11 @@ var (
 	avx512Set = makeSet("avx512", &f32AVX512, &f16AVX512, &bf16AVX512, &vecKernels{
 		align: 1, axpy: axpy_avx512, axpyRows: &axpyRows_avx512, axpyRowsH: &axpyRowsF16_avx512, expSum: expSum_avx512, silu: silu_avx512, swiglu: swiglu_avx512, scale: scale_avx512,
 		cvtF16F32: cvtF16F32_avx512, cvtBF16: cvtBF16F32_avx512, cvtF32F16: cvtF32F16_avx512,
-		rotPairs: rotatePairs_avx512, rotHalves: rotateHalves_avx512, lanes: 16,
+		max: max_avx512, rotPairs: rotatePairs_avx512, rotHalves: rotateHalves_avx512, lanes: 16,
 	})
 	avx2Set = makeSet("avx2", &f32AVX2, &f16AVX2, &bf16AVX2, &vecKernels{
 		align: 8, axpy: axpy_avx2, axpyRows: &axpyRows_avx2, axpyRowsH: &axpyRowsF16_avx2, expSum: expSum_avx2, silu: silu_avx2, swiglu: swiglu_avx2, scale: scale_avx2,
 		cvtF16F32: cvtF16F32_avx2, cvtBF16: cvtBF16F32_avx2, cvtF32F16: cvtF32F16_avx2,
-		rotPairs: rotatePairs_avx2, rotHalves: rotateHalves_avx2, lanes: 8,
+		max: max_avx2, rotPairs: rotatePairs_avx2, rotHalves: rotateHalves_avx2, lanes: 8,
 	})
 )

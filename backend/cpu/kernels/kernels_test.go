@@ -284,6 +284,54 @@ func TestAxpyScale(t *testing.T) {
 	}
 }
 
+// TestMax: every Set's Max is the largest element, at every position and
+// length, with NaNs skipped, and -Inf for none.
+func TestMax(t *testing.T) {
+	r := newRand(t)
+	nan := float32(math.NaN())
+	for _, set := range Sets() {
+		for _, n := range testLengths {
+			for off := range 3 {
+				x := randF32(r, n, off)
+				if got := set.Max(x); got != Generic.Max(x) && n > 0 {
+					t.Fatalf("%s.Max(n=%d, off=%d) = %g, want %g", set.Name, n, off, got, Generic.Max(x))
+				}
+				for i := 0; i < n; i += 1 + n/7 {
+					old := x[i]
+					x[i] = 100
+					if got := set.Max(x); got != 100 {
+						t.Fatalf("%s.Max(n=%d, off=%d) with 100 at %d = %g", set.Name, n, off, i, got)
+					}
+					x[i] = nan
+					want := float32(math.Inf(-1))
+					for j, v := range x {
+						if j != i && v > want {
+							want = v
+						}
+					}
+					if got := set.Max(x); got != want {
+						t.Fatalf("%s.Max(n=%d, off=%d) with a NaN at %d = %g, want %g", set.Name, n, off, i, got, want)
+					}
+					x[i] = old
+				}
+			}
+		}
+		if got := set.Max(nil); !math.IsInf(float64(got), -1) {
+			t.Errorf("%s.Max(nil) = %g, want -Inf", set.Name, got)
+		}
+		if got := set.Max([]float32{nan, nan, nan}); !math.IsInf(float64(got), -1) {
+			t.Errorf("%s.Max(NaNs) = %g, want -Inf", set.Name, got)
+		}
+		all := make([]float32, 40)
+		for i := range all {
+			all[i] = -float32(i) - 1
+		}
+		if got := set.Max(all); got != -1 {
+			t.Errorf("%s.Max(-1..-40) = %g, want -1", set.Name, got)
+		}
+	}
+}
+
 // TestRotations: RotatePairs and RotateHalves of every Set against the
 // definition, computed here in float64 and rounded as the contract says
 // (each product, then the sum; float64 holds a float32 product exactly),

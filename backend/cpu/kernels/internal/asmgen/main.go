@@ -540,6 +540,76 @@ func (g *gen) rotLoop(is isa, body func(r, off int)) {
 	g.s.WriteString("\n")
 }
 
+// maxF32 writes max_<isa>(x *float32, n int) float32: the largest of the
+// n elements, NaNs skipped, -Inf when there are none: four running maxima
+// over 4 vectors per iteration, then one vector per iteration, then
+// (AVX-512) a masked tail merged over -Inf; AVX2 handles n rounded down to
+// 8. Each VMAXPS takes the loaded vector as its first source and the running
+// maximum as its second, which MAXPS returns when either is a NaN.
+func (g *gen) maxF32(is isa) {
+	name := "max_" + is.name
+	args := "x *float32, n int"
+	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s(%s) float32\n\n", name, args)
+	fmt.Fprintf(&g.s, "// func %s(%s) float32\n", name, args)
+	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-20\n", name)
+	g.a("MOVQ x+0(FP), SI")
+	g.a("MOVQ n+8(FP), CX")
+	g.a("LEAQ (SI)(CX*4), SI")
+	g.a("MOVQ CX, AX")
+	g.a("NEGQ AX")
+	ninf := is.reg(4)
+	g.a("VBROADCASTSS maxninf<>(SB), %s", ninf)
+	for a := range 4 {
+		g.a("VMOVAPS %s, %s", ninf, is.reg(a))
+	}
+	loop4, loop1, tail, reduce := g.newLabel("loop4_"), g.newLabel("loop1_"), g.newLabel("tail_"), g.newLabel("reduce_")
+	g.label(loop4)
+	g.a("CMPQ AX, $-%d", 4*is.lanes)
+	g.a("JGT %s", loop1)
+	for c := range 4 {
+		g.a("VMOVUPS %d(SI)(AX*4), %s", c*is.lanes*4, is.reg(5+c))
+		g.a("VMAXPS %s, %s, %s", is.reg(c), is.reg(5+c), is.reg(c))
+	}
+	g.a("ADDQ $%d, AX", 4*is.lanes)
+	g.a("JMP %s", loop4)
+	g.label(loop1)
+	g.a("CMPQ AX, $-%d", is.lanes)
+	g.a("JGT %s", tail)
+	g.a("VMOVUPS (SI)(AX*4), %s", is.reg(5))
+	g.a("VMAXPS %s, %s, %s", is.reg(0), is.reg(5), is.reg(0))
+	g.a("ADDQ $%d, AX", is.lanes)
+	g.a("JMP %s", loop1)
+	g.label(tail)
+	if is.masked {
+		g.a("TESTQ AX, AX")
+		g.a("JEQ %s", reduce)
+		g.a("MOVQ AX, CX")
+		g.a("NEGQ CX")
+		g.maskK1("R14")
+		g.a("VMOVAPS %s, %s", ninf, is.reg(5))
+		g.a("VMOVUPS (SI)(AX*4), K1, %s", is.reg(5))
+		g.a("VMAXPS %s, %s, %s", is.reg(0), is.reg(5), is.reg(0))
+	}
+	g.label(reduce)
+	g.a("VMAXPS %s, %s, %s", is.reg(1), is.reg(0), is.reg(0))
+	g.a("VMAXPS %s, %s, %s", is.reg(3), is.reg(2), is.reg(2))
+	g.a("VMAXPS %s, %s, %s", is.reg(2), is.reg(0), is.reg(0))
+	if is.masked {
+		g.a("VEXTRACTF64X4 $1, Z0, Y1")
+		g.a("VMAXPS Y1, Y0, Y0")
+	}
+	g.a("VEXTRACTF128 $1, Y0, X1")
+	g.a("VMAXPS X1, X0, X0")
+	g.a("VMOVHLPS X0, X0, X1")
+	g.a("VMAXPS X1, X0, X0")
+	g.a("VMOVSHDUP X0, X1")
+	g.a("VMAXSS X1, X0, X0")
+	g.a("VZEROUPPER")
+	g.a("MOVSS X0, ret+16(FP)")
+	g.a("RET")
+	g.s.WriteString("\n")
+}
+
 // rotatePairs writes rotatePairs_<isa>(v, c, s, n): each interleaved pair
 // (v[2i], v[2i+1]) becomes (v[2i]·c[i] − v[2i+1]·s[i], v[2i]·s[i] +
 // v[2i+1]·c[i]) for 2i < n, every product rounded, then the sum, as plain
@@ -971,9 +1041,11 @@ func main() {
 		}
 	}
 	// After the rest, so that adding them renumbered no other kernel's labels.
+	g.s.WriteString("DATA maxninf<>+0(SB)/4, $0xff800000 // -Inf\nGLOBL maxninf<>(SB), RODATA|NOPTR, $4\n\n")
 	for _, is := range isas {
 		g.rotatePairs(is)
 		g.rotateHalves(is)
+		g.maxF32(is)
 	}
 	g.g.WriteString(tables.String())
 	src, err := format.Source(g.g.Bytes())
