@@ -315,3 +315,44 @@ func BenchmarkGGMLTiles(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGGMLTilesHot is the symmetric Q4_0 tile kernel on a 512×2048
+// matrix (590 KB, resident in L2), one goroutine, m = 1 to 8 rows of x: the
+// kernel's own arithmetic rate, against which a cold product's GB/s shows
+// whether memory or the vector ports bound it. GB/s counts the matrix's
+// bytes; GB/s-cpu divides them by the thread's CPU time.
+func BenchmarkGGMLTilesHot(b *testing.B) {
+	if !affineTiles {
+		b.Skip("no tile kernel on this machine")
+	}
+	const n, k = 512, 2048
+	r := rand.New(rand.NewPCG(1, 1))
+	t := PackAffineTiles(ggmlRows(ggmlAffine(r, n, k, quant.Q4_0), k))
+	if !t.Symmetric {
+		b.Fatal("Q4_0 weights not packed as symmetric tiles")
+	}
+	bytes := len(t.codes)*4 + len(t.scales) + len(t.biases)
+	for m := 1; m <= 8; m++ {
+		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			y := make([]float32, m*n)
+			b.SetBytes(int64(bytes))
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			p := PrepareAffine(x, m, k, 4, 32)
+			defer p.Release()
+			i := 0
+			c0 := threadCPU()
+			for b.Loop() {
+				MatMulAffineTilesX(y, n, p, *t)
+				i++
+			}
+			if c := threadCPU() - c0; c > 0 {
+				b.ReportMetric(float64(bytes)*float64(i)/c.Seconds()/1e9, "GB/s-cpu")
+			}
+		})
+	}
+}

@@ -2,7 +2,8 @@
 // dot products, matrix-vector and small matrix-matrix products with float32,
 // IEEE half (F16) and bfloat16 (BF16) weights (also over row-strided
 // operands, for attention), weighted sums of rows (AxpyRows), axpy/scale,
-// exponentials with their sum (ExpSum), SiLU/SwiGLU, sum of squares and
+// exponentials with their sum (ExpSum), SiLU/SwiGLU, sum of squares, the
+// maximum (Max), RoPE's rotations (RotatePairs, RotateHalves) and
 // half/bfloat16 conversions. Every kernel is single-threaded; the caller
 // (backend/cpu) splits rows across goroutines.
 //
@@ -38,11 +39,14 @@
 //   - Kernels touch only the vector registers, the general registers
 //     other than SP and BP (R15 only in the 6×4 AVX-512 tiles, which access
 //     no globals) and opmasks K1-K2, and end with VZEROUPPER. ExpSum, SiLU
-//     and SwiGLU read their constants from one RODATA table (expconst).
+//     and SwiGLU read their constants from one RODATA table (expconst), Max
+//     its -Inf from maxninf.
 //   - Float sums are reassociated (several accumulators, a tree reduction),
 //     so results differ from the reference by rounding only: relative error
 //     ≲ 1e-6·Σ|aᵢbᵢ|. Conversions are bit-exact with package quant, except
 //     that F16ToF32 of a signalling NaN returns it quietened, as F16C does.
+//     Scale, Max and the rotations are bit-exact with the reference (the
+//     rotations round each product, then the sum, and never fuse them).
 //
 // # Batch invariance
 //
