@@ -30,6 +30,8 @@ func init() {
 // the worker pool's queue). One Plan must not Run on two goroutines at once.
 type Backend struct {
 	reference bool
+	noFusion  bool         // tests: run every step on its own (see addNorm)
+	fused     atomic.Int64 // add-and-norm pairs run as one loop, for tests
 	pool      *pool
 	scratches sync.Pool // of *[]float32; see scratch
 
@@ -172,16 +174,65 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool { return true }
 func (b *Backend) Run(p *graph.Plan) error {
 	var prep preparedX // the last quantized product's x, for the next
 	defer prep.release()
-	for i := range p.Steps {
+	for i := 0; i < len(p.Steps); i++ {
 		s := &p.Steps[i]
 		if _, ok := s.Op.(graph.QMatMulOp); !ok {
 			prep.release()
+		}
+		if i+1 < len(p.Steps) && b.addNorm(s, &p.Steps[i+1]) {
+			i++
+			continue
 		}
 		if err := b.step(s, &prep); err != nil {
 			return fmt.Errorf("cpu: step %d %v: %w", i, s.Op, err)
 		}
 	}
 	return nil
+}
+
+// addNorm runs an AddOp and the RMSNormOp of its sum as one loop over rows,
+// when s and t are such a pair (every layer has two: the residual stream
+// plus a block's output, then the next block's norm), and reports whether
+// it did. Split across the workers by rows, each adds a row and normalizes
+// it while it is in its cache, where the add alone ran serially on the
+// caller and the norm read the rows back across the cores. Each row gets
+// the arithmetic add and rmsnorm give it. Operands that overlap other than
+// exactly (a shifted alias would let one worker's row clobber another's)
+// take the two steps.
+func (b *Backend) addNorm(s, t *graph.Step) bool {
+	if b.reference || b.noFusion {
+		return false
+	}
+	norm, ok := t.Op.(graph.RMSNormOp)
+	if _, isAdd := s.Op.(graph.AddOp); !ok || !isAdd {
+		return false
+	}
+	same := func(a, b graph.Operand) bool { return a.Buf == b.Buf && a.Off == b.Off && a.Bytes() == b.Bytes() }
+	sum, x, r, w, out := s.Out, s.In[0], s.In[1], t.In[1], t.Out
+	if !same(t.In[0], sum) || x.Bytes() != sum.Bytes() || r.Bytes() != sum.Bytes() || w.Shape[0] == 0 || sum.Bytes()%(4*w.Shape[0]) != 0 {
+		return false
+	}
+	for _, o := range []graph.Operand{x, r} {
+		if overlaps(sum, o) && !same(sum, o) {
+			return false
+		}
+	}
+	for _, o := range []graph.Operand{x, r, w} {
+		if overlaps(out, o) {
+			return false
+		}
+	}
+	if overlaps(out, sum) && !same(out, sum) {
+		return false
+	}
+	d := w.Shape[0]
+	y, a, c, wf, o := f32(sum), f32(x), f32(r), f32(w), f32(out)
+	b.pool.parallel(len(y)/d, 1, 2, func(lo, hi int) {
+		add(y[lo*d:hi*d], a[lo*d:hi*d], c[lo*d:hi*d])
+		b.rmsnormRows(o, y, wf, d, norm.Eps, lo, hi)
+	})
+	b.fused.Add(1)
+	return true
 }
 
 func bytesOf(o graph.Operand) []byte {

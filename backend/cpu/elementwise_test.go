@@ -196,3 +196,50 @@ func BenchmarkRoPE(b *testing.B) {
 		}
 	}
 }
+
+// TestAddNormFused: a residual add and the norm of its sum, run as one loop
+// over rows (addNorm), give the bits of the two steps run apart, for the
+// sum kept alive after the norm and for a sum that dies there (its buffer
+// free for the norm's output), in a chain of two layers, on 1 to 7 rows;
+// and the pair is fused in each of these graphs.
+func TestAddNormFused(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, d := range []int{64, 2048} {
+		for _, rows := range []int{1, 3, 7} {
+			x, y := randF32(r, rows*d), randF32(r, rows*d)
+			w1, w2 := randF32(r, d), randF32(r, d)
+			wm := randF32(r, d*d)
+			for _, shape := range []string{"kept", "dies", "chain"} {
+				build := func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
+					xa, ya, w1a := g.Input("x", graph.F32, rows, d), g.Input("y", graph.F32, rows, d), g.Input("w1", graph.F32, d)
+					in := map[*graph.Array]any{xa: x, ya: y, w1a: w1}
+					h := graph.Add(xa, ya)
+					n := graph.RMSNorm(h, w1a, 1e-5)
+					if shape == "kept" {
+						return in, graph.Mul(h, n)
+					}
+					wma := g.Input("wm", graph.F32, d, d)
+					in[wma] = wm
+					if shape == "dies" {
+						return in, graph.MatMul(n, wma)
+					}
+					w2a := g.Input("w2", graph.F32, d)
+					in[w2a] = w2
+					h2 := graph.Add(h, graph.MatMul(n, wma))
+					return in, graph.Add(h2, graph.RMSNorm(h2, w2a, 1e-5))
+				}
+				fused, apart := New(2), New(2)
+				apart.noFusion = true
+				got, want := evalOn(t, fused, build), evalOn(t, apart, build)
+				if fused.fused.Load() == 0 || apart.fused.Load() != 0 {
+					t.Fatalf("d %d rows %d %s: %d pairs fused (%d with fusion off)", d, rows, shape, fused.fused.Load(), apart.fused.Load())
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("d %d rows %d %s: [%d] = %g fused, %g apart", d, rows, shape, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
