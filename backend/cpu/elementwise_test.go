@@ -243,3 +243,40 @@ func TestAddNormFused(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAddNorm is a TinyLlama layer's attention output product (4-bit,
+// 2048×2048), the residual add and the next norm, on 2 threads, the add and
+// the norm as one loop and as two steps, for 1 and 7 rows.
+func BenchmarkAddNorm(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 14))
+	const d = 2048
+	wo := newQWeight(b, r, d, d, 4, 32, graph.F16)
+	w := randF32(r, d)
+	for _, m := range []int{1, 7} {
+		for _, fuse := range []bool{false, true} {
+			be := New(2)
+			be.noFusion = !fuse
+			g := graph.New()
+			xa, ha, wa := g.Input("x", graph.F32, m, d), g.Input("h", graph.F32, m, d), g.Input("w", graph.F32, d)
+			sum := graph.Add(ha, graph.MatMul(xa, wo.array(b, be, g)))
+			out := graph.RMSNorm(sum, wa, 1e-5)
+			p, err := graph.Compile(be, out, sum)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for a, v := range map[*graph.Array][]float32{xa: randF32(r, m*d), ha: randF32(r, m*d), wa: w} {
+				if err := p.Write(a, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run(fmt.Sprintf("m=%d/fused=%v", m, fuse), func(b *testing.B) {
+				for b.Loop() {
+					if err := p.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			p.Free()
+		}
+	}
+}
