@@ -248,3 +248,44 @@ func isInfNaNCase(a *AffineOfGGML, i int) bool {
 	big := func(v float32) bool { return math.IsInf(float64(v), 0) || v != v || math.Abs(float64(v)) > 1e30 }
 	return big(s) || big(b)
 }
+
+// TestDequantizeAffineDefinition: every element is scale·q + bias of its
+// group, q the element's bits of its word, bit for bit, for every width and
+// for group sizes that are and are not multiples of a word's elements.
+func TestDequantizeAffineDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, bits := range []int{2, 4, 8} {
+		per := 32 / bits
+		for _, gs := range []int{32, 64, 128, 48, 3} {
+			n := 2 * 384 // a multiple of every gs and per above
+			packed := make([]uint32, n/per)
+			for i := range packed {
+				packed[i] = r.Uint32()
+			}
+			scales, biases := make([]float32, n/gs), make([]float32, n/gs)
+			for g := range scales {
+				scales[g], biases[g] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			got := make([]float32, n)
+			DequantizeAffine(got, packed, scales, biases, bits, gs)
+			for i := range got {
+				q := packed[i/per] >> (bits * (i % per)) & (1<<bits - 1)
+				g := i / gs
+				if want := float32(scales[g]*float32(q)) + biases[g]; math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("%d bits, groups of %d: element %d = %g, want %g", bits, gs, i, got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkDequantizeAffine is one 4-bit row of 2048 in groups of 32: what
+// QEmbed does for each token it embeds.
+func BenchmarkDequantizeAffine(b *testing.B) {
+	const n, gs = 2048, 32
+	packed, scales, biases := make([]uint32, n/8), make([]float32, n/gs), make([]float32, n/gs)
+	dst := make([]float32, n)
+	for b.Loop() {
+		DequantizeAffine(dst, packed, scales, biases, 4, gs)
+	}
+}
