@@ -165,7 +165,7 @@ func DequantizeAffine(dst []float32, packed []uint32, scales, biases []float32, 
 	}
 	// Loops over groups and words, not i/per and i/groupSize per element:
 	// divisions by values known only at run time cost more than the
-	// arithmetic (a 4-bit row of 2048 took 14 µs, now ~2).
+	// arithmetic (a 4-bit row of 2048 took 14 µs, now 3-4).
 	mask := uint32(1)<<bits - 1
 	if groupSize%per == 0 {
 		wpg, shift := groupSize/per, uint(bits)&31

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
-
 	"github.com/seed9b8f47b1/redrafter/graph"
 )
 
