@@ -13,10 +13,11 @@ import (
 
 func newDistillCmd(g *globalFlags) *cobra.Command {
 	var (
-		model, prompts, out, template string
-		maxTokens, samples, batch     int
-		temperature                   float32
-		seed                          uint64
+		model, prompts, out, template, head string
+		maxTokens, samples, batch           int
+		beamWidth, beamLength               int
+		temperature                         float32
+		seed                                uint64
 	)
 	cmd := &cobra.Command{
 		Use:   "distill --model PATH --prompts FILE --out DIR",
@@ -25,6 +26,11 @@ func newDistillCmd(g *globalFlags) *cobra.Command {
 stores the token sequences in DIR: meta.json and shard-NNNNN.jsonl files, one line per
 continuation ({"prompt", "sample", "prompt_len", "tokens", "stop"}). Rerunning the same command
 resumes: continuations already in DIR are skipped.
+
+--drafter HEAD makes greedy continuations with ReDrafter: the same tokens as autoregressive
+decoding (greedy ReDrafter is exact), in a fraction of the time on a large model. Any head for
+the model will do, an earlier one or one made for another quantization of it; a better head only
+makes it faster.
 
 FILE is plain text with one prompt per line ("\n" stands for a newline), or JSONL whose objects
 carry the prompt in "turns" (the first turn), "question" or "prompt".`,
@@ -41,6 +47,10 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 				return errors.New("--samples-per-prompt > 1 needs --temperature > 0: greedy continuations are all the same")
 			case batch < 1:
 				return errors.New("--batch must be at least 1")
+			case head != "" && temperature != 0:
+				return errors.New("--drafter makes greedy continuations only (--temperature 0): sampled ones would differ from autoregressive sampling of the same seed")
+			case head == "" && (beamWidth != 0 || beamLength != 0):
+				return errors.New("--beam-width and --beam-length need --drafter")
 			}
 			if err := checkInput("--prompts", prompts); err != nil {
 				return err
@@ -57,6 +67,11 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 				return err
 			}
 			defer e.Close()
+			if head != "" {
+				if err := e.LoadDrafter(head); err != nil {
+					return err
+				}
+			}
 			tmpl := ""
 			if template != "" && template != "none" {
 				if tmpl, err = chooseTemplate(template, e.ChatTemplate); err != nil {
@@ -67,11 +82,17 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 			res, err := train.Distill(cmd.Context(), e, out, train.DistillOptions{
 				Prompts: ps, PromptsFile: prompts, Model: model, Template: tmpl, MaxTokens: maxTokens,
 				Temperature: temperature, SamplesPerPrompt: samples, Seed: seed, Batch: batch,
+				Speculative: head != "", BeamWidth: beamWidth, BeamLength: beamLength,
 				Progress: func(p train.DistillProgress) {
 					rate := float64(p.Tokens) / max(p.Elapsed.Seconds(), 1e-9)
-					pl.update(p.Done == p.Total, fmt.Sprintf("distill %d/%d continuations · %s tokens · %.0f tokens/s · ETA %s",
-						p.Done, p.Total, count(p.Tokens), rate, eta(p.ETA())),
-						"done", p.Done, "total", p.Total, "tokens", p.Tokens, "tokens_per_s", int(rate), "eta", eta(p.ETA()))
+					msg := fmt.Sprintf("distill %d/%d continuations · %s tokens · %.0f tokens/s", p.Done, p.Total, count(p.Tokens), rate)
+					attrs := []any{"done", p.Done, "total", p.Total, "tokens", p.Tokens, "tokens_per_s", int(rate)}
+					if head != "" {
+						perStep := float64(p.Tokens) / float64(max(p.Steps, 1))
+						msg += fmt.Sprintf(" · %.2f tokens/step", perStep)
+						attrs = append(attrs, "tokens_per_step", fmt.Sprintf("%.2f", perStep))
+					}
+					pl.update(p.Done == p.Total, msg+" · ETA "+eta(p.ETA()), append(attrs, "eta", eta(p.ETA()))...)
 				},
 			})
 			pl.finish()
@@ -93,6 +114,9 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 	f.Uint64Var(&seed, "seed", 1, "sampling seed (each continuation derives its own, so resumed runs match)")
 	f.StringVar(&template, "template", "", "render each prompt as a user turn: vicuna, llama2, chatml, llama3 or auto (default: plain text)")
 	f.IntVar(&batch, "batch", 64, "continuations per shard file")
+	f.StringVar(&head, "drafter", "", "ReDrafter draft head directory: greedy continuations made speculatively (the same tokens, sooner)")
+	f.IntVar(&beamWidth, "beam-width", 0, "ReDrafter beams per step with --drafter (0: the backend's default)")
+	f.IntVar(&beamLength, "beam-length", 0, "ReDrafter tokens per beam with --drafter (0: the backend's default)")
 	for _, name := range []string{"model", "prompts", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

@@ -31,6 +31,21 @@ func TestDistillTrainDrafter(t *testing.T) {
 	if err != nil || !strings.Contains(out, "0 continuations") || !strings.Contains(out, "5 were already there") {
 		t.Errorf("distill rerun: %v, %q", err, out)
 	}
+	// With a draft head: the same files, byte for byte (greedy ReDrafter is exact).
+	spec := filepath.Join(dir, "data-speculative")
+	if _, stderr, err := run(t, "", "distill", "--backend", "cpu", "--model", stories, "--prompts", prompts, "--out", spec,
+		"--max-tokens", "48", "--batch", "2", "--drafter", "../../models/stories260K/drafter", "--beam-length", "4"); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(stderr, "tokens_per_step=") {
+		t.Errorf("distill --drafter progress lacks tokens/step: %q", stderr)
+	}
+	for _, name := range []string{"meta.json", "shard-00000.jsonl", "shard-00001.jsonl", "shard-00002.jsonl"} {
+		a, errA := os.ReadFile(filepath.Join(data, name))
+		b, errB := os.ReadFile(filepath.Join(spec, name))
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Errorf("distill --drafter: %s differs from the autoregressive one (%v, %v)", name, errA, errB)
+		}
+	}
 
 	out, _, err = run(t, "", "train-drafter", "--backend", "cpu", "--model", stories, "--data", data, "--out", head,
 		"--holdout", "0.4", "--steps", "20", "--batch", "32", "--layers", "1", "--lr", "0.01", "--eval-every", "10",

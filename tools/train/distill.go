@@ -30,6 +30,13 @@ type DistillOptions struct {
 	SamplesPerPrompt int     // continuations per prompt (> 1 needs a temperature)
 	Seed             uint64  // sampling seed; each (prompt, sample) derives its own
 	Batch            int     // continuations per shard (0: 64)
+	// Speculative decodes with the engine's draft head (ReDrafter, beams of
+	// BeamWidth x BeamLength; 0 for the backend's default) instead of
+	// autoregressively. Greedy only: its outputs are then exactly the
+	// autoregressive ones, sooner; sampled continuations would differ from
+	// those of the same seed.
+	Speculative           bool
+	BeamWidth, BeamLength int
 	// Progress, if set, is called after every continuation.
 	Progress func(DistillProgress)
 }
@@ -40,7 +47,10 @@ type DistillProgress struct {
 	Resumed     int // continuations found in the directory
 	Skipped     int // prompts too long for the context
 	Tokens      int // continuation tokens made in this run
-	Elapsed     time.Duration
+	// Steps counts this run's decoding steps: one a token autoregressively,
+	// one a verification pass with Speculative.
+	Steps   int
+	Elapsed time.Duration
 }
 
 // ETA estimates the remaining time from the rate so far.
@@ -69,6 +79,10 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 		return prog, errors.New("train: samples per prompt must be at least 1")
 	case o.SamplesPerPrompt > 1 && o.Temperature == 0:
 		return prog, errors.New("train: greedy decoding gives one continuation per prompt; sample more than one only with a temperature")
+	case o.Speculative && o.Temperature != 0:
+		return prog, errors.New("train: speculative distillation is greedy only: sampled continuations would differ from the autoregressive ones of the same seed")
+	case o.Speculative && !hasHead(e):
+		return prog, errors.New("train: speculative distillation needs a draft head loaded on the engine")
 	}
 	if o.Batch <= 0 {
 		o.Batch = 64
@@ -77,7 +91,8 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 		Prompts: o.PromptsFile, Template: o.Template, MaxTokens: o.MaxTokens, Temperature: o.Temperature,
 		SamplesPerPrompt: o.SamplesPerPrompt, Seed: o.Seed}
 	encode := func(i int) (string, []int32, redrafter.GenerateOptions, error) {
-		opt := redrafter.GenerateOptions{MaxTokens: o.MaxTokens, Draft: redrafter.DraftOptions{Off: true},
+		opt := redrafter.GenerateOptions{MaxTokens: o.MaxTokens,
+			Draft:    redrafter.DraftOptions{Off: !o.Speculative, BeamWidth: o.BeamWidth, BeamLength: o.BeamLength},
 			Sampling: sample.Params{Temperature: o.Temperature, TopP: 1}}
 		text := o.Prompts[i]
 		if o.Template != "" {
@@ -173,6 +188,11 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 			Tokens: append(slices.Clip(ids), res.Tokens...), Stop: res.Reason})
 		prog.Done++
 		prog.Tokens += len(res.Tokens)
+		if d := res.Stats.Draft; d != nil {
+			prog.Steps += d.Steps
+		} else {
+			prog.Steps += len(res.Tokens)
+		}
 		prog.Elapsed = time.Since(start)
 		if len(batch) >= o.Batch {
 			if err := flush(); err != nil {
@@ -184,6 +204,11 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 		}
 	}
 	return prog, flush()
+}
+
+func hasHead(e *redrafter.Engine) bool {
+	_, ok := e.DraftHead()
+	return ok
 }
 
 // mixSeed derives the seed of one continuation (splitmix64 steps), so a

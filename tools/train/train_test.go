@@ -132,6 +132,50 @@ func greedySet(t *testing.T, e *redrafter.Engine, prompts []string, tokens int) 
 	return set
 }
 
+// TestDistillSpeculative checks that greedy distillation with the draft head
+// writes exactly the autoregressive continuations, for several beam shapes,
+// and that it refuses sampling and an engine without a head.
+func TestDistillSpeculative(t *testing.T) {
+	e := load(t)
+	opts := DistillOptions{Prompts: storyPrompts, MaxTokens: 40, SamplesPerPrompt: 1}
+	plain := t.TempDir()
+	if p := distill(t, e, plain, opts); p.Steps != p.Tokens {
+		t.Errorf("autoregressive distillation: %d steps for %d tokens", p.Steps, p.Tokens)
+	}
+	want, err := ReadSet(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	o := opts
+	o.Speculative = true
+	if _, err := Distill(context.Background(), e, t.TempDir(), o); err == nil || !strings.Contains(err.Error(), "draft head") {
+		t.Errorf("speculative without a head: %v", err)
+	}
+	if err := e.LoadDrafter("../../models/stories260K/drafter"); err != nil {
+		t.Fatal(err)
+	}
+	for _, beam := range [][2]int{{0, 0}, {1, 5}, {3, 4}} {
+		o.BeamWidth, o.BeamLength = beam[0], beam[1]
+		dir := t.TempDir()
+		p := distill(t, e, dir, o)
+		if p.Steps >= p.Tokens*3/4 {
+			t.Errorf("beam %v: %d steps for %d tokens: did it draft?", beam, p.Steps, p.Tokens)
+		}
+		got, err := ReadSet(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Records, want.Records) || !reflect.DeepEqual(got.Meta, want.Meta) {
+			t.Errorf("beam %v: speculative distillation differs from autoregressive", beam)
+		}
+	}
+	o.Temperature = 0.8
+	if _, err := Distill(context.Background(), e, t.TempDir(), o); err == nil || !strings.Contains(err.Error(), "greedy only") {
+		t.Errorf("speculative sampling: %v", err)
+	}
+}
+
 func TestTrainEndToEnd(t *testing.T) {
 	e := load(t)
 	data := greedySet(t, e, storyPrompts[:6], 64)
