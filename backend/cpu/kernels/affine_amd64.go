@@ -22,7 +22,8 @@ type affineVNNIFunc = func(x *byte, ldx int, codes *byte, rowBytes int, scales *
 	n int, iters int, tail int, mask uint64, xsOff int, gblocks int, y *float32, ldy int, smask uint64, bmask uint64)
 
 // vnniPrep quantizes blocks of 32 floats into the VNNI layout (chunk
-// layout of internal/affinegen) and stores each block's sum.
+// layout of internal/affinegen) and stores each block's sum: of the
+// rounded values, d·Σq, which the biases multiply.
 //
 //go:noescape
 func vnniPrep(x *float32, blocks int, out *byte, bits int, sums *float32)

@@ -356,3 +356,22 @@ func BenchmarkGGMLTilesHot(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareAffine is the rounding of x for the VNNI kernels: 7 rows
+// of 2048 (a 7-token verification pass's x), once per product.
+func BenchmarkPrepareAffine(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const m, k = 7, 2048
+	x := make([]float32, m*k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for _, bits := range []int{4, 8} {
+		b.Run(fmt.Sprintf("q%d", bits), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				PrepareAffine(x, m, k, bits, 32).Release()
+			}
+		})
+	}
+}

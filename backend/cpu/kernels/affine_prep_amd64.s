@@ -5,7 +5,7 @@
 // Quantization of x for the VNNI affine kernels (see prepareVNNI): each
 // block of 32 float32s becomes 32 int8s q = round(x·127/max|x|) (nearest
 // even, as VCVTPS2DQ rounds) with the float scale d = max|x|/127, written
-// in the chunk layout of internal/affinegen, plus the block's float sum.
+// in the chunk layout of internal/affinegen, plus the block's sum d·Σq.
 
 DATA vnnievens<>+0(SB)/4, $0
 DATA vnnievens<>+4(SB)/4, $2
@@ -70,18 +70,6 @@ loop:
 	VMOVUPS (SI), Z0
 	VMOVUPS 64(SI), Z1
 
-	// The block's sum.
-	VADDPS        Z1, Z0, Z2
-	VEXTRACTF64X4 $1, Z2, Y3
-	VADDPS        Y3, Y2, Y2
-	VEXTRACTF128  $1, Y2, X3
-	VADDPS        X3, X2, X2
-	VMOVHLPS      X2, X2, X3
-	VADDPS        X3, X2, X2
-	VMOVSHDUP     X2, X3
-	VADDSS        X3, X2, X2
-	VMOVSS        X2, (R9)(BX*4)
-
 	// max|x| and the scales d = max/127, 127/max.
 	VANDPS        Z22, Z0, Z3
 	VANDPS        Z22, Z1, Z4
@@ -102,6 +90,25 @@ loop:
 	VMULPS        Z6, Z1, Z1
 	VCVTPS2DQ     Z0, Z0
 	VCVTPS2DQ     Z1, Z1
+
+	// The block's sum as the kernels multiply it, d·Σq (not Σx): the
+	// biases' term b·Σx then pairs with the same rounded x as the codes'
+	// term s·Σq·x, and the product is exactly x's rounding times the
+	// weights. With Σx, the rounding error of x would be multiplied by
+	// the codes s·q (up to 2^bits steps) instead of the weights s·q+b. The
+	// integer sum (at most 32·127) and its float partial sums are exact.
+	VPADDD        Z1, Z0, Z2
+	VCVTDQ2PS     Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VADDPS        Y3, Y2, Y2
+	VEXTRACTF128  $1, Y2, X3
+	VADDPS        X3, X2, X2
+	VMOVHLPS      X2, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMULSS        X5, X2, X2
+	VMOVSS        X2, (R9)(BX*4)
 
 	CMPQ R8, $4
 	JNE  eight

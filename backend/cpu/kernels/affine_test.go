@@ -212,31 +212,45 @@ func TestMatMulAffinePanics(t *testing.T) {
 }
 
 // want is output [i,j] of x·cᵀ in float64, and how far a kernel may be
-// from it: float rounding, relative to Σ|x·w|, plus with int8 x (the VNNI
-// kernels) x's rounding to steps of max|x|/127 per block of 32 in the s·q
-// part (the biases multiply the exact x sums).
+// from it. With int8 x (the VNNI kernels) the product is of x rounded as
+// vnniPrep rounds it (roundedX) with the weights, exactly up to float
+// rounding: the biases multiply the sums of the rounded x, so x's rounding
+// error is weighed by the weights, not by the codes s·q, which would be up
+// to 2^bits steps larger. Float rounding is allowed relative to the
+// magnitudes the kernels add (s·q·x and b·x separately), as they cancel.
 func (c affineCase) want(x []float32, i, j int, int8x bool) (want, tol float64) {
 	k, gs := c.w.K, c.w.GroupSize
-	var mag, qerr float64
-	for kk := range k {
-		p := float64(x[i*k+kk]) * float64(c.dense[j*k+kk])
-		want += p
-		mag += math.Abs(p)
-		if int8x {
-			sq := c.dense[j*k+kk] - c.biases[(j*k+kk)/gs]
-			qerr += math.Abs(float64(sq)) * blockMax(x[i*k:], kk) / 254
-		}
+	row := x[i*k : (i+1)*k]
+	if int8x {
+		row = roundedX(row)
 	}
-	return want, 1e-6*mag + 1.0001*qerr + 1e-7
+	var mag float64
+	for kk, xv := range row {
+		w, b := float64(c.dense[j*k+kk]), float64(c.biases[(j*k+kk)/gs])
+		want += float64(xv) * w
+		mag += math.Abs(float64(xv)) * (math.Abs(w-b) + math.Abs(b))
+	}
+	return want, 2e-6*mag + 1e-7
 }
 
-// blockMax is max|x| over the block of 32 holding element e.
-func blockMax(x []float32, e int) float64 {
-	var m float64
-	for _, v := range x[e/32*32 : e/32*32+32] {
-		m = max(m, math.Abs(float64(v)))
+// roundedX is x as the VNNI kernels see it: per block of 32, d·q with
+// d = max|x|·(1/127) and q = x·(127/max|x|) rounded to the nearest
+// integer, ties to even (vnniPrep's float32 steps).
+func roundedX(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for b := 0; b < len(x); b += 32 {
+		blk := x[b:min(b+32, len(x))]
+		var m float32
+		for _, v := range blk {
+			m = max(m, float32(math.Abs(float64(v))))
+		}
+		d := m * float32(1.0/127)
+		inv := 127 / max(m, 0x1p-126)
+		for i, v := range blk {
+			out[b+i] = d * float32(math.RoundToEven(float64(v*inv)))
+		}
 	}
-	return m
+	return out
 }
 
 // The tile kernel agrees with the dot products of x and the reference

@@ -425,7 +425,9 @@ func (g *gen) affineAVX2(bits, gs, mr int) {
 // group and one x block; it is converted and scaled by s·dx, lane by lane,
 // into a float accumulator (chunk A of a step into acc 0, chunk B into
 // acc 1). The biases contribute Σ_g b_g·Σx_g, a dot product of the row's
-// biases with the x row's group sums. A row's result is
+// biases with the x row's group sums, which are sums of the rounded x
+// (d·Σq per block), so that the result is exactly the rounded x times the
+// weights. A row's result is
 // hsum((acc0 + acc1) + bias acc).
 //
 // Prepared x, per row: for each chunk, its int8 values (4 bits: 64 even
