@@ -19,8 +19,9 @@
 # twice the training openings (cut from sampled continuations by `dev
 # openings`, continued greedily), a 3-block head trained from scratch for
 # STEPS (default then 12000) at --lr 2e-3, then 4000 steps more at 5e-4.
-# 45 minutes here; 3.30-3.31 tokens per step at W=1 L=5 on the Q4_0 file,
-# where the 2-block head stays at 3.26-3.28 (docs/BENCHMARKS.md).
+# 45 minutes here; 3.42 tokens per step at W=1 L=5 on the Q4_0 file, the
+# 2-block head 3.39 (3.30-3.31 and 3.26-3.28 before the CPU's VNNI kernels
+# multiplied the biases by the rounded x's sums; docs/BENCHMARKS.md).
 #
 # EXIT_DIM=1024 inflates the head with blocks 1024 wide behind an input
 # projection instead of 2x the hidden size (4096): a quarter of the bytes
