@@ -12,7 +12,10 @@
 # with the read bandwidth measured in the same run, and ReDrafter W=1 L=5
 # (BEAM_LENGTH=7: L=7, the better setting for a 4-bit model with a narrow
 # head, docs/BENCHMARKS.md) on
-# two held-out openings, outputs checked identical, and the median of ten
+# LIMIT (default 8) held-out openings of PROMPTS (default stories260K's
+# held-out set; a head's tokens per step varies a lot from opening to
+# opening, so few openings flatter or wrong it), outputs checked identical,
+# and the median of ten
 # forward passes over 256 new tokens, the prefill figure). Output: one line
 # per figure, for docs/BENCHMARKS.md.
 set -euo pipefail
@@ -26,9 +29,12 @@ threads=("$@")
 : "${LLAMA_BENCH:?set LLAMA_BENCH to the llama-bench binary of a llama.cpp build}"
 bin=bin/redrafter
 beamLength=${BEAM_LENGTH:-5}
+limit=${LIMIT:-8}
+prompts=${PROMPTS:-models/stories260K/distill/prompts-heldout.txt}
+[ -f "$prompts" ] || { echo "$prompts: no such file" >&2; exit 1; }
 go build -o "$bin" ./cmd/redrafter
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $model, $(nproc) CPUs"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $model, $(nproc) CPUs, $limit openings of $prompts"
 for round in 1 2; do
 	for t in "${threads[@]}"; do
 		tag="round $round threads $t load $(cut -d' ' -f1 /proc/loadavg)"
@@ -36,7 +42,7 @@ for round in 1 2; do
 		pp=$("$LLAMA_BENCH" -m "$model" -t "$t" -n 0 -p 256 -r 3 -o csv 2>/dev/null | tail -1 | awk -F, '{gsub(/"/, "", $(NF-1)); print $(NF-1)}')
 		echo "$tag  llama.cpp: tg32 $tg tok/s, pp256 $pp tok/s"
 		"$bin" --log-level warn bench --model "$model" --drafter "$head" --threads "$t" \
-			--prompts models/stories260K/distill/prompts-heldout.txt --limit 2 --max-tokens 64 \
+			--prompts "$prompts" --limit "$limit" --max-tokens 64 \
 			--beam-width 1 --beam-length "$beamLength" --passes 256 --passes-after 1 |
 			awk -v tag="$tag" -v L="$beamLength" '
 				/^memory/ {bw = $0}
