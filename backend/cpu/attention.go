@@ -119,66 +119,89 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 	}
 }
 
-// attentionGroups is the fast path. A task is one query and one KV head.
-// The query heads that share the KV head (pre-scaled) score the prefix and
-// each run of tree keys they see as one strided matrix product (a tile
-// reuses each key row across up to six heads), packing the scores of the
-// visible keys together; the softmax runs vectorised over them; then the
-// value rows are summed into the outputs held in registers, each row loaded
-// once for up to four heads (AxpyRows).
+// attentionGroups is the fast path. A task is one KV head and a block of
+// queries: the query heads that share the KV head, for enough queries to
+// make 16 rows (two queries of eight heads), pre-scaled, score every cached
+// key and every tree key up to the block's last query in one strided matrix
+// product (its tiles reuse each key row across up to six rows); each row
+// then keeps the scores of the keys it sees, packed: the prefix, then its
+// visible tree keys in order. The softmax runs vectorised over them; then
+// the value rows are summed into the outputs held in registers, each row
+// loaded once for up to four heads (AxpyRows). Decoding (one query) makes
+// one task per KV head; a verification pass of n tokens makes KVH·⌈n/p⌉
+// tasks of p = ⌈16/group⌉ queries (one per query and KV head before, each
+// scoring the cache on its own), ordered KV head by KV head so that a
+// worker's run of tasks rereads one head's cache rows from its own cache.
 //
 // A token's output must not depend on what else its pass holds: decoded
 // alone after its accepted ancestors, it sees the same keys in the same
-// order. So scores do not depend on the call they are computed in
-// (MatMulStridedF32), the packed scores of a tree token equal those of the
-// decoded token (ExpSum's order depends on the length alone), and AxpyRows
-// gives the same sums however its rows are split between calls.
+// order. So scores do not depend on the call or the rows they are computed
+// with (MatMulStridedF32), the packed scores of a tree token equal those of
+// the decoded token (ExpSum's order depends on the length alone), and
+// AxpyRows gives the same sums however its rows are split between calls.
 func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, rowLen, stride := heads/kvh, past+n, kvh*d
-	b.pool.parallel(n*kvh, 1, max(1, 1<<16/max(1, group*rowLen*d)), func(lo, hi int) {
-		scratch := b.scratch(group*rowLen + group*d) // scores [group, rowLen], then the scaled queries
+	per := max(1, (16+group-1)/group) // queries per task
+	blocks := (n + per - 1) / per
+	rows := per * group
+	b.pool.parallel(kvh*blocks, 1, max(1, 1<<16/max(1, rows*rowLen*d)), func(lo, hi int) {
+		scratch := b.scratch(rows*rowLen + rows*d) // scores [rows, rowLen], then the scaled queries
 		defer b.release(scratch)
 		sc := *scratch
-		qs := sc[group*rowLen:]
+		qs := sc[rows*rowLen:]
 		for t := lo; t < hi; t++ {
-			qi, g := t/kvh, t%kvh
-			h0 := qi*heads + g*group // the group's first query row
-			copy(qs, q[h0*d:(h0+group)*d])
-			kernels.Scale(qs, scale)
-			// runs calls f for the prefix and each run of visible tree keys:
-			// cache rows [from, to), whose scores go to columns [at, at+to-from)
-			// of the packed rows. It returns how many keys the query sees.
-			runs := func(f func(from, to, at int)) int {
-				if past > 0 {
-					f(0, past, 0)
-				}
-				at := past
-				for j := 0; j <= qi; {
-					if int(end[j]) < qi {
-						j++
-						continue
-					}
-					from := j
-					for j <= qi && int(end[j]) >= qi {
-						j++
-					}
-					f(past+from, past+j, at)
-					at += j - from
-				}
-				return at
+			g, q0 := t/blocks, t%blocks*per
+			q1 := min(n, q0+per)
+			m := (q1 - q0) * group
+			for qi := q0; qi < q1; qi++ {
+				h0 := qi*heads + g*group // the group's first query row
+				copy(qs[(qi-q0)*group*d:(qi-q0+1)*group*d], q[h0*d:(h0+group)*d])
 			}
-			seen := runs(func(from, to, at int) {
-				k.scores(sc[at:], rowLen, qs, group, d, g*d, stride, from, to)
-			})
-			for i := range group {
-				row := sc[i*rowLen : i*rowLen+seen]
-				kernels.Scale(row, 1/kernels.ExpSum(row, kernels.Max(row)))
+			kernels.Scale(qs[:m*d], scale)
+			k.scores(sc, rowLen, qs, m, d, g*d, stride, 0, past+q1)
+			yb := y[(q0*heads+g*group)*d:]
+			for qi := q0; qi < q1; qi++ {
+				scq := sc[(qi-q0)*group*rowLen:]
+				// runs calls f for the prefix and each run of visible tree
+				// keys: cache rows [from, to), whose scores go to columns
+				// [at, at+to-from) of the packed rows. It returns how many
+				// keys the query sees.
+				runs := func(f func(from, to, at int)) int {
+					if past > 0 {
+						f(0, past, 0)
+					}
+					at := past
+					for j := 0; j <= qi; {
+						if int(end[j]) < qi {
+							j++
+							continue
+						}
+						from := j
+						for j <= qi && int(end[j]) >= qi {
+							j++
+						}
+						f(past+from, past+j, at)
+						at += j - from
+					}
+					return at
+				}
+				seen := runs(func(from, to, at int) {
+					if at != from {
+						for i := range group {
+							copy(scq[i*rowLen+at:i*rowLen+at+to-from], scq[i*rowLen+from:i*rowLen+to])
+						}
+					}
+				})
+				for i := range group {
+					row := scq[i*rowLen : i*rowLen+seen]
+					kernels.Scale(row, 1/kernels.ExpSum(row, kernels.Max(row)))
+				}
+				yg := yb[(qi-q0)*heads*d : (qi-q0)*heads*d+group*d]
+				clear(yg)
+				runs(func(from, to, at int) {
+					v.weigh(yg, group, d, scq[at:], rowLen, g*d, stride, from, to)
+				})
 			}
-			yg := y[h0*d : (h0+group)*d]
-			clear(yg)
-			runs(func(from, to, at int) {
-				v.weigh(yg, group, d, sc[at:], rowLen, g*d, stride, from, to)
-			})
 		}
 	})
 }

@@ -61,7 +61,8 @@ func TestMatMulRowsIndependentOfBatch(t *testing.T) {
 // decoded alone after its accepted ancestors, bit for bit: the cache then
 // holds the prefix and the ancestors contiguously, and the query sees all of
 // it. Both attention paths (small heads, and the grouped path from 16
-// dimensions) are checked, with grouped-query heads, over f32 and f16 caches.
+// dimensions) are checked, with grouped-query heads (1 to 8 query heads a
+// KV head, so 2 to 16 queries a task), over f32 and f16 caches.
 func TestAttentionTreeEqualsDecode(t *testing.T) {
 	seed := rand.Uint64()
 	r := rand.New(rand.NewPCG(seed, 5))
@@ -71,7 +72,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 		cache                  graph.DType
 	}{
 		{7, 8, 4, 8, 30, graph.F32}, {9, 8, 2, 64, 100, graph.F32}, {12, 4, 4, 16, 0, graph.F32},
-		{6, 12, 4, 80, 257, graph.F32}, {5, 6, 1, 128, 33, graph.F32},
+		{6, 12, 4, 80, 257, graph.F32}, {5, 6, 1, 128, 33, graph.F32}, {9, 16, 2, 64, 300, graph.F32},
 		{9, 8, 2, 64, 100, graph.F16}, {7, 4, 4, 17, 5, graph.F16},
 	} {
 		parent, end := randomTree(r, tc.n)
