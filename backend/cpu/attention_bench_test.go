@@ -26,9 +26,37 @@ func BenchmarkAttention(b *testing.B) {
 	}
 }
 
-// benchAttention times one attention op over a cache of type cache.
+// BenchmarkAttentionCachePitch times the same work per KV head, eight query
+// heads of 64 over the cache, with the cache's rows holding 4 KV heads (as
+// TinyLlama's: a head's rows 1 KiB apart) or 1 (256 B apart, contiguous);
+// µs/kvhead divides by the heads. Rows 1 KiB apart use a quarter of L2's
+// sets, so past ~1000 positions a head's keys and values stop fitting in
+// what is left of L2 and every reread goes to L3 (docs/BENCHMARKS.md).
+// With one KV head, decoding (n = 1) is one task, on one thread.
+func BenchmarkAttentionCachePitch(b *testing.B) {
+	be := New(0)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, past := range []int{1024, 2000, 4000} {
+		for _, n := range []int{1, 9} {
+			for _, kvh := range []int{1, 4} {
+				b.Run(fmt.Sprintf("past=%d/n=%d/kvh=%d", past, n, kvh), func(b *testing.B) {
+					benchAttentionShape(b, be, r, graph.F32, past, n, 8*kvh, kvh, 64)
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(kvh)/1e3, "µs/kvhead")
+				})
+			}
+		}
+	}
+}
+
+// benchAttention times one attention op of TinyLlama's shape over a cache
+// of type cache.
 func benchAttention(b *testing.B, be *Backend, r *rand.Rand, cache graph.DType, past, n int) {
-	const heads, kvh, d = 32, 4, 64
+	benchAttentionShape(b, be, r, cache, past, n, 32, 4, 64)
+}
+
+// benchAttentionShape times one attention op: n queries of heads × d over
+// a cache of kvh heads and past+n positions.
+func benchAttentionShape(b *testing.B, be *Backend, r *rand.Rand, cache graph.DType, past, n, heads, kvh, d int) {
 	c := past + n
 	g := graph.New()
 	q := g.Input("q", graph.F32, n, heads, d)
