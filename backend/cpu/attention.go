@@ -130,8 +130,10 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 // loaded once for up to four heads (AxpyRows). Decoding (one query) makes
 // one task per KV head; a verification pass of n tokens makes KVH·⌈n/p⌉
 // tasks of p = ⌈16/group⌉ queries (one per query and KV head before, each
-// scoring the cache on its own), ordered KV head by KV head so that a
-// worker's run of tasks rereads one head's cache rows from its own cache.
+// scoring the cache on its own), or of fewer queries where that would
+// leave workers idle, ordered KV head by KV head so that a worker's run of
+// tasks rereads one head's cache rows from its own cache. How tasks split
+// the work changes no result.
 //
 // A token's output must not depend on what else its pass holds: decoded
 // alone after its accepted ancestors, it sees the same keys in the same
@@ -141,7 +143,12 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 // AxpyRows gives the same sums however its rows are split between calls.
 func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
 	group, rowLen, stride := heads/kvh, past+n, kvh*d
-	per := max(1, (16+group-1)/group) // queries per task
+	// Queries per task: enough for 16 rows, fewer where that would leave
+	// workers without a task (many cores, short trees).
+	per := max(1, (16+group-1)/group)
+	for per > 1 && kvh*((n+per-1)/per) < b.pool.n {
+		per--
+	}
 	blocks := (n + per - 1) / per
 	rows := per * group
 	b.pool.parallel(kvh*blocks, 1, max(1, 1<<16/max(1, rows*rowLen*d)), func(lo, hi int) {

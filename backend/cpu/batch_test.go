@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -62,11 +63,18 @@ func TestMatMulRowsIndependentOfBatch(t *testing.T) {
 // holds the prefix and the ancestors contiguously, and the query sees all of
 // it. Both attention paths (small heads, and the grouped path from 16
 // dimensions) are checked, with grouped-query heads (1 to 8 query heads a
-// KV head, so 2 to 16 queries a task), over f32 and f16 caches.
+// KV head, so 2 to 16 queries a task), over f32 and f16 caches, on 2
+// workers and on 13 (where tasks take fewer queries so that every worker
+// has one).
 func TestAttentionTreeEqualsDecode(t *testing.T) {
+	for _, threads := range []int{2, 13} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) { attentionTreeEqualsDecode(t, New(threads)) })
+	}
+}
+
+func attentionTreeEqualsDecode(t *testing.T, be *Backend) {
 	seed := rand.Uint64()
 	r := rand.New(rand.NewPCG(seed, 5))
-	be := New(2)
 	for _, tc := range []struct {
 		n, heads, kvh, d, past int
 		cache                  graph.DType
