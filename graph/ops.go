@@ -42,23 +42,27 @@ type RoPEOp struct {
 // k <= q <= end[k] (the new tokens are a tree in DFS pre-order; see the
 // package comment). Grouped-query attention: query head h reads KV head
 // h/(H/KVH).
-// Sources: q [N,H,D] f32, k [C,KVH,D] and v [C,KVH,D] (both f32 or both
-// f16), kvLen [1] i32, end [N] i32. Result [N,H,D] f32.
+// Sources: q [N,H,D] f32, k [KVH,C,D] and v [KVH,C,D] (both f32 or both
+// f16), kvLen [1] i32, end [N] i32. Result [N,H,D] f32. The caches are
+// head-major: one KV head's rows are contiguous, so that attention over a
+// long cache streams them (position-major, [C,KVH,D], they would sit KVH·D
+// apart, which maps them to a fraction of a CPU cache's sets).
 // PyTorch: F.scaled_dot_product_attention(q, k, v, mask, scale=Scale).
 type AttentionOp struct{ Scale float32 }
 
 // KVWriteOp (built by KVWrite) copies new rows into a cache at rows
 // kvLen..kvLen+N-1 and returns the cache (same storage), so that readers of
 // the result run after the write.
-// Sources: cache [C,KVH,D] (a Var, f32 or f16: rows are rounded to the
-// nearest half), rows [N,KVH,D] f32, kvLen [1] i32.
+// Sources: cache [KVH,C,D] (a Var, f32 or f16: rows are rounded to the
+// nearest half), rows [N,KVH,D] f32 (row i's head h goes to cache[h,
+// kvLen+i]), kvLen [1] i32.
 type KVWriteOp struct{}
 
 // KVCompactOp (built by KVCompact) keeps the accepted path of a verified
-// tree: for i in order it moves cache row kvLen+idx[i] to row kvLen+i. idx
-// must be strictly increasing with idx[i] >= i, which makes the forward
-// in-place copy safe.
-// Sources: cache [C,KVH,D] (a Var), kvLen [1] i32, idx [n] i32. Returns the cache.
+// tree: for i in order it moves cache position kvLen+idx[i] to kvLen+i, in
+// every KV head. idx must be strictly increasing with idx[i] >= i, which
+// makes the forward in-place copy safe.
+// Sources: cache [KVH,C,D] (a Var), kvLen [1] i32, idx [n] i32. Returns the cache.
 type KVCompactOp struct{}
 
 // SiLUOp is x·sigmoid(x), elementwise; SiLU builds it.
@@ -253,7 +257,7 @@ func RoPE(x, pos *Array, invFreq []float32, neox bool) *Array {
 func Attention(q, k, v, kvLen, end *Array, scale float32) *Array {
 	mustf(len(q.shape) == 3 && q.dtype == F32, "Attention: q %v", q)
 	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && (k.dtype == F32 || k.dtype == F16) && v.dtype == k.dtype, "Attention: k %v v %v", k, v)
-	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[1] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)
+	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[0] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)
 	mustf(kvLen.dtype == I32 && kvLen.shape.Numel() == 1, "Attention: kvLen %v", kvLen)
 	mustf(end.dtype == I32 && len(end.shape) == 1 && end.shape[0] == q.shape[0], "Attention: end %v for q %v", end, q)
 	return node(AttentionOp{Scale: scale}, F32, q.shape, q, k, v, kvLen, end)
@@ -263,7 +267,7 @@ func Attention(q, k, v, kvLen, end *Array, scale float32) *Array {
 // see KVWriteOp.
 func KVWrite(cache, rows, kvLen *Array) *Array {
 	mustf(cache.kind == kindVar, "KVWrite: cache %v is not a Var", cache)
-	mustf(len(rows.shape) == 3 && rows.shape[1] == cache.shape[1] && rows.shape[2] == cache.shape[2] &&
+	mustf(len(rows.shape) == 3 && len(cache.shape) == 3 && rows.shape[1] == cache.shape[0] && rows.shape[2] == cache.shape[2] &&
 		rows.dtype == F32 && (cache.dtype == F32 || cache.dtype == F16), "KVWrite: rows %v for cache %v", rows, cache)
 	mustf(kvLen.dtype == I32 && kvLen.shape.Numel() == 1, "KVWrite: kvLen %v", kvLen)
 	return node(KVWriteOp{}, cache.dtype, cache.shape, cache, rows, kvLen)

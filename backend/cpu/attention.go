@@ -15,7 +15,7 @@ import (
 func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32) error {
 	q, k, v := f32(in[0]), cacheOf(in[1]), cacheOf(in[2])
 	n, heads, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
-	c, kvh := in[1].Shape[0], in[1].Shape[1]
+	kvh, c := in[1].Shape[0], in[1].Shape[1]
 	past := int(i32(in[3])[0])
 	end := i32(in[4])
 	if past < 0 || past+n > c {
@@ -27,14 +27,14 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 		}
 	}
 	if b.reference {
-		refAttention(f32(out), q, k, v, end, n, heads, kvh, d, past, scale)
+		refAttention(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale)
 	} else {
-		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, d, past, scale)
+		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale)
 	}
 	return nil
 }
 
-// kvCache is a K or V cache [C, KVH, D] stored as f32 or as f16.
+// kvCache is a K or V cache [KVH, C, D] stored as f32 or as f16.
 type kvCache struct {
 	f []float32
 	h []uint16
@@ -77,8 +77,8 @@ func (c kvCache) weigh(y []float32, m, d int, p []float32, ldp, off, ld, from, t
 // refAttention is the reference: for each query and head, the scores of
 // every key it sees, a softmax in float64 exponentials, and the weighted
 // sum of the value rows, all in plain loops in cache order.
-func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
-	group, stride := heads/kvh, kvh*d
+func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32) {
+	group := heads / kvh
 	w := make([]float32, past+n)
 	for t := range n * heads {
 		qi, g := t/heads, t%heads/group
@@ -94,7 +94,7 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 			}
 			var s float32
 			for j, x := range qv {
-				s += x * k.at(r*stride+g*d+j)
+				s += x * k.at((g*c+r)*d+j)
 			}
 			row[r] = s * scale
 			mx = max(mx, row[r])
@@ -113,7 +113,7 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 			}
 			a := p * inv
 			for j := range yv {
-				yv[j] += a * v.at(r*stride+g*d+j)
+				yv[j] += a * v.at((g*c+r)*d+j)
 			}
 		}
 	}
@@ -141,8 +141,8 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, p
 // with (MatMulStridedF32), the packed scores of a tree token equal those of
 // the decoded token (ExpSum's order depends on the length alone), and
 // AxpyRows gives the same sums however its rows are split between calls.
-func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, d, past int, scale float32) {
-	group, rowLen, stride := heads/kvh, past+n, kvh*d
+func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32) {
+	group, rowLen := heads/kvh, past+n
 	// Queries per task: enough for 16 rows, fewer where that would leave
 	// workers without a task (many cores, short trees).
 	per := max(1, (16+group-1)/group)
@@ -165,7 +165,7 @@ func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, 
 				copy(qs[(qi-q0)*group*d:(qi-q0+1)*group*d], q[h0*d:(h0+group)*d])
 			}
 			kernels.Scale(qs[:m*d], scale)
-			k.scores(sc, rowLen, qs, m, d, g*d, stride, 0, past+q1)
+			k.scores(sc, rowLen, qs, m, d, g*c*d, d, 0, past+q1)
 			yb := y[(q0*heads+g*group)*d:]
 			for qi := q0; qi < q1; qi++ {
 				scq := sc[(qi-q0)*group*rowLen:]
@@ -206,7 +206,7 @@ func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, 
 				yg := yb[(qi-q0)*heads*d : (qi-q0)*heads*d+group*d]
 				clear(yg)
 				runs(func(from, to, at int) {
-					v.weigh(yg, group, d, scq[at:], rowLen, g*d, stride, from, to)
+					v.weigh(yg, group, d, scq[at:], rowLen, g*c*d, d, from, to)
 				})
 			}
 		}

@@ -27,12 +27,13 @@ func BenchmarkAttention(b *testing.B) {
 }
 
 // BenchmarkAttentionCachePitch times the same work per KV head, eight query
-// heads of 64 over the cache, with the cache's rows holding 4 KV heads (as
-// TinyLlama's: a head's rows 1 KiB apart) or 1 (256 B apart, contiguous);
-// µs/kvhead divides by the heads. Rows 1 KiB apart use a quarter of L2's
-// sets, so past ~1000 positions a head's keys and values stop fitting in
-// what is left of L2 and every reread goes to L3 (docs/BENCHMARKS.md).
-// With one KV head, decoding (n = 1) is one task, on one thread.
+// heads of 64 over the cache, with 4 KV heads (TinyLlama's) or 1; µs/kvhead
+// divides by the heads. With the caches head-major, a head's rows are
+// contiguous either way and the two should cost the same per head; with
+// the earlier position-major layout 4 heads put a head's rows 1 KiB apart,
+// in a quarter of L2's sets, and past ~1000 positions every reread went to
+// L3 (docs/BENCHMARKS.md). With one KV head, decoding (n = 1) is one task,
+// on one thread.
 func BenchmarkAttentionCachePitch(b *testing.B) {
 	be := New(0)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -60,7 +61,7 @@ func benchAttentionShape(b *testing.B, be *Backend, r *rand.Rand, cache graph.DT
 	c := past + n
 	g := graph.New()
 	q := g.Input("q", graph.F32, n, heads, d)
-	k, v := g.Input("k", cache, c, kvh, d), g.Input("v", cache, c, kvh, d)
+	k, v := g.Input("k", cache, kvh, c, d), g.Input("v", cache, kvh, c, d)
 	kl, end := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 	ends := make([]int32, n)
 	for i := range ends {

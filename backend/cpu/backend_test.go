@@ -93,6 +93,17 @@ func TestMatMulFastVsReference(t *testing.T) {
 
 // naiveAttention computes tree attention from an explicit ancestor mask,
 // independently of the interval encoding.
+// headMajor returns cache rows [c, kvh, d] in the caches' layout [kvh, c, d].
+func headMajor(x []float32, c, kvh, d int) []float32 {
+	y := make([]float32, len(x))
+	for p := range c {
+		for h := range kvh {
+			copy(y[(h*c+p)*d:(h*c+p+1)*d], x[(p*kvh+h)*d:(p*kvh+h+1)*d])
+		}
+	}
+	return y
+}
+
 func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(qi, kj int) bool, scale float32) []float32 {
 	out := make([]float32, n*heads*d)
 	for qi := range n {
@@ -176,8 +187,8 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 		for _, be := range []*Backend{New(2), NewReference()} {
 			got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				qa := g.Input("q", graph.F32, tc.n, tc.heads, tc.d)
-				ka := constF32(t, be, g, "k", kc, tc.capacity, tc.kvh, tc.d)
-				va := constF32(t, be, g, "v", vc, tc.capacity, tc.kvh, tc.d)
+				ka := constF32(t, be, g, "k", headMajor(kc, tc.capacity, tc.kvh, tc.d), tc.kvh, tc.capacity, tc.d)
+				va := constF32(t, be, g, "v", headMajor(vc, tc.capacity, tc.kvh, tc.d), tc.kvh, tc.capacity, tc.d)
 				kl := g.Input("kvLen", graph.I32, 1)
 				ea := g.Input("end", graph.I32, tc.n)
 				return map[*graph.Array]any{qa: q, kl: []int32{int32(tc.past)}, ea: end},

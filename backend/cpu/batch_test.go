@@ -89,13 +89,14 @@ func attentionTreeEqualsDecode(t *testing.T, be *Backend) {
 		kc, vc := randF32(r, (tc.past+tc.n)*row), randF32(r, (tc.past+tc.n)*row)
 		attend := func(q, k, v []float32, n, past int, end []int32) []float32 {
 			c := len(k) / row
+			k, v = headMajor(k, c, tc.kvh, tc.d), headMajor(v, c, tc.kvh, tc.d)
 			var kd, vd any = k, v
 			if tc.cache == graph.F16 {
 				kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
 			}
 			return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				qa := g.Input("q", graph.F32, n, tc.heads, tc.d)
-				ka, va := g.Input("k", tc.cache, c, tc.kvh, tc.d), g.Input("v", tc.cache, c, tc.kvh, tc.d)
+				ka, va := g.Input("k", tc.cache, tc.kvh, c, tc.d), g.Input("v", tc.cache, tc.kvh, c, tc.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 				return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(past)}, ea: end},
 					graph.Attention(qa, ka, va, la, ea, 0.3)
@@ -136,13 +137,13 @@ func TestF16Cache(t *testing.T) {
 	q, k, v := randF32(r, n*heads*d), randF32(r, c*kvh*d), randF32(r, c*kvh*d)
 	_, end := randomTree(r, n)
 	run := func(be *Backend, dt graph.DType) []float32 {
-		var kd, vd any = k, v
+		var kd, vd any = k, v // random: read as [KVH, C, D]
 		if dt == graph.F16 {
 			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
 		}
 		return evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 			qa := g.Input("q", graph.F32, n, heads, d)
-			ka, va := g.Input("k", dt, c, kvh, d), g.Input("v", dt, c, kvh, d)
+			ka, va := g.Input("k", dt, kvh, c, d), g.Input("v", dt, kvh, c, d)
 			la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 			return map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{past}, ea: end}, graph.Attention(qa, ka, va, la, ea, 0.125)
 		})
@@ -158,7 +159,7 @@ func TestF16Cache(t *testing.T) {
 	for _, be := range []*Backend{New(2), NewReference()} {
 		buf, _ := be.Alloc(2 * c * kvh * d)
 		g := graph.New()
-		cache := g.Var("cache", buf, 0, graph.F16, c, kvh, d)
+		cache := g.Var("cache", buf, 0, graph.F16, kvh, c, d)
 		rows, kl := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
 		written := graph.KVWrite(cache, rows, kl)
 		noRead := func(*graph.Plan) error { return nil }
@@ -166,7 +167,7 @@ func TestF16Cache(t *testing.T) {
 			t.Fatal(err)
 		}
 		g = graph.New()
-		cache = g.Var("cache", buf, 0, graph.F16, c, kvh, d)
+		cache = g.Var("cache", buf, 0, graph.F16, kvh, c, d)
 		kl, idx := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, 2)
 		compacted := graph.KVCompact(cache, kl, idx)
 		got := make([]uint16, c*kvh*d)
@@ -175,12 +176,13 @@ func TestF16Cache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := quant.F32sToF16(q[:n*kvh*d])
-		row := kvh * d
-		for i, j := range []int{1, 3, 2, 3, 4} { // rows 1 and 3 moved to 0 and 1; the rest untouched
-			for e := range row {
-				if got[(past+i)*row+e] != want[j*row+e] {
-					t.Fatalf("%s: cache row %d element %d = %#x, want %#x (written row %d)", be.Name(), past+i, e, got[(past+i)*row+e], want[j*row+e], j)
+		want := quant.F32sToF16(q[:n*kvh*d]) // rows [n, kvh, d]
+		for h := range kvh {
+			for i, j := range []int{1, 3, 2, 3, 4} { // rows 1 and 3 moved to 0 and 1; the rest untouched
+				for e := range d {
+					if g, w := got[(h*c+past+i)*d+e], want[(j*kvh+h)*d+e]; g != w {
+						t.Fatalf("%s: head %d position %d element %d = %#x, want %#x (written row %d)", be.Name(), h, past+i, e, g, w, j)
+					}
 				}
 			}
 		}

@@ -104,17 +104,17 @@ func (e *encoder) encode() error {
 		e.add(ropeLaunch(out, in[0], in[1], fp, op.NeoX, x[0], x[1], x[2], len(op.InvFreq)))
 	case graph.AttentionOp:
 		q, k := shape(0), shape(1)
-		l, err := attentionLaunch(out, in[0], in[1], in[2], in[3], in[4], dtype(1), q[0], q[1], k[1], q[2], op.Scale)
+		l, err := attentionLaunch(out, in[0], in[1], in[2], in[3], in[4], dtype(1), q[0], q[1], k[0], q[2], k[1], op.Scale)
 		if err != nil {
 			return err
 		}
 		e.add(l)
 	case graph.KVWriteOp:
-		rows, rowlen := shape(1)[0], shape(1).Numel()/max(shape(1)[0], 1)
-		e.add(kvWriteLaunch(in[0], in[1], in[2], dtype(0), rows, rowlen))
+		c := shape(0) // [KVH, C, D]
+		e.add(kvWriteLaunch(in[0], in[1], in[2], dtype(0), shape(1)[0], c[0]*c[2], c[1], c[2]))
 	case graph.KVCompactOp:
 		c := shape(0)
-		e.add(kvCompactLaunch(in[0], in[1], in[2], dtype(0), shape(2).Numel(), c.Numel()/max(c[0], 1)))
+		e.add(kvCompactLaunch(in[0], in[1], in[2], dtype(0), shape(2).Numel(), c[0]*c[2], c[1], c[2]))
 	case graph.SiLUOp:
 		e.add(siluLaunch(out, in[0], shape(0).Numel()))
 	case graph.SwiGLUOp:

@@ -284,25 +284,25 @@ func kernelCases(r *rand.Rand) []kcase {
 		rows := opcases.RandF32(r, n*rowlen, 1)
 		add(fmt.Sprintf("KVWrite/%v/N%d_at%d", dt, n, past), 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ca := cpuVar(be, g, cacheData, dt, c, kvh, dd)
+				ca := cpuVar(be, g, cacheData, dt, kvh, c, dd)
 				ra, la := g.Input("rows", graph.F32, n, kvh, dd), g.Input("kvlen", graph.I32, 1)
 				return []*graph.Array{graph.KVWrite(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
 			})
 		}, func(d *emuDevice) ([]any, error) {
 			cp := d.alloc(b(cacheData))
-			err := d.run(kvWriteLaunch(cp, d.alloc(b(rows)), d.alloc(b([]int32{int32(past)})), dt, n, rowlen))
+			err := d.run(kvWriteLaunch(cp, d.alloc(b(rows)), d.alloc(b([]int32{int32(past)})), dt, n, rowlen, c, dd))
 			return []any{d.cache(cp, dt)}, err
 		})
 		idx := []int32{0, 2, 3, 6}
 		add(fmt.Sprintf("KVCompact/%v/idx%v_at%d", dt, idx, past), 0, func(be graph.Backend) ([]any, error) {
 			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ca := cpuVar(be, g, cacheData, dt, c, kvh, dd)
+				ca := cpuVar(be, g, cacheData, dt, kvh, c, dd)
 				la, ia := g.Input("kvlen", graph.I32, 1), g.Input("idx", graph.I32, len(idx))
 				return []*graph.Array{graph.KVCompact(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
 			})
 		}, func(d *emuDevice) ([]any, error) {
 			cp := d.alloc(b(cacheData))
-			err := d.run(kvCompactLaunch(cp, d.alloc(b([]int32{int32(past)})), d.alloc(b(idx)), dt, len(idx), rowlen))
+			err := d.run(kvCompactLaunch(cp, d.alloc(b([]int32{int32(past)})), d.alloc(b(idx)), dt, len(idx), rowlen, c, dd))
 			return []any{d.cache(cp, dt)}, err
 		})
 		// Attention: decode, a causal chain, and a random tree.
@@ -328,14 +328,14 @@ func kernelCases(r *rand.Rand) []kcase {
 			add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa), tolF32, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					qa := g.Input("q", graph.F32, s.n, s.h, s.d)
-					ka, va := g.Input("k", dt, cc, s.kvh, s.d), g.Input("v", dt, cc, s.kvh, s.d)
+					ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
 					la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
 					return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
 						map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
 				})
 			}, func(d *emuDevice) ([]any, error) {
 				out := d.alloc(zeros(s.n * s.h * s.d))
-				l, err := attentionLaunch(out, d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd)), d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end)), dt, s.n, s.h, s.kvh, s.d, scale)
+				l, err := attentionLaunch(out, d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd)), d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end)), dt, s.n, s.h, s.kvh, s.d, cc, scale)
 				if err != nil {
 					return nil, err
 				}

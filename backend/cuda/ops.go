@@ -85,23 +85,26 @@ func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, 
 // group size).
 func codesAligned(w devptr) bool { return w%16 == 0 }
 
-func kvWriteLaunch(cache, rows, kvLen devptr, dt graph.DType, n, rowlen int) *launch {
-	return newLaunch("kv_write_"+dt.String(), grid1(ceilDiv(n*rowlen, 256)), 256).ptr(cache).ptr(rows).ptr(kvLen).i32(n).i32(rowlen)
+// kvWriteLaunch writes n rows of rowlen = KVH·d into a cache [KVH, c, d].
+func kvWriteLaunch(cache, rows, kvLen devptr, dt graph.DType, n, rowlen, c, d int) *launch {
+	return newLaunch("kv_write_"+dt.String(), grid1(ceilDiv(n*rowlen, 256)), 256).ptr(cache).ptr(rows).ptr(kvLen).i32(n).i32(rowlen).i32(c).i32(d)
 }
 
-func kvCompactLaunch(cache, kvLen, idx devptr, dt graph.DType, n, rowlen int) *launch {
-	return newLaunch("kv_compact_"+dt.String(), grid1(ceilDiv(rowlen, 256)), 256).ptr(cache).ptr(kvLen).ptr(idx).i32(n).i32(rowlen)
+// kvCompactLaunch keeps n positions of a cache [KVH, c, d] (rowlen = KVH·d).
+func kvCompactLaunch(cache, kvLen, idx devptr, dt graph.DType, n, rowlen, c, d int) *launch {
+	return newLaunch("kv_compact_"+dt.String(), grid1(ceilDiv(rowlen, 256)), 256).ptr(cache).ptr(kvLen).ptr(idx).i32(n).i32(rowlen).i32(c).i32(d)
 }
 
 // attentionMaxD is the largest head dimension attention.cu takes.
 const attentionMaxD = 256
 
-func attentionLaunch(out, q, k, v, kvLen, end devptr, dt graph.DType, n, h, kvh, d int, scale float32) (*launch, error) {
+// attentionLaunch: q [n, h, d], caches [kvh, c, d].
+func attentionLaunch(out, q, k, v, kvLen, end devptr, dt graph.DType, n, h, kvh, d, c int, scale float32) (*launch, error) {
 	if d > attentionMaxD {
 		return nil, fmt.Errorf("cuda: attention head dim %d > %d", d, attentionMaxD)
 	}
 	return newLaunch("attention_tree_"+dt.String(), grid2(h, n), 128).
-		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).i32(n).i32(h).i32(kvh).i32(d).f32(scale), nil
+		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).i32(n).i32(h).i32(kvh).i32(d).i32(c).f32(scale), nil
 }
 
 func logSoftmaxLaunch(out, x devptr, m, v int) *launch {

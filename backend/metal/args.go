@@ -40,7 +40,7 @@ type RMSNormArgs struct {
 // RoPEArgs: x [M,H,D], the first 2·P dims of each head rotated.
 type RoPEArgs struct{ M, H, D, P int32 }
 
-// AttentionArgs: q [N,H,D], k and v [C,KVH,D]; P chunks in the split
+// AttentionArgs: q [N,H,D], k and v [KVH,C,D]; P chunks in the split
 // kernels' scratch; Vec4 as in MatmulArgs.
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
@@ -48,8 +48,9 @@ type AttentionArgs struct {
 	P, Vec4         int32
 }
 
-// KVArgs: cache [C,Row]; N rows written or kept.
-type KVArgs struct{ N, Row, C int32 }
+// KVArgs: cache [Row/D,C,D] (KV heads, positions, head dim); N rows of
+// Row written or kept.
+type KVArgs struct{ N, Row, C, D int32 }
 
 // ElementwiseArgs: N values; binary ops broadcast NB values of b.
 type ElementwiseArgs struct{ N, NB int32 }

@@ -28,7 +28,7 @@ const attnScratchMax = 32 << 20
 func (e *encoder) attention(op graph.AttentionOp) error {
 	q, k, v, kvLen, end, out := e.step.In[0], e.step.In[1], e.step.In[2], e.step.In[3], e.step.In[4], e.step.Out
 	n, h, d := q.Shape[0], q.Shape[1], q.Shape[2]
-	c, kvh := k.Shape[0], k.Shape[1]
+	kvh, c := k.Shape[0], k.Shape[1]
 	if d > attnMaxHeadDim {
 		return fmt.Errorf("head dim %d > %d", d, attnMaxHeadDim)
 	}

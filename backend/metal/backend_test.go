@@ -175,7 +175,7 @@ func TestUnsupportedShapesAreErrors(t *testing.T) {
 	be := NewFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
 	q := g.Input("q", graph.F32, 1, 1, 300)
-	k := g.Input("k", graph.F32, 4, 1, 300)
+	k := g.Input("k", graph.F32, 1, 4, 300)
 	kl := g.Input("kvLen", graph.I32, 1)
 	end := g.Input("end", graph.I32, 1)
 	err := graph.Eval(be, nil, func(*graph.Plan) error { return nil }, graph.Attention(q, k, k, kl, end, 1))

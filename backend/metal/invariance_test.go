@@ -28,10 +28,11 @@ func treeVsDecode(t *testing.T, be graph.Backend, r *rand.Rand, cache graph.DTyp
 		c := len(k) / row
 		g := graph.New()
 		qa := g.Input("q", graph.F32, n, heads, d)
-		ka, va := g.Input("k", cache, c, kvh, d), g.Input("v", cache, c, kvh, d)
+		ka, va := g.Input("k", cache, kvh, c, d), g.Input("v", cache, kvh, c, d)
 		la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, n)
 		out := graph.Attention(qa, ka, va, la, ea, 0.2)
 		res := make([]float32, n*heads*d)
+		k, v = opcases.HeadMajor(k, c, kvh, d), opcases.HeadMajor(v, c, kvh, d)
 		var kd, vd any = k, v
 		if cache == graph.F16 {
 			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)

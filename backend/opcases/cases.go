@@ -37,6 +37,18 @@ type Case struct {
 	Build func(be graph.Backend, g *graph.Graph) (outs []*graph.Array, inputs map[*graph.Array]any)
 }
 
+// HeadMajor returns cache rows [c, kvh, d] (position by position, as a
+// forward pass makes them) in the KV caches' layout [kvh, c, d].
+func HeadMajor(x []float32, c, kvh, d int) []float32 {
+	y := make([]float32, len(x))
+	for p := range c {
+		for h := range kvh {
+			copy(y[(h*c+p)*d:(h*c+p+1)*d], x[(p*kvh+h)*d:(p*kvh+h+1)*d])
+		}
+	}
+	return y
+}
+
 // RandF32 returns n uniform values in [-scale, scale).
 func RandF32(r *rand.Rand, n int, scale float32) []float32 {
 	v := make([]float32, n)
@@ -215,7 +227,7 @@ func All(r *rand.Rand) []Case {
 		add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
-				ka, va := g.Input("k", s.cache, c, s.kvh, s.d), g.Input("v", s.cache, c, s.kvh, s.d)
+				ka, va := g.Input("k", s.cache, s.kvh, c, s.d), g.Input("v", s.cache, s.kvh, c, s.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, s.n)
 				return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
@@ -227,7 +239,7 @@ func All(r *rand.Rand) []Case {
 			c := past + n + 2
 			cache, rows := RandF32(r, c*kvh*d, 1), RandF32(r, n*kvh*d, 1)
 			add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
+				ca := varOf(be, g, "cache", slices.Clone(cache), dt, kvh, c, d)
 				ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
 				return []*graph.Array{graph.KVWrite(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
 			})
@@ -247,7 +259,7 @@ func All(r *rand.Rand) []Case {
 		}
 		for _, dt := range []graph.DType{graph.F32, graph.F16} {
 			add(fmt.Sprintf("KVCompact/%v/keep%d_KVH%d_D%d_at%d_idx%v", dt, keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ca := varOf(be, g, "cache", slices.Clone(cache), dt, c, kvh, d)
+				ca := varOf(be, g, "cache", slices.Clone(cache), dt, kvh, c, d)
 				la, ia := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, keep)
 				return []*graph.Array{graph.KVCompact(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
 			})

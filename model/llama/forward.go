@@ -249,7 +249,7 @@ func (s *State) kv(g *graph.Graph, l, which int) *graph.Array {
 	i := 2*l + which
 	if arrs[i] == nil {
 		c := &s.r.Model.Config
-		arrs[i] = g.Var(fmt.Sprintf("cache.%d.%c", l, "kv"[which]), s.cache[i], 0, s.r.kvType(), s.cap, c.KVHeads, c.HeadDim)
+		arrs[i] = g.Var(fmt.Sprintf("cache.%d.%c", l, "kv"[which]), s.cache[i], 0, s.r.kvType(), c.KVHeads, s.cap, c.HeadDim)
 	}
 	return arrs[i]
 }

@@ -371,5 +371,5 @@ func concatAll(parts []*graph.Array) *graph.Array {
 // Unlike State.kv it keeps nothing in s, since joint graphs come and go.
 func (r *Runner) cacheVar(g *graph.Graph, s *State, l, which int) *graph.Array {
 	c := &r.Model.Config
-	return g.Var("cache."+strconv.Itoa(l)+"."+string("kv"[which]), s.cache[2*l+which], 0, r.kvType(), s.cap, c.KVHeads, c.HeadDim)
+	return g.Var("cache."+strconv.Itoa(l)+"."+string("kv"[which]), s.cache[2*l+which], 0, r.kvType(), c.KVHeads, s.cap, c.HeadDim)
 }

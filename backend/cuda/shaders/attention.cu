@@ -1,4 +1,4 @@
-// attention.cu: attention of n new queries over a KV cache [c, kvh, d]
+// attention.cu: attention of n new queries over a KV cache [kvh, c, d]
 // (f32 or f16) that already holds the new tokens' rows at kvlen..kvlen+n-1.
 // Query i sees every cache row before kvlen, and new row j iff
 // j <= i <= end[j] (the new tokens are a tree in DFS pre-order: a chain is
@@ -20,14 +20,13 @@
 #define ATT_PER (ATT_MAXD / 32)
 
 template <class T>
-DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int n, int h, int kvh, int d, float scale) {
+DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int n, int h, int kvh, int d, int cap, float scale) {
 	SHARED float wm[ATT_WARPS], wl[ATT_WARPS];
 	SHARED float wacc[ATT_WARPS][ATT_MAXD];
 	const int hh = int(blockIdx.x), i = int(blockIdx.y);
 	const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
 	const int kvlen = kvlen_p[0];
 	const int kh = hh / (h / kvh);
-	const u64 rowlen = u64(kvh) * u64(d);
 	const float *qr = q + (u64(i) * u64(h) + u64(hh)) * u64(d);
 	float qv[ATT_PER], acc[ATT_PER];
 	for (int e = 0; e < ATT_PER; e++) {
@@ -38,7 +37,7 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 	float mx = -cu_inf(), l = 0.0f;
 	// visit folds key row r into this warp's state.
 	auto visit = [&](u64 r) {
-		const u64 base = r * rowlen + u64(kh) * u64(d);
+		const u64 base = (u64(kh) * u64(cap) + r) * u64(d);
 		float dot = 0.0f;
 		for (int e = 0; e < ATT_PER; e++) {
 			const int c = lane + 32 * e;
@@ -88,9 +87,9 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 	}
 }
 
-KERNEL void attention_tree_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, float scale) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, scale);
+KERNEL void attention_tree_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap, float scale) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale);
 }
-KERNEL void attention_tree_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, float scale) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, scale);
+KERNEL void attention_tree_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap, float scale) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale);
 }

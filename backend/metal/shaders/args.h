@@ -72,7 +72,7 @@ struct RoPEArgs {
 	int P;
 };
 
-// q [N,H,D], k and v [C,KVH,D]; kvLen comes from a buffer. P is the
+// q [N,H,D], k and v [KVH,C,D]; kvLen comes from a buffer. P is the
 // number of chunks of the split kernels' scratch; vec4 is 1 when rows of q,
 // k and v may be read 4 elements at a time (D a multiple of 4, aligned).
 struct AttentionArgs {
@@ -91,6 +91,7 @@ struct KVArgs {
 	int N;
 	int row;
 	int C;
+	int D;
 };
 
 // Elementwise over n values; b of binary ops has nb values, broadcast.

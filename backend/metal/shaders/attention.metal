@@ -127,7 +127,7 @@ inline void attn_chunk(constant AttentionArgs &args, device const KV *k, device 
 		for (int i = 0; i < ATTN_BLOCK; i++) {
 			const int vi = v0 + i;
 			const int r = vi < c1 ? (vi < past ? vi : rows[vi - c0]) : 0;
-			off[i] = (ulong(r) * ulong(args.KVH) + ulong(g)) * ulong(D);
+			off[i] = (ulong(g) * ulong(args.C) + ulong(r)) * ulong(D);
 			float dot = 0.0f;
 			if (vi < c1) {
 				for (int t = 0; t < ATTN_PER_LANE; t++) {

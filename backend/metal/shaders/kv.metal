@@ -1,6 +1,7 @@
-// kv.metal: writes new rows (float) into a KV cache (float or half, rounded
-// to nearest) at kvLen, and compacts the accepted path of a verified tree
-// (row kvLen+idx[i] moves to kvLen+i).
+// kv.metal: writes new rows [N,KVH,D] (float) into a KV cache [KVH,C,D]
+// (float or half, rounded to nearest) at kvLen, and compacts the accepted
+// path of a verified tree (position kvLen+idx[i] moves to kvLen+i in every
+// head). args.row = KVH·D.
 // Grid: (ceil(N·row/256)) for kv_write and (ceil(row/256)) for kv_compact;
 // threadgroup: 256.
 #include "common.h"
@@ -17,7 +18,8 @@ kernel void kv_write(
 	if (i >= uint(args.N) * uint(args.row) || at < 0 || at + args.N > args.C) {
 		return;
 	}
-	cache[ulong(at) * ulong(args.row) + i] = T(rows[i]);
+	const uint n = i / uint(args.row), h = i % uint(args.row) / uint(args.D), e = i % uint(args.D);
+	cache[(ulong(h) * ulong(args.C) + ulong(at) + n) * ulong(args.D) + e] = T(rows[i]);
 }
 
 // Each thread owns one column of the row and walks the indices in order, so
@@ -35,10 +37,11 @@ kernel void kv_compact(
 	if (c >= uint(args.row) || at < 0) {
 		return;
 	}
+	device T *head = cache + ulong(c / uint(args.D)) * ulong(args.C) * ulong(args.D) + c % uint(args.D);
 	for (int i = 0; i < args.N; i++) {
 		const int j = idx[i];
 		if (j != i && at + j < args.C) {
-			cache[ulong(at + i) * ulong(args.row) + c] = cache[ulong(at + j) * ulong(args.row) + c];
+			head[ulong(at + i) * ulong(args.D)] = head[ulong(at + j) * ulong(args.D)];
 		}
 	}
 }
