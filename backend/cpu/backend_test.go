@@ -93,7 +93,8 @@ func TestMatMulFastVsReference(t *testing.T) {
 
 // naiveAttention computes tree attention from an explicit ancestor mask,
 // independently of the interval encoding.
-// headMajor returns cache rows [c, kvh, d] in the caches' layout [kvh, c, d].
+// headMajor returns cache rows [c, kvh, d] in the caches' layout [kvh, c, d]
+// (opcases.HeadMajor's twin: opcases imports this package).
 func headMajor(x []float32, c, kvh, d int) []float32 {
 	y := make([]float32, len(x))
 	for p := range c {
