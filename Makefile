@@ -4,7 +4,7 @@ BIN     := bin/redrafter
 MODEL   := models/stories260K/stories260K.gguf
 PKGS    := ./...
 
-.PHONY: build demo demo-speedup test test-short test-clients cuda-tag deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
+.PHONY: build demo demo-speedup test test-all test-full test-short test-clients cuda-tag deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -53,14 +53,29 @@ test-lib:
 # kernels too, concurrent Sessions of one Engine and of a Group under the race detector
 # (which needs cgo and a C compiler), the darwin cross-build checks, and
 # the repository checks (go.mod tidy, generated assembly up to date).
+# The emulated GPU generations run a representative subset of their
+# W × L × dtype matrices here; `make test-all` runs them whole.
+# TEST_TIMEOUT bounds each test binary, sized for a machine loaded 4 times
+# over (Go's default, 10 minutes, is not).
+TEST_TIMEOUT ?= 30m
 test: deps
-	$(GO) test -count=1 $(PKGS)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -run '^(TestConcurrentSessions|TestGroup.*)$$' .
-	$(GO) test -count=1 -tags noasm ./backend/cpu/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrentSessions|TestGroup.*)$$' .
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./backend/cpu/...
 	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory cuda-tag
 	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory check
+
+# Everything `make test` runs, then the emulated matrices whole (every beam
+# shape, head and KV type: REDRAFTER_TEST_FULL) in the packages whose
+# tests pick a subset by default. .ci/run runs this.
+test-all: test test-full
+
+FULL_TIMEOUT ?= 90m
+test-full:
+	REDRAFTER_TEST_FULL=1 $(GO) test -count=1 -timeout $(FULL_TIMEOUT) \
+		$$(grep -rl --include='*_test.go' 'testenv\.\(Subset\|Full\)' . | xargs -n1 dirname | sort -u)
 
 # The official OpenAI clients against `redrafter serve` on loopback: the Go
 # one (tests/openai-go, a module of its own, which `go test ./...` above

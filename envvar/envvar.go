@@ -24,10 +24,16 @@
 //	REDRAFTER_EMU_CACHE              a directory that keeps compiled kernels between test runs
 //	CI                               set: tests that need clang++ fail without one, not skip
 //
+// The tests (read through package internal/testenv; nothing that ships
+// reads them):
+//
+//	REDRAFTER_TEST_FULL              set: the emulated W × L × dtype matrices run whole (make
+//	                                 test-all); unset: a representative subset (make test)
+//	REDRAFTER_SEED                   replays the random inputs of a test (each logs its seed)
+//
 // Read by test files directly, where they are used (nothing that ships
 // reads them):
 //
-//	REDRAFTER_SEED                   replays the random inputs of backend/metal's kernel tests
 //	REDRAFTER_BENCH_MODEL            the model file of the root package's decode benchmarks
 //	REDRAFTER_BENCH_TOKENS           new tokens per pass of BenchmarkForwardPass (default 17)
 //
@@ -153,4 +159,18 @@ const (
 	// need the emulator fail when no compiler is found, instead of
 	// skipping.
 	CI Text = "CI"
+)
+
+// The tests' variables, read by package internal/testenv.
+const (
+	// TestFull, REDRAFTER_TEST_FULL, read by tests that run a matrix of
+	// emulated generations (beam shapes × dtypes × KV caches): set (any
+	// non-empty value, as make test-all sets it), they run the whole
+	// matrix; unset, a representative subset that keeps make test within
+	// its time.
+	TestFull Text = "REDRAFTER_TEST_FULL"
+	// Seed, REDRAFTER_SEED, is the seed of a test's random inputs, read by
+	// testenv.Seed: a test logs the seed it drew, and setting this replays
+	// it.
+	Seed Text = "REDRAFTER_SEED"
 )

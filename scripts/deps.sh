@@ -17,11 +17,26 @@ if [ "$want" != "$have" ]; then
 	(cd tests/node && npm ci --no-audit --no-fund)
 fi
 
-# clang compiles the .metal kernels as C++ for the emulation tests.
-if [ -x scripts/install-clang.sh ] || [ -f scripts/install-clang.sh ]; then
-	bash scripts/install-clang.sh
-fi
-
-# clang → PTX, NVIDIA's ptxas and libcuda.so.1 (unpacked, not installed, into
-# .cache/cuda-tools) for the CUDA kernel and binding tests without a GPU.
-bash scripts/install-cuda-tools.sh
+# The GPU kernel toolchains: clang++ compiles the .metal and .cu kernels as
+# C++ for the emulation tests, and clang-16, NVIDIA's ptxas and libcuda.so.1
+# (unpacked, not installed, into .cache/cuda-tools) check the CUDA kernels
+# and binding without a GPU. A CPU-only user can do without them:
+# GPU_TOOLS=off skips them, and when they cannot be had (no apt-get, not
+# root, no network) this says so and goes on, and the tests that need them
+# skip saying "SKIPPED, NOT PASSED". Under CI (CI set) they must install.
+gpu_tool() {
+	if [ "${GPU_TOOLS:-}" = off ]; then
+		echo "deps: GPU_TOOLS=off: $1 skipped; the GPU kernel tests will skip" >&2
+		return 0
+	fi
+	if bash "$@"; then
+		return 0
+	fi
+	if [ -n "${CI:-}" ]; then
+		echo "deps: $1 failed, and CI must run the GPU kernel tests" >&2
+		exit 1
+	fi
+	echo "deps: SKIPPED $1 (it failed above); the GPU kernel tests will skip (set CI=1 to make that an error)" >&2
+}
+gpu_tool scripts/install-clang.sh
+gpu_tool scripts/install-cuda-tools.sh

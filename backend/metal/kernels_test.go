@@ -3,29 +3,21 @@ package metal
 import (
 	"flag"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/metal/emu"
 	msl "github.com/seed9b8f47b1/redrafter/backend/metal/shaders"
 	"github.com/seed9b8f47b1/redrafter/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
-// seed returns the random seed of this run ($REDRAFTER_SEED replays one).
-func seed(t *testing.T) uint64 {
-	s := uint64(time.Now().UnixNano())
-	if v := os.Getenv("REDRAFTER_SEED"); v != "" {
-		s, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("REDRAFTER_SEED=%d", s)
-	return s
-}
+// seed returns the random seed of this run (testenv.Seed: logged, and
+// $REDRAFTER_SEED replays one).
+func seed(t *testing.T) uint64 { return testenv.Seed(t) }
 
 // kernelModes are the emulator modes TestKernels runs every case in: the
 // kernels compiled with FMA contraction off and fast (Apple's compiler may

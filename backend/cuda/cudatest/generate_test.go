@@ -12,6 +12,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/backend/cuda/internal/tools"
 	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 	"github.com/seed9b8f47b1/redrafter/tools/convert"
 )
 
@@ -45,23 +46,25 @@ func generate(t *testing.T, model, backend, kv, head string, w, l int, prompt st
 // decoding on the CPU token for token: the demo model and its bundled head
 // converted to f16 (with an f16 KV cache) and quantized to 4 bits in groups
 // of 32 (with an f32 KV cache; against the CPU reference backend), at beams
-// W ∈ {1, 2, 4} × L ∈ {3, 5}, and after a prompt of more than 64 tokens
+// W ∈ {1, 2, 4} × L ∈ {3, 5} (make test: W1L5 and W4L3 in f16, W2L5 in
+// 4 bits; make test-all: all six in both), and after a prompt of more than 64 tokens
 // (a prefill pass of 64 rows, then shorter ones). The CUDA backend counts its waits (graph.Counter), so each greedy ReDrafter
 // step runs as one plan on the device: beam search, verification and
 // acceptance included.
 func TestGreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
-		t.Skip("about a minute of emulated launches")
+		t.Skip("minutes of emulated launches")
 	}
 	Builder(t) // skips or fails here, on t's goroutine
 	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkGreedyEqualsCPU(t, "cuda-emu")
+	checkGreedyEqualsCPU(t, "cuda-emu", false)
 }
 
 // checkGreedyEqualsCPU is TestGreedyGenerationEqualsCPU's check on the
 // registered backend named gpu: the emulated device here, a real GPU in
-// TestGreedyGenerationEqualsCPUOnGPU.
-func checkGreedyEqualsCPU(t *testing.T, gpu string) {
+// TestGreedyGenerationEqualsCPUOnGPU. allShapes runs every beam shape even
+// under make test (a real GPU runs them in seconds).
+func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
 	root, err := tools.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -74,11 +77,17 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string) {
 	// The CPU's fast 4-bit kernels multiply 8-bit-quantized activations (as
 	// llama.cpp's do), which moves logits by about 1%; the GPU computes in
 	// f32, so its 4-bit tokens are compared with the CPU reference backend's.
+	//
+	// The beam shapes W × L run whole under make test-all
+	// (REDRAFTER_TEST_FULL); make test runs each dtype's subset: the widest
+	// and the longest beams between them, every width once.
+	shapes := [][2]int{{1, 3}, {1, 5}, {2, 3}, {2, 5}, {4, 3}, {4, 5}}
 	for _, c := range []struct {
 		name, cpu string
 		opt       convert.Options
 		kv        string
-	}{{"f16", "cpu", convert.Options{Bits: 16}, "f16"}, {"4-bit", "cpu-reference", convert.Options{Bits: 4, GroupSize: 32}, "f32"}} {
+		shapes    []int // indexes into shapes: make test's subset
+	}{{"f16", "cpu", convert.Options{Bits: 16}, "f16", []int{1, 4}}, {"4-bit", "cpu-reference", convert.Options{Bits: 4, GroupSize: 32}, "f32", []int{3}}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			model, head := filepath.Join(dir, "model"), filepath.Join(dir, "head")
@@ -105,23 +114,26 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string) {
 			} else if got.Stats.PromptTokens <= 64 {
 				t.Errorf("the long prompt has %d tokens, want more than 64", got.Stats.PromptTokens)
 			}
-			for _, w := range []int{1, 2, 4} {
-				for _, l := range []int{3, 5} {
-					t.Run(fmt.Sprintf("W%dL%d", w, l), func(t *testing.T) {
-						res := generate(t, model, gpu, c.kv, head, w, l, prompt, n)
-						if !slices.Equal(res.Tokens, want) {
-							t.Errorf("ReDrafter on cuda: %v\nautoregressive on the cpu: %v", res.Tokens, want)
-						}
-						d := res.Stats.Draft
-						if d == nil || d.Steps == 0 || d.TokensPerStep() < 1.5 {
-							t.Fatalf("the head drafted too little to check anything: %+v", d)
-						}
-						// One wait for the device per step: the step ran as one plan.
-						if waits, _, _ := d.PerStep(); waits != 1 {
-							t.Errorf("%.2f waits per ReDrafter step, want 1 (device: %+v over %d steps)", waits, d.Device, d.Steps)
-						}
-					})
-				}
+			run := shapes
+			if !allShapes {
+				run = testenv.Subset(shapes, c.shapes...)
+			}
+			for _, wl := range run {
+				w, l := wl[0], wl[1]
+				t.Run(fmt.Sprintf("W%dL%d", w, l), func(t *testing.T) {
+					res := generate(t, model, gpu, c.kv, head, w, l, prompt, n)
+					if !slices.Equal(res.Tokens, want) {
+						t.Errorf("ReDrafter on cuda: %v\nautoregressive on the cpu: %v", res.Tokens, want)
+					}
+					d := res.Stats.Draft
+					if d == nil || d.Steps == 0 || d.TokensPerStep() < 1.5 {
+						t.Fatalf("the head drafted too little to check anything: %+v", d)
+					}
+					// One wait for the device per step: the step ran as one plan.
+					if waits, _, _ := d.PerStep(); waits != 1 {
+						t.Errorf("%.2f waits per ReDrafter step, want 1 (device: %+v over %d steps)", waits, d.Device, d.Steps)
+					}
+				})
 			}
 		})
 	}
