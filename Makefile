@@ -61,7 +61,7 @@ TEST_TIMEOUT ?= 30m
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrentSessions|TestGroup.*)$$' .
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./backend/cpu/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./internal/backend/cpu/...
 	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory cuda-tag
 	$(MAKE) --no-print-directory cross
@@ -92,7 +92,7 @@ lint: check-tidy
 	$(GO) vet $(PKGS)
 
 # What must match what a tool would write: go.mod/go.sum (go mod tidy) and
-# the amd64 assembly of backend/cpu/kernels (its generators).
+# the amd64 assembly of internal/backend/cpu/kernels (its generators).
 check: check-tidy check-generate
 
 check-tidy:
@@ -108,7 +108,7 @@ check-generate:
 cuda-tag:
 	$(GO) vet -tags cuda $(PKGS)
 	$(GO) build -tags cuda $(PKGS)
-	$(GO) test -count=1 -tags cuda -run '^(TestRealDriverWithoutGPU|TestLoadMissingLibrary|TestOpenWithoutGPU|TestAutoFallsBackToCPU)$$' ./backend/cuda/...
+	$(GO) test -count=1 -tags cuda -run '^(TestRealDriverWithoutGPU|TestLoadMissingLibrary|TestOpenWithoutGPU|TestAutoFallsBackToCPU)$$' ./internal/backend/cuda/...
 
 # Type-check, build and compile the tests of every package for macOS
 # (the Metal target) from any machine, without cgo.
@@ -123,7 +123,7 @@ cross:
 	done
 
 bench:
-	$(GO) test -run '^$$' -bench . -count 10 ./backend/cpu/... . | tee bench.txt
+	$(GO) test -run '^$$' -bench . -count 10 ./internal/backend/cpu/... . | tee bench.txt
 
 # Run every fuzz target (found by name, so a new one is never left out) for
 # FUZZTIME each; their seed corpora run in `make test`.

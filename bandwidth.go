@@ -3,7 +3,7 @@ package redrafter
 import (
 	"context"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 )
 
 // HostReadBandwidth measures this machine's streaming read bandwidth from

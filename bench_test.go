@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
 // BenchmarkDecodeStories260K measures greedy decoding of 256 tokens from an

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // The goroutines of TestConcurrentSessions, each with its own script.

@@ -10,11 +10,11 @@ import (
 	// The CPU backend runs everywhere and is the reference: an app that
 	// loads a model gets it without knowing backends exist. GPU backends
 	// are opt-in imports (see the package doc).
-	_ "github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // Options configure loading.

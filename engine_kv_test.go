@@ -3,8 +3,8 @@ package redrafter
 import (
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
 // The KV cache a session gets unless told: f16 on the Metal GPU (half the

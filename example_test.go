@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // The README's example: load a model and a draft head, then stream a

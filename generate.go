@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // GenerateOptions control one generation.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 const stories = "models/stories260K/stories260K.gguf"

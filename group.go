@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
 
 // Group runs the forward passes of its Sessions together: while several of

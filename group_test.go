@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // groupMembers is how many sessions the group tests run at once.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
 // smallMemory is the CPU backend on a machine with limit bytes of memory.

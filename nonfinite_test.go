@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // poisonedModel writes a copy of stories260K whose f32 tensor name has v at

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
 
 // Perplexity is the model's average surprise on some text.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/seed9b8f47b1/redrafter/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
 
 // A Probe runs the model's forward pass directly, outside of generation, for

@@ -13,14 +13,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/backend/cpu/kernels"
-	"github.com/seed9b8f47b1/redrafter/envvar"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/quant"
-	"github.com/seed9b8f47b1/redrafter/tools/convert"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 // quantizedModel converts the model at path to 4-bit affine weights.

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // randomModel writes a GGUF with stories260K's tokenizer and random weights

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // deviceStep reports whether p runs as drafter.DeviceStep: greedy decoding

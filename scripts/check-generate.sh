@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when the committed generated files of backend/cpu/kernels (the amd64
+# Fails when the committed generated files of internal/backend/cpu/kernels (the amd64
 # assembly and its Go declarations) differ from what their generators write.
 # It runs each //go:generate line of the package as written, with its output
 # directory (-dir .) replaced by a temporary one, and compares every file
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-pkg=backend/cpu/kernels
+pkg=internal/backend/cpu/kernels
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

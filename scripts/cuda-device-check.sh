@@ -5,7 +5,7 @@
 # driver: build the binaries where Go is, with
 #
 #   go build -tags cuda -o BIN/redrafter ./cmd/redrafter
-#   go test -c -tags cuda -o BIN/cudatest.test ./backend/cuda/cudatest
+#   go test -c -tags cuda -o BIN/cudatest.test ./internal/backend/cuda/cudatest
 #
 # then, in the repository root on the GPU machine:
 #

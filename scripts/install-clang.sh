@@ -1,6 +1,6 @@
 #!/bin/sh
 # install-clang.sh installs the C++ compiler that the Metal kernel emulation
-# tests (backend/metal/emu) use to compile backend/metal/shaders/*.metal as C++ on Linux.
+# tests (internal/backend/metal/emu) use to compile internal/backend/metal/shaders/*.metal as C++ on Linux.
 # It does nothing when a suitable clang++ is already on PATH. Debian/Ubuntu
 # only (apt-get); run as root or with sudo available.
 set -eu

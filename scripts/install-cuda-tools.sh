@@ -2,7 +2,7 @@
 # install-cuda-tools.sh makes the CUDA kernel checks runnable on a Linux
 # machine with no NVIDIA GPU and no CUDA toolkit (see docs/CUDA.md):
 #
-#   clang-16        compiles backend/cuda/shaders/*.cu to PTX (and as host
+#   clang-16        compiles internal/backend/cuda/shaders/*.cu to PTX (and as host
 #                   C++ for the emulator); installed with apt-get if missing.
 #   ptxas           NVIDIA's PTX assembler, which tells what the GPU would
 #                   refuse and reports registers, shared memory and spills.
@@ -17,7 +17,7 @@
 # pull 1.6 GB; this downloads about 90 MB once.
 #
 # Idempotent: when the tools are already unpacked it only checks them.
-# The Go tests find the tools there (backend/cuda/internal/tools).
+# The Go tests find the tools there (internal/backend/cuda/internal/tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
 // caseBound is how long one bad input may take to be refused: every case
@@ -45,7 +45,7 @@ type badCase struct {
 // few documented successes exit 0 with their warning lines.
 //
 // Cases marked "library" are refused by the library's own validation
-// (module root and model/*), not by the CLI.
+// (module root and internal/model/*), not by the CLI.
 func TestBadInput(t *testing.T) {
 	fix := badInputFixtures(t)
 	// Each case runs in an empty directory of its own, so paths are absolute.

@@ -16,7 +16,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // ptyChat is `redrafter chat` on a pseudo-terminal, as a person runs it:

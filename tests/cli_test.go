@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // The CLI's greedy output of the demo model is llama2.c's, byte for byte, and

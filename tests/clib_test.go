@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // The C API (cmd/libredrafter, redrafter.h) as an app sees it: the library

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/testenv"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
 )
 
 // The fake device with Metal's default policy (first command buffer after

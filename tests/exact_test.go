@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/backend/metal/metaltest"
-	"github.com/seed9b8f47b1/redrafter/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/testenv"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
 )
 
 // Greedy generation from an empty prompt through the Go API reproduces

@@ -19,25 +19,29 @@ const module = "github.com/seed9b8f47b1/redrafter"
 type layer string
 
 const (
-	leaf    layer = "leaf"    // graph, quant, sample, hostmath, envvar: import nothing of ours
-	backend layer = "backend" // backend/...: leaves and backends
-	model   layer = "model"   // model/...: leaves and model
-	api     layer = "api"     // the module root, package redrafter
-	tool    layer = "tool"    // tools/...: the API, model and leaves, never a backend
-	service layer = "service" // server/: the API, model and leaves, never a backend (as tools)
-	program layer = "program" // cmd/...: anything
-	suite   layer = "suite"   // tests/: anything (end-to-end tests)
+	leaf     layer = "leaf"     // internal/{graph,quant,sample,hostmath,envvar}: import nothing of ours
+	support  layer = "support"  // internal/testenv: what tests share; leaves only
+	backend  layer = "backend"  // internal/backend/...: leaves and backends
+	register layer = "register" // backend/{metal,cuda}: the public registrations, over their backend
+	model    layer = "model"    // internal/model/...: leaves and model
+	api      layer = "api"      // the module root, package redrafter
+	tool     layer = "tool"     // internal/tools/...: the API, model and leaves, never a backend
+	service  layer = "service"  // internal/server/: the API, model and leaves, never a backend (as tools)
+	program  layer = "program"  // cmd/...: anything
+	suite    layer = "suite"    // tests/: anything (end-to-end tests)
 )
 
 var mayImport = map[layer][]layer{
-	leaf:    {},
-	backend: {leaf, backend},
-	model:   {leaf, model},
-	api:     {leaf, model, backend},
-	tool:    {leaf, model, api},
-	service: {leaf, model, api},
-	program: {leaf, backend, model, api, tool, service},
-	suite:   {leaf, backend, model, api, tool, service, program},
+	leaf:     {},
+	support:  {leaf},
+	backend:  {leaf, backend},
+	register: {backend},
+	model:    {leaf, model},
+	api:      {leaf, model, backend},
+	tool:     {leaf, model, api},
+	service:  {leaf, model, api},
+	program:  {leaf, backend, register, model, api, tool, service},
+	suite:    {leaf, support, backend, register, model, api, tool, service, program},
 }
 
 // layerOf places a package of the module; ok is false for a package
@@ -50,18 +54,26 @@ func layerOf(pkg string) (layer, bool) {
 	if !ok {
 		return "", false
 	}
-	top, _, _ := strings.Cut(rel, "/")
+	top, rest, _ := strings.Cut(rel, "/")
 	switch top {
-	case "graph", "quant", "sample", "hostmath", "envvar":
-		return leaf, true
+	case "internal":
+		sub, _, _ := strings.Cut(rest, "/")
+		switch sub {
+		case "graph", "quant", "sample", "hostmath", "envvar":
+			return leaf, true
+		case "testenv":
+			return support, true
+		case "backend":
+			return backend, true
+		case "model":
+			return model, true
+		case "tools":
+			return tool, true
+		case "server":
+			return service, true
+		}
 	case "backend":
-		return backend, true
-	case "model":
-		return model, true
-	case "tools":
-		return tool, true
-	case "server":
-		return service, true
+		return register, true
 	case "cmd":
 		return program, true
 	case "tests":
@@ -157,14 +169,17 @@ func TestPlantedUpwardImportsAreCaught(t *testing.T) {
 	planted := []struct {
 		dir, pkg, imp, want string
 	}{
-		{"graph", "graph", "model/llama", "graph (leaf) imports " + module + "/model/llama (model)"},
-		{"model/llama", "llama", "backend/cpu", "model/llama (model) imports " + module + "/backend/cpu (backend)"},
-		{"tools/train", "train", "backend/cpu/kernels", "tools/train (tool) imports " + module + "/backend/cpu/kernels (backend)"},
-		{"backend/cpu", "cpu", "", "backend/cpu (backend) imports " + module + " (api)"},
-		{"model/drafter", "drafter", "tools/bench", "model/drafter (model) imports " + module + "/tools/bench (tool)"},
-		{"server", "server", "backend/cpu", "server (service) imports " + module + "/backend/cpu (backend)"},
-		{"tools/bench", "bench", "server", "tools/bench (tool) imports " + module + "/server (service)"},
-		{"model/llama", "llama", "server", "model/llama (model) imports " + module + "/server (service)"},
+		{"internal/graph", "graph", "internal/model/llama", "internal/graph (leaf) imports " + module + "/internal/model/llama (model)"},
+		{"internal/model/llama", "llama", "internal/backend/cpu", "internal/model/llama (model) imports " + module + "/internal/backend/cpu (backend)"},
+		{"internal/tools/train", "train", "internal/backend/cpu/kernels", "internal/tools/train (tool) imports " + module + "/internal/backend/cpu/kernels (backend)"},
+		{"internal/backend/cpu", "cpu", "", "internal/backend/cpu (backend) imports " + module + " (api)"},
+		{"internal/model/drafter", "drafter", "internal/tools/bench", "internal/model/drafter (model) imports " + module + "/internal/tools/bench (tool)"},
+		{"internal/server", "server", "internal/backend/cpu", "internal/server (service) imports " + module + "/internal/backend/cpu (backend)"},
+		{"internal/tools/bench", "bench", "internal/server", "internal/tools/bench (tool) imports " + module + "/internal/server (service)"},
+		{"internal/model/llama", "llama", "internal/server", "internal/model/llama (model) imports " + module + "/internal/server (service)"},
+		{"backend/metal", "metal", "internal/graph", "backend/metal (register) imports " + module + "/internal/graph (leaf)"},
+		{"internal/backend/cpu", "cpu", "backend/metal", "internal/backend/cpu (backend) imports " + module + "/backend/metal (register)"},
+		{"internal/testenv", "testenv", "internal/backend/cpu", "internal/testenv (support) imports " + module + "/internal/backend/cpu (backend)"},
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/backend/metal/metaltest"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
 )
 
 // The bundled demo model and its draft head (models/stories260K/README.md).

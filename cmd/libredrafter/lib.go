@@ -33,8 +33,8 @@ import (
 	// The GPU on Apple Silicon for backend "auto" (NULL); elsewhere it does
 	// not open and the CPU runs.
 	_ "github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // The library's version; redrafter.h's REDRAFTER_VERSION_* say the same.

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/tools/bench"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/bench"
 )
 
 func newBenchCmd(g *globalFlags) *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // benchFixture writes a random draft head for stories260K and a prompt file.

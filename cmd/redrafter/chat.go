@@ -16,7 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 const chatHelp = `Chat with a model in the terminal. Each turn renders the whole conversation

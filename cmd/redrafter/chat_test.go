@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.

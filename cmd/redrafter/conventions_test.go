@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // -m, -p, -n and --temp are what llama.cpp and mlx-lm users type; they

@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/graph"
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/tools/inflate"
-	"github.com/seed9b8f47b1/redrafter/tools/train"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/inflate"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/train"
 )
 
 // newDevCmd groups tools for developing and benchmarking redrafter itself.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/tools/train"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/train"
 )
 
 func TestDevInflate(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/tools/train"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/train"
 )
 
 func newDistillCmd(g *globalFlags) *cobra.Command {

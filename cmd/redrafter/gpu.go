@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/seed9b8f47b1/redrafter/backend/cuda"
-	"github.com/seed9b8f47b1/redrafter/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 )
 
 // endProgress ends selftest's progress line on a terminal.

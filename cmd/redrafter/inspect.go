@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
-	"github.com/seed9b8f47b1/redrafter/model/formats"
-	"github.com/seed9b8f47b1/redrafter/model/llama"
-	"github.com/seed9b8f47b1/redrafter/model/tokenizer"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 func newInspectCmd() *cobra.Command {

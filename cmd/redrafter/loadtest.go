@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seed9b8f47b1/redrafter/envvar"
-	"github.com/seed9b8f47b1/redrafter/tools/loadtest"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/loadtest"
 )
 
 func newLoadtestCmd() *cobra.Command {

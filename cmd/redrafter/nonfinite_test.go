@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
 // generate and chat on a model whose weights hold NaN end with a one-line

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/sample"
-	"github.com/seed9b8f47b1/redrafter/tools/convert"
+	"github.com/seed9b8f47b1/redrafter/internal/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 func newQuantizeCmd() *cobra.Command {

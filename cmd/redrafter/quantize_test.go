@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
 
 // quantize writes a 4-bit model and head that generate reads; a second run

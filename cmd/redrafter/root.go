@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/seed9b8f47b1/redrafter/backend/metal" // registers the metal backend (macOS); the API brings the cpu one
-	"github.com/seed9b8f47b1/redrafter/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 )
 
 // globalFlags are shared by every command.

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/envvar"
-	"github.com/seed9b8f47b1/redrafter/server"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/server"
 )
 
 const serveHelp = `Serve the model over the OpenAI HTTP API: POST /v1/chat/completions (streaming

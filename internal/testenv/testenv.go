@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 )
 
 // Full reports whether the tests' emulated matrices (beam shapes × dtypes ×

@@ -1,9 +1,0 @@
-//go:build !darwin
-
-package metal
-
-import "github.com/seed9b8f47b1/redrafter/backend/metal/internal/mtl"
-
-func openDevice() (device, error) { return nil, mtl.ErrUnavailable }
-
-func listDevices() ([]DeviceInfo, error) { return nil, mtl.ErrUnavailable }

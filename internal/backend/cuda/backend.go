@@ -1,0 +1,423 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// Backend runs graph plans on an NVIDIA GPU. A plan is turned once into a
+// list of kernel launches (kept in Plan.BackendState), and each Run queues
+// them on one stream and waits once. Weights are copied to device memory
+// once, when the model binds them (WrapHost); the host reads results with
+// Read after Run.
+//
+// A Backend is safe for concurrent use: Runs of different plans (the
+// Sessions of one Engine) may be called on different goroutines; they take
+// turns on the stream. One Plan must not Run on two goroutines at once.
+type Backend struct {
+	drv driver
+
+	// runMu serialises Runs: each queues its launches and waits for them,
+	// so a sync never waits for another Run's launches and an error is
+	// the Run's own.
+	runMu sync.Mutex
+
+	mu        sync.Mutex
+	stats     Stats
+	live      int64             // bytes allocated and not freed
+	constants map[string]devptr // small read-only arrays (RoPE frequencies), by content
+	closed    bool
+}
+
+// Stats counts what the backend has done, for tests and `bench`.
+type Stats struct {
+	// Runs is the plans run; Encodes those turned into launches (once
+	// per plan); Launches the kernels launched; Waits the host's waits for
+	// the device (one per Run that launched anything).
+	Runs, Encodes, Launches, Waits int
+}
+
+func newBackend(d driver) *Backend {
+	return &Backend{drv: d, constants: map[string]devptr{}}
+}
+
+// Name implements graph.Backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the GPU.
+func (b *Backend) Device() DeviceInfo { return b.drv.info() }
+
+// Stats returns the counters so far.
+func (b *Backend) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+// Counts implements graph.Counter: one stream submission per Run.
+func (b *Backend) Counts() graph.Counts {
+	s := b.Stats()
+	return graph.Counts{Waits: s.Waits, Dispatches: s.Launches, CommandBuffers: s.Waits}
+}
+
+// MemoryLimit implements graph.MemoryLimiter: the device's memory.
+func (b *Backend) MemoryLimit() int64 { return b.drv.info().Memory }
+
+// InvariantRows is how many rows one pass may hold while each row's result
+// stays the same bits as alone, and the Group cuts its joint passes there:
+// 64 (the matvec kernels keep the bits up to 256 rows, beyond which f16
+// and bf16 weights go to the tensor cores; 64 is the row budget measured
+// for Metal's joint passes, kept until one is measured on a GPU here).
+func (b *Backend) InvariantRows() int { return matvecMaxRows }
+
+// DefaultKVCache is the KV cache's element type unless asked otherwise:
+// f16, which halves the bytes attention reads per step (as on Metal).
+func (b *Backend) DefaultKVCache() graph.DType { return graph.F16 }
+
+// RecommendedBeam is the default ReDrafter beam (W, L) on this GPU: 1×5,
+// the fastest measured on an H200 for the TinyLlama-shaped model in f16
+// and in 4 bits (docs/BENCHMARKS.md, "CUDA on a real GPU"). A pass over 17
+// tokens (4×5) still costs twice a decode step there, more than the wider
+// beam's extra accepted tokens (4.46 against 3.91 per step) buy back.
+func (b *Backend) RecommendedBeam() (width, length int) { return recommendedBeam(b.drv.info()) }
+
+// recommendedBeam is the same for every GPU until one measures otherwise.
+func recommendedBeam(DeviceInfo) (width, length int) { return 1, 5 }
+
+// Close releases the device. Buffers still allocated are released with it.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	for k, p := range b.constants {
+		b.drv.free(p)
+		delete(b.constants, k)
+	}
+	b.mu.Unlock()
+	b.drv.close()
+	return nil
+}
+
+// Buffer is device memory.
+type Buffer struct {
+	ptr   devptr
+	size  int
+	freed bool
+}
+
+// Size implements graph.Buffer.
+func (x *Buffer) Size() int { return x.size }
+
+// Alloc implements graph.Backend.
+func (b *Backend) Alloc(size int) (graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cuda: alloc of %d bytes", size)
+	}
+	// An empty buffer still gets an address, so that a launch over it
+	// passes a valid pointer (it reads nothing).
+	p, err := b.drv.alloc(max(size, 4))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: alloc of %d bytes: %w", size, err)
+	}
+	b.mu.Lock()
+	b.live += int64(size)
+	b.mu.Unlock()
+	return &Buffer{ptr: p, size: size}, nil
+}
+
+// WrapHost implements graph.Backend by copying data to device memory once:
+// the weights live on the GPU, which reads them at its own bandwidth.
+// (Mapping host memory into the device's address space would save the
+// copy and the device memory, and read it over PCIe at every step.)
+func (b *Backend) WrapHost(data []byte) (graph.Buffer, error) {
+	buf, err := b.Alloc(len(data))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.drv.upload(buf.(*Buffer).ptr, data); err != nil {
+		b.Free(buf)
+		return nil, fmt.Errorf("cuda: copying %d bytes to the device: %w", len(data), err)
+	}
+	return buf, nil
+}
+
+// Free implements graph.Backend.
+func (b *Backend) Free(buf graph.Buffer) {
+	x, ok := buf.(*Buffer)
+	if !ok || x.freed {
+		return
+	}
+	x.freed = true
+	b.mu.Lock()
+	b.live -= int64(x.size)
+	b.mu.Unlock()
+	b.drv.free(x.ptr)
+}
+
+// Allocated is the bytes of device memory in buffers not yet freed.
+func (b *Backend) Allocated() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live
+}
+
+func (b *Backend) own(buf graph.Buffer) (*Buffer, error) {
+	x, ok := buf.(*Buffer)
+	if !ok {
+		return nil, fmt.Errorf("cuda: buffer %T is not from this backend", buf)
+	}
+	if x.freed {
+		return nil, fmt.Errorf("cuda: use of a freed buffer")
+	}
+	return x, nil
+}
+
+// Write implements graph.Backend.
+func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
+	x, err := b.own(dst)
+	if err != nil {
+		return err
+	}
+	if err := graph.CheckWrite("cuda", off, len(src), x.size); err != nil {
+		return err
+	}
+	return b.drv.upload(x.ptr+devptr(off), src)
+}
+
+// Read implements graph.Backend.
+func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
+	x, err := b.own(src)
+	if err != nil {
+		return err
+	}
+	if err := graph.CheckRead("cuda", off, len(dst), x.size); err != nil {
+		return err
+	}
+	return b.drv.download(dst, x.ptr+devptr(off))
+}
+
+// kernelFiles maps each kernel to its .cu file, from the embedded PTX.
+var kernelFiles = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range shaders.Files() {
+		names, err := shaders.Kernels(f)
+		if err != nil {
+			panic(err) // the embedded PTX is checked by tests
+		}
+		for _, n := range names {
+			m[n] = f
+		}
+	}
+	return m
+}()
+
+func hasKernel(name string) bool { _, ok := kernelFiles[name]; return ok }
+
+// Supports implements graph.Backend: an op is supported when the kernels
+// its encoding launches exist for its dtypes.
+func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
+	dt := func(i int) graph.DType {
+		if i < len(in) {
+			return in[i]
+		}
+		return 0
+	}
+	switch op := op.(type) {
+	case graph.ReshapeOp, graph.SliceOp:
+		return true
+	case graph.EmbedOp:
+		return dt(1) == graph.I32 && hasKernel("embed_"+dt(0).String())
+	case graph.MatMulOp:
+		return dt(0) == graph.F32 && hasKernel("matvec_"+dt(1).String())
+	case graph.QMatMulOp:
+		return dt(0) == graph.F32 && dt(1) == graph.U32 && dt(2) == dt(3) && hasKernel(fmt.Sprintf("qmatvec_%d_%v", op.Bits, dt(2)))
+	case graph.QEmbedOp:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel(fmt.Sprintf("qembed_%d_%v", op.Bits, dt(1)))
+	case graph.DequantizeOp:
+		return dt(0) == graph.U32 && dt(1) == dt(2) && hasKernel(fmt.Sprintf("dequant_%d_%v", op.Bits, dt(1)))
+	case graph.KVWriteOp:
+		return dt(1) == graph.F32 && hasKernel("kv_write_"+dt(0).String())
+	case graph.KVCompactOp:
+		return hasKernel("kv_compact_" + dt(0).String())
+	case graph.AttentionOp:
+		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention_tree_"+dt(1).String())
+	case graph.RMSNormOp:
+		return dt(0) == graph.F32 && dt(1) == graph.F32
+	case graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp, graph.ConcatOp,
+		graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp:
+		return dt(0) == graph.F32
+	case graph.GatherRowsOp:
+		return hasKernel("gather_rows_" + dt(0).String())
+	case graph.TakeAlongOp:
+		return dt(0) == graph.F32 && hasKernel("take_along_f32")
+	case graph.RNNStepOp:
+		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("rnn_step_"+dt(2).String())
+	case graph.WarpLogSoftmaxOp:
+		return dt(0) == graph.F32 && hasKernel("warp_log_softmax_f32")
+	case graph.BeamTopOp:
+		return dt(0) == graph.I32 && dt(1) == graph.F32 && hasKernel("beam_top_f32")
+	case graph.BeamChainsOp:
+		return dt(0) == graph.I32 && dt(1) == graph.I32 && hasKernel("beam_chains_i32")
+	case graph.AcceptChainsOp:
+		return dt(0) == graph.I32 && dt(1) == graph.I32 && hasKernel("accept_chains_i32")
+	}
+	return false
+}
+
+// planState is a plan's launches, kept between its Runs, with the buffers
+// they use (checked before each Run: a plan must not outlive them).
+type planState struct {
+	backend  *Backend
+	launches []*launch
+	bufs     []*Buffer
+}
+
+// Run implements graph.Backend: it encodes the plan (the first time),
+// queues its launches and waits once.
+func (b *Backend) Run(p *graph.Plan) error {
+	st, ok := p.BackendState.(*planState)
+	if !ok || st.backend != b {
+		var err error
+		if st, err = b.encodePlan(p); err != nil {
+			return err
+		}
+		p.BackendState = st
+	}
+	for _, x := range st.bufs {
+		if x.freed {
+			return fmt.Errorf("cuda: a plan uses a freed buffer")
+		}
+	}
+	b.runMu.Lock()
+	defer b.runMu.Unlock()
+	b.mu.Lock()
+	b.stats.Runs++
+	b.mu.Unlock()
+	if len(st.launches) == 0 {
+		return nil
+	}
+	var launchErr error
+	n := 0
+	for _, l := range st.launches {
+		if launchErr = b.drv.launch(l); launchErr != nil {
+			break
+		}
+		n++
+	}
+	// Wait for what was queued even after a failed launch, so that no
+	// work of this Run is still running when it returns.
+	syncErr := b.drv.sync()
+	b.mu.Lock()
+	b.stats.Launches += n
+	b.stats.Waits++
+	b.mu.Unlock()
+	if launchErr != nil {
+		return launchErr
+	}
+	return syncErr
+}
+
+func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
+	st := &planState{backend: b}
+	seen := map[*Buffer]bool{}
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		e := &encoder{b: b, step: s}
+		if err := e.encode(); err != nil {
+			return nil, fmt.Errorf("cuda: step %d %v: %w", i, s.Op, err)
+		}
+		st.launches = append(st.launches, e.ls...)
+		for _, o := range append([]graph.Operand{s.Out}, s.In...) {
+			if x, ok := o.Buf.(*Buffer); ok && !seen[x] {
+				seen[x] = true
+				st.bufs = append(st.bufs, x)
+			}
+		}
+	}
+	b.mu.Lock()
+	b.stats.Encodes++
+	b.mu.Unlock()
+	return st, nil
+}
+
+// constant returns a device copy of data, shared by every plan that needs
+// the same bytes, kept until Close.
+func (b *Backend) constant(data []byte) (devptr, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.constants[string(data)]; ok {
+		return p, nil
+	}
+	p, err := b.drv.alloc(max(len(data), 4))
+	if err != nil {
+		return 0, err
+	}
+	if err := b.drv.upload(p, data); err != nil {
+		b.drv.free(p)
+		return 0, err
+	}
+	b.constants[string(data)] = p
+	return p, nil
+}
+
+// ReadBandwidth measures the GPU's streaming read bandwidth in bytes per
+// second, for `redrafter bench`: read_xor_u32 over 1 GiB (an eighth of the
+// device's memory when that is less), four reads per timed run, the best
+// of five runs after a warm-up. Decoding reads its weights once per token,
+// so its bytes per second over this is the fraction of the limit reached.
+func (b *Backend) ReadBandwidth(ctx context.Context) (float64, error) {
+	size := int64(1 << 30)
+	if m := b.drv.info().Memory / 8; m > 0 && m < size {
+		size = m
+	}
+	return b.readBandwidth(ctx, int(size)/16*16, 5)
+}
+
+func (b *Backend) readBandwidth(ctx context.Context, size, runs int) (float64, error) {
+	const reads = 4
+	blocks := 8 * max(b.drv.info().Multiprocessors, 1)
+	x, err := b.drv.alloc(size)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+	}
+	defer b.drv.free(x)
+	out, err := b.drv.alloc(4 * blocks)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+	}
+	defer b.drv.free(out)
+	l := readXorLaunch(out, x, size/4, blocks)
+	best := 0.0
+	for i := range runs + 1 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		b.runMu.Lock()
+		start := time.Now()
+		for range reads {
+			if err = b.drv.launch(l); err != nil {
+				break
+			}
+		}
+		if serr := b.drv.sync(); err == nil {
+			err = serr
+		}
+		elapsed := time.Since(start)
+		b.runMu.Unlock()
+		if err != nil {
+			return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
+		}
+		if i > 0 { // the first run is the warm-up
+			best = max(best, float64(reads*size)/elapsed.Seconds())
+		}
+	}
+	return best, nil
+}

@@ -1,0 +1,137 @@
+// Package cudatest runs the CUDA backend's kernels on any machine, for
+// tests: over the fake driver (cuda.NewFake), every launch is executed by
+// its .cu kernel compiled as C++ and run on the CPU by package
+// internal/backend/cuda/emu, so the backend's host code, launch geometry and
+// kernels are checked together. It needs clang++ 16 or newer: without one,
+// tests that use it are skipped, or fail under CI (CI set).
+//
+// Tests that use it should run through Main, which removes the compiled
+// kernels afterwards. The production package cuda does not import it.
+package cudatest
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	metalemu "github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+)
+
+var (
+	once    sync.Once
+	builder *emu.Builder
+	dir     string
+	initErr error
+)
+
+// Main runs a test binary's tests and then removes the compiled kernels:
+//
+//	func TestMain(m *testing.M) { os.Exit(cudatest.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	Cleanup()
+	return code
+}
+
+// Cleanup removes the compiled kernels, for a TestMain that runs its tests
+// through another Main (metaltest.Main) first.
+func Cleanup() {
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
+
+// Builder returns the test binary's emulator builder, skipping tb without
+// clang++ (failing it under CI, which must install one).
+func Builder(tb testing.TB) *emu.Builder {
+	tb.Helper()
+	once.Do(func() {
+		if dir, initErr = os.MkdirTemp("", "redrafter-cudatest-"); initErr == nil {
+			builder, initErr = emu.NewBuilder(dir)
+		}
+	})
+	if initErr != nil {
+		if errors.Is(initErr, metalemu.ErrNoCompiler) && envvar.CI.Get() == "" {
+			tb.Skipf("SKIPPED, NOT PASSED: %v", initErr)
+		}
+		tb.Fatal(initErr)
+	}
+	return builder
+}
+
+// NewEmulated returns a CUDA backend over the fake driver with every
+// launch run by its emulated kernel, its threads in the forward order
+// only: package cuda's TestKernels runs every kernel in three orders, and
+// a whole generation in three would take three times as long for nothing
+// more about the host code.
+func NewEmulated(tb testing.TB) *cuda.Backend {
+	tb.Helper()
+	return cuda.NewFake(NewEmulator(tb, nil).Exec)
+}
+
+// Emulator executes launches with the emulated kernels. It is safe for
+// concurrent use.
+type Emulator struct {
+	b        *emu.Builder
+	override map[string]string
+	// Orders are the thread orders each launch runs in (emu.Launch);
+	// nil is the forward order only.
+	Orders []metalemu.Order
+
+	mu  sync.Mutex
+	ran map[string]int
+}
+
+// NewEmulator returns an emulator. override maps a .cu file name to source
+// that replaces the embedded one, for tests that plant a bug.
+func NewEmulator(tb testing.TB, override map[string]string) *Emulator {
+	tb.Helper()
+	return &Emulator{b: Builder(tb), override: override, ran: map[string]int{}}
+}
+
+// Exec runs one launch through its emulated kernel, leaving the results
+// in l's buffers.
+func (x *Emulator) Exec(l *cuda.Launch) error {
+	src, ok := x.override[l.File]
+	if !ok {
+		var err error
+		if src, err = shaders.Source(l.File); err != nil {
+			return err
+		}
+	}
+	names, err := shaders.Kernels(l.File)
+	if err != nil {
+		return err
+	}
+	prog, err := x.b.Build(l.File, src, names)
+	if err != nil {
+		return err
+	}
+	el := &emu.Launch{Kernel: l.Kernel, Grid: l.Grid, Block: l.Block, Params: l.Params, Orders: x.Orders}
+	if el.Orders == nil {
+		el.Orders = []metalemu.Order{metalemu.Forward}
+	}
+	for _, b := range l.Buffers {
+		el.Buffers = append(el.Buffers, emu.Buffer{Base: b.Base, Data: b.Data})
+	}
+	if err := prog.Run(el); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.ran[l.Kernel]++
+	x.mu.Unlock()
+	return nil
+}
+
+// Ran returns how many launches of each kernel the emulator has run.
+func (x *Emulator) Ran() map[string]int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.ran)
+}

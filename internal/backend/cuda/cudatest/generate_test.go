@@ -1,0 +1,140 @@
+package cudatest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
+)
+
+// generate decodes n tokens greedily from prompt on a backend, with
+// ReDrafter at w×l when head is not empty.
+func generate(t *testing.T, model, backend, kv, head string, w, l int, prompt string, n int) *redrafter.Result {
+	t.Helper()
+	e, err := redrafter.Load(model, redrafter.Options{Backend: backend, KVCache: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	opt := redrafter.GenerateOptions{MaxTokens: n}
+	if head != "" {
+		if err := e.LoadDrafter(head); err != nil {
+			t.Fatal(err)
+		}
+		opt.Draft = redrafter.DraftOptions{BeamWidth: w, BeamLength: l}
+	} else {
+		opt.Draft.Off = true
+	}
+	res, err := e.Generate(context.Background(), prompt, opt, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", backend, err)
+	}
+	return res
+}
+
+// Greedy decoding and greedy ReDrafter on the CUDA backend, over the fake
+// driver with every launch run by its emulated kernel, equal greedy
+// decoding on the CPU token for token: the demo model and its bundled head
+// converted to f16 (with an f16 KV cache) and quantized to 4 bits in groups
+// of 32 (with an f32 KV cache; against the CPU reference backend), at beams
+// W ∈ {1, 2, 4} × L ∈ {3, 5} (make test: W1L5 and W4L3 in f16, W2L5 in
+// 4 bits; make test-all: all six in both), and after a prompt of more than 64 tokens
+// (a prefill pass of 64 rows, then shorter ones). The CUDA backend counts its waits (graph.Counter), so each greedy ReDrafter
+// step runs as one plan on the device: beam search, verification and
+// acceptance included.
+func TestGreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("minutes of emulated launches")
+	}
+	Builder(t) // skips or fails here, on t's goroutine
+	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkGreedyEqualsCPU(t, "cuda-emu", false)
+}
+
+// checkGreedyEqualsCPU is TestGreedyGenerationEqualsCPU's check on the
+// registered backend named gpu: the emulated device here, a real GPU in
+// TestGreedyGenerationEqualsCPUOnGPU. allShapes runs every beam shape even
+// under make test (a real GPU runs them in seconds).
+func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
+	root, err := tools.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stories := filepath.Join(root, "models", "stories260K", "stories260K.gguf")
+	bundled := filepath.Join(root, "models", "stories260K", "drafter")
+	graph.Register("cpu-reference", func() (graph.Backend, error) { return cpu.NewReference(), nil })
+	const n = 16
+	prompt := "Once upon a time"
+	// The CPU's fast 4-bit kernels multiply 8-bit-quantized activations (as
+	// llama.cpp's do), which moves logits by about 1%; the GPU computes in
+	// f32, so its 4-bit tokens are compared with the CPU reference backend's.
+	//
+	// The beam shapes W × L run whole under make test-all
+	// (REDRAFTER_TEST_FULL); make test runs each dtype's subset: the widest
+	// and the longest beams between them, every width once.
+	shapes := [][2]int{{1, 3}, {1, 5}, {2, 3}, {2, 5}, {4, 3}, {4, 5}}
+	for _, c := range []struct {
+		name, cpu string
+		opt       convert.Options
+		kv        string
+		shapes    []int // indexes into shapes: make test's subset
+	}{{"f16", "cpu", convert.Options{Bits: 16}, "f16", []int{1, 4}}, {"4-bit", "cpu-reference", convert.Options{Bits: 4, GroupSize: 32}, "f32", []int{3}}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			model, head := filepath.Join(dir, "model"), filepath.Join(dir, "head")
+			if _, err := convert.Model(stories, model, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := convert.Head(bundled, head, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			want := generate(t, model, c.cpu, c.kv, "", 0, 0, prompt, n).Tokens
+			if len(want) != n {
+				t.Fatalf("cpu: %d tokens, want %d", len(want), n)
+			}
+			if got := generate(t, model, gpu, c.kv, "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
+				t.Errorf("autoregressive on %s: %v\ncpu: %v", gpu, got, want)
+			}
+			// A prompt of more than 64 tokens: its prefill runs in a pass
+			// of 64 rows, then shorter ones, and the decoding after it
+			// still agrees.
+			long := strings.Repeat("Lily and Tom went to the park to play with a big red ball. ", 6)
+			wantLong := generate(t, model, c.cpu, c.kv, "", 0, 0, long, 8).Tokens
+			if got := generate(t, model, gpu, c.kv, "", 0, 0, long, 8); !slices.Equal(got.Tokens, wantLong) {
+				t.Errorf("after a %d-token prompt, on cuda: %v\ncpu: %v", got.Stats.PromptTokens, got.Tokens, wantLong)
+			} else if got.Stats.PromptTokens <= 64 {
+				t.Errorf("the long prompt has %d tokens, want more than 64", got.Stats.PromptTokens)
+			}
+			run := shapes
+			if !allShapes {
+				run = testenv.Subset(shapes, c.shapes...)
+			}
+			for _, wl := range run {
+				w, l := wl[0], wl[1]
+				t.Run(fmt.Sprintf("W%dL%d", w, l), func(t *testing.T) {
+					res := generate(t, model, gpu, c.kv, head, w, l, prompt, n)
+					if !slices.Equal(res.Tokens, want) {
+						t.Errorf("ReDrafter on cuda: %v\nautoregressive on the cpu: %v", res.Tokens, want)
+					}
+					d := res.Stats.Draft
+					if d == nil || d.Steps == 0 || d.TokensPerStep() < 1.5 {
+						t.Fatalf("the head drafted too little to check anything: %+v", d)
+					}
+					// One wait for the device per step: the step ran as one plan.
+					if waits, _, _ := d.PerStep(); waits != 1 {
+						t.Errorf("%.2f waits per ReDrafter step, want 1 (device: %+v over %d steps)", waits, d.Device, d.Steps)
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+//go:build cuda && linux
+
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+func init() {
+	graph.Register("cuda", func() (graph.Backend, error) { return Open() })
+}
+
+// LibraryPath is the driver library Open loads; the system's library path
+// is searched for it.
+const LibraryPath = "libcuda.so.1"
+
+// Open opens GPU 0 through the NVIDIA driver: its primary context, one
+// stream, and the kernels' PTX (embedded; the driver's JIT compiles it for
+// the GPU), each module named in the error if the JIT refuses it.
+func Open() (*Backend, error) {
+	d, err := openDriver(LibraryPath)
+	if err != nil {
+		return nil, err
+	}
+	return newBackend(d), nil
+}
+
+// Devices lists the GPUs the driver sees.
+func Devices() ([]DeviceInfo, error) {
+	d, err := cu.Load(LibraryPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Init(); err != nil {
+		return nil, err
+	}
+	n, err := d.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	var infos []DeviceInfo
+	for i := range n {
+		dev, err := d.Device(i)
+		if err != nil {
+			return nil, err
+		}
+		info, err := deviceInfo(d, dev)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
+func deviceInfo(d *cu.Driver, dev cu.Device) (DeviceInfo, error) {
+	var info DeviceInfo
+	var err error
+	if info.Name, err = d.DeviceName(dev); err != nil {
+		return info, err
+	}
+	for _, a := range []struct {
+		attr int
+		v    *int
+	}{{cu.AttrComputeCapabilityMajor, &info.Major}, {cu.AttrComputeCapabilityMinor, &info.Minor},
+		{cu.AttrMultiprocessorCount, &info.Multiprocessors}} {
+		if *a.v, err = d.Attribute(dev, a.attr); err != nil {
+			return info, err
+		}
+	}
+	mem, err := d.TotalMem(dev)
+	if err != nil {
+		return info, err
+	}
+	info.Memory = int64(mem)
+	info.Driver, err = d.Version()
+	return info, err
+}
+
+// realDriver runs launches on GPU 0 through libcuda. A CUDA context is
+// current per OS thread, and goroutines move between threads, so every
+// call locks its goroutine to its thread and makes the context current
+// first (cuCtxSetCurrent is cheap).
+type realDriver struct {
+	d      *cu.Driver
+	dev    cu.Device
+	ctx    cu.Context
+	stream cu.Stream
+	inf    DeviceInfo
+
+	mu      sync.Mutex
+	modules map[string]cu.Module   // by .cu file
+	funcs   map[string]cu.Function // by kernel
+}
+
+func openDriver(path string) (*realDriver, error) {
+	d, err := cu.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Init(); err != nil {
+		return nil, err
+	}
+	r := &realDriver{d: d, modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}}
+	if r.dev, err = d.Device(0); err != nil {
+		return nil, err
+	}
+	if r.inf, err = deviceInfo(d, r.dev); err != nil {
+		return nil, err
+	}
+	if r.inf.Major < 7 {
+		return nil, fmt.Errorf("cuda: %s has compute capability %d.%d; the kernels need 7.0 or newer", r.inf.Name, r.inf.Major, r.inf.Minor)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if r.ctx, err = d.PrimaryContext(r.dev); err != nil {
+		return nil, err
+	}
+	if r.stream, err = d.NewStream(); err != nil {
+		_ = d.ReleasePrimaryContext(r.dev)
+		return nil, err
+	}
+	// JIT every module now: a PTX the driver refuses is an error naming its
+	// file at open, not a failed step later.
+	for _, f := range shaders.Files() {
+		ptx, err := shaders.PTX(f)
+		if err == nil {
+			r.modules[f], err = d.LoadPTX(ptx)
+		}
+		if err != nil {
+			r.closeLocked()
+			return nil, fmt.Errorf("cuda: loading the kernels of %s: %w", f, err)
+		}
+	}
+	return r, nil
+}
+
+func (r *realDriver) info() DeviceInfo { return r.inf }
+
+// current runs f on a locked thread with the context current.
+func (r *realDriver) current(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := r.d.SetCurrent(r.ctx); err != nil {
+		return err
+	}
+	return f()
+}
+
+func (r *realDriver) alloc(n int) (devptr, error) {
+	var p cu.DevPtr
+	err := r.current(func() error {
+		var err error
+		if p, err = r.d.Alloc(n); err != nil {
+			return err
+		}
+		if err = r.d.Zero(p, n); err != nil {
+			_ = r.d.Free(p)
+		}
+		return err
+	})
+	return devptr(p), err
+}
+
+func (r *realDriver) free(p devptr) {
+	_ = r.current(func() error { return r.d.Free(cu.DevPtr(p)) })
+}
+
+// upload and download use the legacy default stream, which waits for the
+// backend's stream (created blocking) to finish what it was given.
+func (r *realDriver) upload(dst devptr, src []byte) error {
+	return r.current(func() error { return r.d.CopyToDevice(cu.DevPtr(dst), src) })
+}
+
+func (r *realDriver) download(dst []byte, src devptr) error {
+	return r.current(func() error { return r.d.CopyToHost(dst, cu.DevPtr(src)) })
+}
+
+func (r *realDriver) function(kernel string) (cu.Function, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.funcs[kernel]; ok {
+		return f, nil
+	}
+	file, ok := kernelFiles[kernel]
+	if !ok {
+		return 0, fmt.Errorf("cuda: no kernel %s in the shaders", kernel)
+	}
+	f, err := r.d.Function(r.modules[file], kernel)
+	if err != nil {
+		return 0, err
+	}
+	r.funcs[kernel] = f
+	return f, nil
+}
+
+func (r *realDriver) launch(l *launch) error {
+	f, err := r.function(l.kernel)
+	if err != nil {
+		return err
+	}
+	return r.current(func() error { return r.d.Launch(f, l.grid, l.block, 0, r.stream, l.params, l.kernel) })
+}
+
+func (r *realDriver) sync() error {
+	return r.current(func() error { return r.d.Sync(r.stream) })
+}
+
+func (r *realDriver) close() {
+	_ = r.current(func() error { r.closeLocked(); return nil })
+}
+
+func (r *realDriver) closeLocked() {
+	for f, m := range r.modules {
+		_ = r.d.Unload(m)
+		delete(r.modules, f)
+	}
+	if r.stream != 0 {
+		_ = r.d.DestroyStream(r.stream)
+		r.stream = 0
+	}
+	_ = r.d.ReleasePrimaryContext(r.dev)
+}

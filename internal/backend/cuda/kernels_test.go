@@ -1,0 +1,597 @@
+package cuda
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
+
+// A kernel case: the op on the CPU reference backend (ref) and the same
+// computation as CUDA launches on the emulated device (gpu), on the same
+// fresh random inputs. Float outputs are compared relative to the largest
+// reference magnitude; integer outputs must be equal.
+type kcase struct {
+	name string
+	tol  float64
+	ref  func(be graph.Backend) ([]any, error)
+	gpu  func(d *emuDevice) ([]any, error)
+}
+
+const (
+	tolF32 = 1e-4
+	tolF16 = 1e-2
+)
+
+// evalRef runs a one-op graph on be and reads its outputs (f16 as floats).
+func evalRef(be graph.Backend, build func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) ([]any, error) {
+	g := graph.New()
+	outs, inputs := build(g)
+	var res []any
+	err := graph.Eval(be, inputs, func(p *graph.Plan) error {
+		for _, o := range outs {
+			n := o.Shape().Numel()
+			switch o.DType() {
+			case graph.I32:
+				v := make([]int32, n)
+				if err := p.Read(o, v); err != nil {
+					return err
+				}
+				res = append(res, v)
+			case graph.F16:
+				h := make([]uint16, n)
+				if err := p.Read(o, h); err != nil {
+					return err
+				}
+				res = append(res, f16s(h))
+			default:
+				v := make([]float32, n)
+				if err := p.Read(o, v); err != nil {
+					return err
+				}
+				res = append(res, v)
+			}
+		}
+		return nil
+	}, outs...)
+	return res, err
+}
+
+func f16s(h []uint16) []float32 {
+	f := make([]float32, len(h))
+	for i, x := range h {
+		f[i] = quant.F16ToF32(x)
+	}
+	return f
+}
+
+// cpuVar is a Var array holding data on be (a KV cache).
+func cpuVar(be graph.Backend, g *graph.Graph, data any, dt graph.DType, shape ...int) *graph.Array {
+	b := graph.AsBytes(data)
+	buf, err := be.Alloc(len(b))
+	if err != nil {
+		panic(err)
+	}
+	if err := be.Write(buf, 0, b); err != nil {
+		panic(err)
+	}
+	return g.Var("cache", buf, 0, dt, shape...)
+}
+
+func (d *emuDevice) runAll(ls ...*launch) error {
+	for _, l := range ls {
+		if err := d.run(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kernelCases(r *rand.Rand) []kcase {
+	var cs []kcase
+	add := func(name string, tol float64, ref func(be graph.Backend) ([]any, error), gpu func(d *emuDevice) ([]any, error)) {
+		cs = append(cs, kcase{name, tol, ref, gpu})
+	}
+	b := graph.AsBytes
+	zeros := func(n int) []byte { return make([]byte, 4*n) }
+	floatDTs := []graph.DType{graph.F32, graph.F16, graph.BF16}
+
+	for _, dt := range floatDTs {
+		// Embed, and MatMul at decode/verify shapes with tails in K and N.
+		v, dd, n := 50, 33, 7
+		table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
+		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
+				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n * dd))
+			err := d.run(embedLaunch(out, d.alloc(b(table)), d.alloc(b(ids)), dt, n, dd, v))
+			return []any{d.f32s(out)}, err
+		})
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {5, 129, 9}, {9, 64, 5}} {
+			m, k, nn := s[0], s[1], s[2]
+			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, nn*k, 1)
+			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, nn), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, nn, k)
+					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(m * nn))
+				err := d.run(matvecLaunch(out, d.alloc(b(x)), d.alloc(b(w)), dt, m, k, nn))
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
+	// Quantized: every bits × scale dtype, groups of 32 and 64.
+	for _, bits := range []int{4, 8} {
+		for _, sdt := range floatDTs {
+			for _, s := range [][4]int{{3, 96, 9, 32}, {1, 256, 5, 64}, {2, 1152, 3, 128}} {
+				m, k, n, gs := s[0], s[1], s[2], s[3]
+				words := make([]uint32, n*k*bits/32)
+				for i := range words {
+					words[i] = r.Uint32()
+				}
+				scales, biases := opcases.ScaledWeights(r, sdt, n*k/gs, 0.1), opcases.ScaledWeights(r, sdt, n*k/gs, 0.5)
+				x, ids := opcases.RandF32(r, m*k, 1), opcases.RandInts(r, m, 0, n)
+				quantized := func(g *graph.Graph) (*graph.Array, map[*graph.Array]any) {
+					wa, sa, ba := g.Input("w", graph.U32, n, k*bits/32), g.Input("s", sdt, n, k/gs), g.Input("b", sdt, n, k/gs)
+					return graph.Quantized(wa, sa, ba, bits, gs), map[*graph.Array]any{wa: words, sa: scales, ba: biases}
+				}
+				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, sdt, m, k, n), tolF16, func(be graph.Backend) ([]any, error) {
+					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+						q, in := quantized(g)
+						xa := g.Input("x", graph.F32, m, k)
+						in[xa] = x
+						return []*graph.Array{graph.MatMul(xa, q)}, in
+					})
+				}, func(d *emuDevice) ([]any, error) {
+					out := d.alloc(zeros(m * n))
+					err := d.run(qmatvecLaunch(out, d.alloc(b(x)), d.alloc(b(words)), d.alloc(b(scales)), d.alloc(b(biases)), bits, sdt, m, k, n, gs))
+					return []any{d.f32s(out)}, err
+				})
+				add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_D%d_N%d", bits, gs, sdt, n, k, m), tolF16, func(be graph.Backend) ([]any, error) {
+					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+						q, in := quantized(g)
+						ia := g.Input("ids", graph.I32, m)
+						in[ia] = ids
+						return []*graph.Array{graph.Embed(q, ia)}, in
+					})
+				}, func(d *emuDevice) ([]any, error) {
+					out := d.alloc(zeros(m * k))
+					err := d.run(qembedLaunch(out, d.alloc(b(words)), d.alloc(b(scales)), d.alloc(b(biases)), d.alloc(b(ids)), bits, sdt, m, k, n, gs))
+					return []any{d.f32s(out)}, err
+				})
+			}
+		}
+	}
+	{ // RMSNorm with a tail past the block.
+		m, dd := 3, 300
+		x, w := opcases.RandF32(r, m*dd, 2), opcases.RandF32(r, dd, 1)
+		add("RMSNorm/M3_D300", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, wa := g.Input("x", graph.F32, m, dd), g.Input("w", graph.F32, dd)
+				return []*graph.Array{graph.RMSNorm(xa, wa, 1e-5)}, map[*graph.Array]any{xa: x, wa: w}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m * dd))
+			err := d.run(rmsNormLaunch(out, d.alloc(b(x)), d.alloc(b(w)), m, dd, 1e-5))
+			return []any{d.f32s(out)}, err
+		})
+	}
+	for _, neox := range []bool{true, false} { // RoPE: positions into the thousands, dims past 2P copied.
+		m, h, dd, p := 5, 3, 40, 16
+		x, pos := opcases.RandF32(r, m*h*dd, 1), opcases.RandInts(r, m, 0, 5000)
+		freq := make([]float32, p)
+		for j := range freq {
+			freq[j] = float32(math.Pow(10000, -float64(2*j)/float64(2*p)))
+		}
+		add(fmt.Sprintf("RoPE/neox%v/M%d_H%d_D%d_P%d", neox, m, h, dd, p), tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, pa := g.Input("x", graph.F32, m, h, dd), g.Input("pos", graph.I32, m)
+				return []*graph.Array{graph.RoPE(xa, pa, freq, neox)}, map[*graph.Array]any{xa: x, pa: pos}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m * h * dd))
+			err := d.run(ropeLaunch(out, d.alloc(b(x)), d.alloc(b(pos)), d.alloc(b(freq)), neox, m, h, dd, p))
+			return []any{d.f32s(out)}, err
+		})
+	}
+	{ // Elementwise, with a tail past the last block.
+		m, dd := 3, 333
+		n := m * dd
+		x, y, bias := opcases.RandF32(r, n, 4), opcases.RandF32(r, n, 4), opcases.RandF32(r, dd, 1)
+		add("SiLU/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, dd)
+				return []*graph.Array{graph.SiLU(xa)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(siluLaunch(out, d.alloc(b(x)), n))
+			return []any{d.f32s(out)}, err
+		})
+		add("SwiGLU/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, ya := g.Input("x", graph.F32, m, dd), g.Input("y", graph.F32, m, dd)
+				return []*graph.Array{graph.SwiGLU(xa, ya)}, map[*graph.Array]any{xa: x, ya: y}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(swigluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
+			return []any{d.f32s(out)}, err
+		})
+		for _, op := range []struct {
+			name   string
+			kernel string
+			f      func(a, b *graph.Array) *graph.Array
+		}{{"Add", "add_f32", graph.Add}, {"Mul", "mul_f32", graph.Mul}} {
+			for _, bcast := range []bool{false, true} {
+				bb, nb := y, n
+				if bcast {
+					bb, nb = bias, dd
+				}
+				add(fmt.Sprintf("%s/M%d_D%d_broadcast%v", op.name, m, dd, bcast), tolF32, func(be graph.Backend) ([]any, error) {
+					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+						xa := g.Input("x", graph.F32, m, dd)
+						ya := g.Input("y", graph.F32, m, dd)
+						if bcast {
+							ya = g.Input("y", graph.F32, dd)
+						}
+						return []*graph.Array{op.f(xa, ya)}, map[*graph.Array]any{xa: x, ya: bb}
+					})
+				}, func(d *emuDevice) ([]any, error) {
+					out := d.alloc(zeros(n))
+					err := d.run(binaryLaunch(op.kernel, out, d.alloc(b(x)), d.alloc(b(bb)), n, nb))
+					return []any{d.f32s(out)}, err
+				})
+			}
+		}
+		da, db := 5, 9
+		ca, cb := opcases.RandF32(r, m*da, 1), opcases.RandF32(r, m*db, 1)
+		add("Concat/M3_5+9", 0, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, ya := g.Input("a", graph.F32, m, da), g.Input("b", graph.F32, m, db)
+				return []*graph.Array{graph.Concat(xa, ya)}, map[*graph.Array]any{xa: ca, ya: cb}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m * (da + db)))
+			err := d.run(concatLaunch(out, d.alloc(b(ca)), d.alloc(b(cb)), m, da, db))
+			return []any{d.f32s(out)}, err
+		})
+	}
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		// KV cache: write n rows at past; compact an accepted path.
+		c, kvh, dd, past, n := 40, 2, 20, 13, 7
+		rowlen := kvh * dd
+		cache := opcases.RandF32(r, c*rowlen, 1)
+		var cacheData any = cache
+		if dt == graph.F16 {
+			cacheData = quant.F32sToF16(cache)
+		}
+		rows := opcases.RandF32(r, n*rowlen, 1)
+		add(fmt.Sprintf("KVWrite/%v/N%d_at%d", dt, n, past), 0, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ca := cpuVar(be, g, cacheData, dt, kvh, c, dd)
+				ra, la := g.Input("rows", graph.F32, n, kvh, dd), g.Input("kvlen", graph.I32, 1)
+				return []*graph.Array{graph.KVWrite(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			cp := d.alloc(b(cacheData))
+			err := d.run(kvWriteLaunch(cp, d.alloc(b(rows)), d.alloc(b([]int32{int32(past)})), dt, n, rowlen, c, dd))
+			return []any{d.cache(cp, dt)}, err
+		})
+		idx := []int32{0, 2, 3, 6}
+		add(fmt.Sprintf("KVCompact/%v/idx%v_at%d", dt, idx, past), 0, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				ca := cpuVar(be, g, cacheData, dt, kvh, c, dd)
+				la, ia := g.Input("kvlen", graph.I32, 1), g.Input("idx", graph.I32, len(idx))
+				return []*graph.Array{graph.KVCompact(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			cp := d.alloc(b(cacheData))
+			err := d.run(kvCompactLaunch(cp, d.alloc(b([]int32{int32(past)})), d.alloc(b(idx)), dt, len(idx), rowlen, c, dd))
+			return []any{d.cache(cp, dt)}, err
+		})
+		// Attention: decode, a causal chain, and a random tree.
+		for _, s := range []struct {
+			kind             string
+			n, h, kvh, d, pa int
+		}{{"decode", 1, 4, 2, 40, 37}, {"chain", 6, 4, 4, 64, 5}, {"tree", 9, 6, 2, 33, 20}} {
+			cc := s.pa + s.n + 3
+			k, v := opcases.RandF32(r, cc*s.kvh*s.d, 1), opcases.RandF32(r, cc*s.kvh*s.d, 1)
+			var kd, vd any = k, v
+			if dt == graph.F16 {
+				kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+			}
+			q := opcases.RandF32(r, s.n*s.h*s.d, 1)
+			end := make([]int32, s.n)
+			for i := range end {
+				end[i] = int32(s.n - 1)
+			}
+			if s.kind == "tree" {
+				end = opcases.RandomTree(r, s.n)
+			}
+			scale := float32(1 / math.Sqrt(float64(s.d)))
+			add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa), tolF32, func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					qa := g.Input("q", graph.F32, s.n, s.h, s.d)
+					ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
+					la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
+					return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
+						map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(s.n * s.h * s.d))
+				l, err := attentionLaunch(out, d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd)), d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end)), dt, s.n, s.h, s.kvh, s.d, cc, scale)
+				if err != nil {
+					return nil, err
+				}
+				err = d.run(l)
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
+	{ // Row reductions, with repeated values for the ties.
+		m, v, k := 3, 1001, 5
+		x := opcases.RandF32(r, m*v, 8)
+		for i := range x {
+			x[i] = float32(math.Round(float64(x[i]) * 4))
+		}
+		add("LogSoftmax/M3_V1001", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, v)
+				return []*graph.Array{graph.LogSoftmax(xa)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m * v))
+			err := d.run(logSoftmaxLaunch(out, d.alloc(b(x)), m, v))
+			return []any{d.f32s(out)}, err
+		})
+		add("Argmax/M3_V1001_ties", 0, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, v)
+				return []*graph.Array{graph.Argmax(xa)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m))
+			err := d.run(argmaxLaunch(out, d.alloc(b(x)), m, v))
+			return []any{d.i32s(out)}, err
+		})
+		add("TopK/M3_V1001_K5_ties", 0, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, v)
+				return []*graph.Array{graph.TopK(xa, k)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(m * k))
+			err := d.run(topKLaunch(out, d.alloc(b(x)), m, v, k))
+			return []any{d.i32s(out)}, err
+		})
+	}
+	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
+	// Decode with 16-byte weight loads: k a multiple of 8, with and
+	// without a tail past the last full block step (1024 weights), n with
+	// and without a tail past a block's 8 columns.
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for _, s := range [][3]int{{1, 8, 3}, {1, 264, 9}, {5, 512, 7}, {9, 64, 5}, {3, 2056, 17}, {6, 1024, 16}} {
+			m, k, n := s[0], s[1], s[2]
+			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
+			add(fmt.Sprintf("MatVec8/%v/M%d_K%d_N%d", dt, m, k, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
+					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(m * n))
+				err := d.run(matvec8Launch(out, d.alloc(b(x)), d.alloc(b(w)), dt, m, k, n))
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
+	// Prefill on tensor cores: tails in every dimension, and f16/bf16 x
+	// split in two (hi + lo) keeps the error at f32's tolerance.
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for _, s := range [][3]int{{65, 16, 8}, {70, 37, 33}, {130, 100, 70}} {
+			m, k, n := s[0], s[1], s[2]
+			x, w := opcases.RandF32(r, m*k, 4), opcases.ScaledWeights(r, dt, n*k, 1)
+			add(fmt.Sprintf("MatMulMMA/%v/M%d_K%d_N%d", dt, m, k, n), tolF32, func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
+					return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(m * n))
+				err := d.run(matmulMMALaunch(out, d.alloc(b(x)), d.alloc(b(w)), dt, m, k, n))
+				return []any{d.f32s(out)}, err
+			})
+		}
+	}
+	// The bandwidth probe: every block's XOR of the 16-byte words it read.
+	{
+		words, blocks := 4*(3*256+37), 3
+		x := make([]uint32, words)
+		for i := range x {
+			x[i] = r.Uint32()
+		}
+		add(fmt.Sprintf("ReadXor/W%d_B%d", words, blocks), 0, func(be graph.Backend) ([]any, error) {
+			want := make([]int32, blocks)
+			for q := 0; q < words/4; q++ {
+				b := (q / 256) % blocks
+				want[b] ^= int32(x[4*q] ^ x[4*q+1] ^ x[4*q+2] ^ x[4*q+3])
+			}
+			return []any{want}, nil
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(blocks))
+			err := d.run(readXorLaunch(out, d.alloc(b(x)), words, blocks))
+			return []any{d.i32s(out)}, err
+		})
+	}
+	return cs
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// cache reads a KV cache as floats.
+func (d *emuDevice) cache(p devptr, dt graph.DType) []float32 {
+	if dt == graph.F16 {
+		raw := d.bytes(p)
+		h := make([]uint16, len(raw)/2)
+		for i := range h {
+			h[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+		}
+		return f16s(h)
+	}
+	return d.f32s(p)
+}
+
+// compare describes the first disagreement, or returns "".
+func compare(got, want []any, tol float64) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d outputs, want %d", len(got), len(want))
+	}
+	for i := range want {
+		switch w := want[i].(type) {
+		case []int32:
+			if g := got[i].([]int32); !slices.Equal(g, w) {
+				return fmt.Sprintf("output %d: got %v, want %v", i, g, w)
+			}
+		case []float32:
+			g := got[i].([]float32)
+			if len(g) != len(w) {
+				return fmt.Sprintf("output %d: %d values, want %d", i, len(g), len(w))
+			}
+			var big, diff float64
+			at := 0
+			for j := range w {
+				if math.IsNaN(float64(w[j])) {
+					if !math.IsNaN(float64(g[j])) {
+						return fmt.Sprintf("output %d: got %v at [%d], want NaN", i, g[j], j)
+					}
+					continue // NaN where the reference has NaN
+				}
+				big = math.Max(big, math.Abs(float64(w[j])))
+				if dd := math.Abs(float64(g[j]) - float64(w[j])); dd > diff || math.IsNaN(dd) {
+					diff, at = dd, j
+					if math.IsNaN(dd) {
+						diff = math.Inf(1)
+					}
+				}
+			}
+			if rel := diff / math.Max(big, 1e-30); rel > tol || (tol == 0 && diff != 0) {
+				return fmt.Sprintf("output %d: error %.3g > %.3g at [%d]: got %v, want %v", i, rel, tol, at, g[at], w[at])
+			}
+		}
+	}
+	return ""
+}
+
+func seed(t *testing.T) uint64 {
+	s := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", s)
+	return s
+}
+
+// TestKernels runs every case on the emulated device against the CPU
+// reference backend, then checks that the cases ran every kernel the .cu
+// files define (from their PTX): a kernel without a case fails the test.
+func TestKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(seed(t), 14))
+	d := newEmuDevice(t, nil)
+	ref := cpu.NewReference()
+	for _, c := range kernelCases(r) {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := c.ref(ref)
+			if err != nil {
+				t.Fatalf("cpu: %v", err)
+			}
+			d.bufs = d.bufs[:0]
+			got, err := c.gpu(d)
+			if err != nil {
+				t.Fatalf("cuda: %v", err)
+			}
+			if msg := compare(got, want, c.tol); msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+	if f := flag.Lookup("test.run"); t.Failed() || (f != nil && strings.Contains(f.Value.String(), "/")) {
+		return // a failed or filtered run covers part of the kernels
+	}
+	var all []string
+	for _, f := range shaders.Files() {
+		names, err := shaders.Kernels(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, names...)
+	}
+	slices.Sort(all)
+	if ran := d.ranNames(); !slices.Equal(ran, all) {
+		var missing []string
+		for _, k := range all {
+			if !d.ran[k] {
+				missing = append(missing, k)
+			}
+		}
+		t.Errorf("no case runs %d of the %d kernels: %v", len(missing), len(all), missing)
+	}
+	t.Logf("%d kernels run against the CPU reference", len(d.ran))
+}
+
+// TestMatVecUnalignedXSameBits: matvec8 and qmatvec read x 16 bytes at a
+// time where it is 16-byte aligned and one float at a time where it is not
+// (a view into a buffer); the sums, and so the bits, are the same.
+func TestMatVecUnalignedXSameBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	d := newEmuDevice(t, nil)
+	const m, k, n = 5, 4224, 11 // every thread of a block has words; a column tail
+	const bits, gs = 4, 64
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	x := b(opcases.RandF32(r, m*k, 1))
+	w := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k, 1)))
+	words := make([]uint32, n*k*bits/32)
+	for i := range words {
+		words[i] = r.Uint32()
+	}
+	qw := d.alloc(b(words))
+	scales := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.1)))
+	biases := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.5)))
+	for _, kernel := range []string{"matvec8", "qmatvec"} {
+		var outs [2][]float32
+		for i, off := range []int{0, 4} {
+			xp := d.alloc(append(make([]byte, off), x...)) + devptr(off)
+			out := d.alloc(zeros(m * n))
+			l := matvec8Launch(out, xp, w, graph.F16, m, k, n)
+			if kernel == "qmatvec" {
+				l = qmatvecLaunch(out, xp, qw, scales, biases, bits, graph.F16, m, k, n, gs)
+			}
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			outs[i] = d.f32s(out)
+		}
+		for i := range outs[0] {
+			if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+				t.Fatalf("%s: output %d is %v with x aligned, %v with x 4 bytes off", kernel, i, outs[0][i], outs[1][i])
+			}
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+)
+
+// TestHarnessCatchesPlantedBugs plants bugs in copies of the kernels and
+// checks that the cases that reach them now fail: a missing
+// __syncthreads (the emulator runs each block's threads as fibers, so a
+// read of shared memory before the other warps wrote it shows), wrong
+// indices, and wrong tie rules and counts in the beam search's kernels.
+func TestHarnessCatchesPlantedBugs(t *testing.T) {
+	for _, bug := range []struct{ file, from, to, cases string }{
+		// The warps' softmax states are merged before every warp stored its own.
+		{"attention.cu", "\tsync_threads();\n\tfloat m = wm[0];", "\tfloat m = wm[0];", "Attention/f32/tree/N9_H6_KVH2_D33_past20"},
+		// A tree token sees its new keys as if the tree were a chain.
+		{"attention.cu", "if (end[j] < i) continue;", "if (j > i) continue;", "Attention/f16/tree/N9_H6_KVH2_D33_past20"},
+		// The quantized matvec takes the scale of the row's first group.
+		{"quant.cu", "const u64 g = j * u64(4 * per) / u64(gs);", "const u64 g = 0;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// Top-k forgets that an equal value after the previous choice is next.
+		{"reduce.cu", "(e == pv && i > pi)", "(e == pv && i < pi)", "TopK/M3_V1001_K5_ties"},
+		// Beam top forgets that an equal score after the previous choice is next.
+		{"reduce.cu", "(sc == pv && f > pi)", "(sc == pv && f < pi)", "BeamTop/B2_R2_V9_W18_tiestrue"},
+		// The warp's radix select finds the (k+1)-th largest value, keeping one too many.
+		{"reduce.cu", "if (block_count(c, counts) >= k) t = cand;", "if (block_count(c, counts) > k) t = cand;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// The warps' counts of a radix round are added before every warp stored its own.
+		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
+		// The 16-byte weight words are paired with x one element off.
+		{"matvec.cu", "xs[4 + e] = b.v[e];", "xs[4 + e] = a.v[e];", "MatVec8/bf16/M5_K512_N7"},
+		// The tensor-core fragments of A swap rows g+8 and columns 2t+8.
+		{"matmul.cu", "pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1]),\n\t\t                         pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9])",
+			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
+		// Without the low half of x, the tensor cores see x rounded to bf16.
+		{"matmul.cu", "mma_bf16(acc[j], alo, b, acc[j]);", "", "MatMulMMA/bf16/M130_K100_N70"},
+		// Accepting chains, lanes tied for the longest beam keep the higher one.
+		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
+	} {
+		raw, err := shaders.Source(bug.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Fatalf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
+		}
+		d := newEmuDevice(t, map[string]string{bug.file: strings.Replace(raw, bug.from, bug.to, 1)})
+		found := false
+		for _, c := range kernelCases(rand.New(rand.NewPCG(1, 2))) {
+			if c.name != bug.cases {
+				continue
+			}
+			found = true
+			want, err := c.ref(cpu.NewReference())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.gpu(d)
+			if err != nil {
+				t.Logf("%s with the planted bug: %v", c.name, err)
+				continue
+			}
+			if msg := compare(got, want, c.tol); msg == "" {
+				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.name, bug.file, bug.from, bug.to)
+			} else {
+				t.Logf("%s with the planted bug: %s", c.name, msg)
+			}
+		}
+		if !found {
+			t.Fatalf("no case %s", bug.cases)
+		}
+	}
+}

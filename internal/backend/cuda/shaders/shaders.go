@@ -1,0 +1,71 @@
+// Package shaders holds the CUDA kernels: one .cu file per op family (the
+// stems of internal/backend/metal/shaders) over prelude.cuh, and the PTX that clang
+// generates from them, checked in under ptx/ and embedded, so a server
+// needs no CUDA toolkit: the driver's JIT compiles the PTX for its GPU.
+//
+// After editing a .cu file, run `go generate ./backend/cuda/shaders` (it
+// needs clang-16: scripts/install-cuda-tools.sh); a test fails while the
+// checked-in PTX differs from what clang writes.
+package shaders
+
+//go:generate go run gen_ptx.go
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+//go:embed *.cu prelude.cuh
+var sources embed.FS
+
+//go:embed ptx/*.ptx
+var ptx embed.FS
+
+// Files returns the names of the .cu files, sorted.
+func Files() []string {
+	names, _ := fs.Glob(sources, "*.cu")
+	sort.Strings(names)
+	return names
+}
+
+// Source returns a .cu file, or prelude.cuh.
+func Source(name string) (string, error) {
+	b, err := sources.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("shaders: %w", err)
+	}
+	return string(b), nil
+}
+
+// PTX returns the checked-in PTX of a .cu file.
+func PTX(cuName string) ([]byte, error) {
+	b, err := ptx.ReadFile(path.Join("ptx", strings.TrimSuffix(cuName, ".cu")+".ptx"))
+	if err != nil {
+		return nil, fmt.Errorf("shaders: %w", err)
+	}
+	return b, nil
+}
+
+var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry ([A-Za-z_][A-Za-z0-9_]*)\(`)
+
+// Kernels returns the entry points of a .cu file, from its PTX (so a kernel
+// a macro defines is counted too), in the order of the file.
+func Kernels(cuName string) ([]string, error) {
+	b, err := PTX(cuName)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range entryRE.FindAllSubmatch(b, -1) {
+		names = append(names, string(m[1]))
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("shaders: %s defines no kernel", cuName)
+	}
+	return names, nil
+}

@@ -1,0 +1,352 @@
+package metal
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// NewFake returns a Metal backend over a fake device that runs on any OS:
+// the encoder, scheduler, buffer pool and plan cache are the real ones, and
+// each dispatch is executed by running its graph step on the CPU reference
+// backend. Dispatches between two barriers are executed in reverse order,
+// and the fake checks that none of them conflict, so a missing barrier
+// shows up as a wrong result or an error. For tests of code above the
+// backend (engines, samplers) that must not depend on a Mac.
+func NewFake(p Policy) *Backend {
+	return newBackend(newFakeDevice(), p)
+}
+
+// NewFakeWith is NewFake with every dispatch executed by exec instead of
+// the CPU reference: the hook through which tests run the kernels
+// themselves off a Mac (package metaltest runs them emulated on the CPU).
+// exec is called once per dispatch, each barrier group in reverse order as
+// NewFake does, and must leave the results of the buffers marked Write in
+// their Data; an error it returns is the command buffer's.
+func NewFakeWith(p Policy, exec func(d *Dispatch) error) *Backend {
+	f := newFakeDevice()
+	f.exec = exec
+	return newBackend(f, p)
+}
+
+// Dispatch is one kernel launch, as NewFakeWith's executor receives it.
+type Dispatch struct {
+	Kernel string // the kernel's name in the library, e.g. "matvec_nt_f16"
+	File   string // the .metal file of package shaders that defines it, e.g. "matvec.metal"
+	Grid   [3]int // threadgroups per grid
+	Group  [3]int // threads per threadgroup
+	// Threadgroup holds the threadgroup memory lengths in bytes, by
+	// [[threadgroup(i)]] index.
+	Threadgroup []int
+	Buffers     []DispatchBuffer
+}
+
+// DispatchBuffer is one [[buffer(i)]] argument of a Dispatch.
+type DispatchBuffer struct {
+	Index int
+	// Data is the operand's bytes in device memory itself for a bound
+	// buffer (setBuffer), or a copy of the arguments for setBytes.
+	Data []byte
+	// Write is set when the kernel writes the operand; the executor must
+	// write no other buffer.
+	Write bool
+}
+
+// FakeEvents returns the commands a fake backend's device has received, as
+// "dispatch <kernel>", "barrier", "commit" and "wait" lines, and clears them.
+func FakeEvents(b *Backend) []string {
+	f, ok := b.dev.(*fakeDevice)
+	if !ok {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev := f.events
+	f.events = nil
+	return ev
+}
+
+type fakeDevice struct {
+	ref     *cpu.Backend
+	kernels map[string]bool
+	// params holds each kernel's buffer parameters by index, as declared.
+	params map[string]map[int]string
+	// exec runs one dispatch; nil means the CPU reference.
+	exec func(d *Dispatch) error
+	// refuse maps a .metal file to the error its compilation gives, so
+	// that tests can see what a Mac user sees when Apple's compiler
+	// refuses a file.
+	refuse map[string]error
+
+	mu        sync.Mutex
+	events    []string
+	live      int // buffers allocated and not released
+	livePipes int // pipelines built and not released
+	// inf, when set, is what info reports (tests of choices that depend
+	// on the device, such as the KV budget).
+	inf *DeviceInfo
+	// wraps holds the address ranges the backend asked to wrap, refused
+	// or not, for tests to check where its pointers went.
+	wraps [][2]uintptr
+}
+
+func newFakeDevice() *fakeDevice {
+	lib, err := msl.Library()
+	if err != nil {
+		panic(err) // the embedded sources are part of the binary
+	}
+	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}, params: map[string]map[int]string{}}
+	for _, k := range lib {
+		f.kernels[k.Name] = true
+		f.params[k.Name] = map[int]string{}
+		for _, p := range k.Params {
+			if p.Attr == "buffer" {
+				f.params[k.Name][p.Index] = p.Decl
+			}
+		}
+	}
+	return f
+}
+
+func (f *fakeDevice) info() DeviceInfo {
+	if f.inf != nil {
+		return *f.inf
+	}
+	name := "fake (CPU reference)"
+	if f.exec != nil {
+		name = "fake (custom executor)"
+	}
+	return DeviceInfo{Name: name, Architecture: "fake_g", Family: "fake", UnifiedMemory: true,
+		WorkingSet: 1 << 32, MaxBuffer: 1 << 31}
+}
+
+type fakeBuffer struct {
+	f        *fakeDevice
+	data     []byte
+	released bool
+}
+
+func (x *fakeBuffer) contents() []byte { return x.data }
+func (x *fakeBuffer) release() {
+	if x.released {
+		panic("metal: fake buffer released twice")
+	}
+	x.released = true
+	x.f.mu.Lock()
+	x.f.live--
+	x.f.mu.Unlock()
+}
+
+func (f *fakeDevice) newBuffer(size int) (devBuffer, error) {
+	if max := f.info().MaxBuffer; uint64(size) > max {
+		return nil, fmt.Errorf("fake device: newBufferWithLength:%d returned nil (the largest buffer is %d bytes)", size, max)
+	}
+	words := make([]uint64, (size+7)/8)
+	f.mu.Lock()
+	f.live++
+	f.mu.Unlock()
+	return &fakeBuffer{f: f, data: unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:size]}, nil
+}
+
+// fakePage is the fake device's page: Apple silicon's 16 KiB, not the test
+// host's 4 KiB, so that the Linux tests round host memory as a Mac does.
+const fakePage = 16 << 10
+
+func (f *fakeDevice) pageSize() int { return fakePage }
+
+// wrap refuses what newBufferWithBytesNoCopy refuses (memory not on whole
+// pages) and what Apple disallows (memory not mapped by vm_allocate or
+// mmap, such as Go's heap), so that a test sees the backend asking for it.
+func (f *fakeDevice) wrap(data []byte) (devBuffer, error) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	f.mu.Lock()
+	f.wraps = append(f.wraps, [2]uintptr{p, p + uintptr(len(data))})
+	f.mu.Unlock()
+	if p%fakePage != 0 || len(data)%fakePage != 0 || len(data) == 0 || uint64(len(data)) > f.info().MaxBuffer {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of %d bytes at page offset %d", len(data), p%fakePage)
+	}
+	if !graph.InMapped(p, len(data)) {
+		return nil, fmt.Errorf("fake device: newBufferWithBytesNoCopy of memory that is not mapped outside Go's heap")
+	}
+	f.mu.Lock()
+	f.live++
+	f.mu.Unlock()
+	return &fakeBuffer{f: f, data: data}, nil
+}
+
+type fakePipeline struct {
+	f        *fakeDevice
+	nm       string
+	released bool
+}
+
+func (p *fakePipeline) name() string    { return p.nm }
+func (p *fakePipeline) maxThreads() int { return 1024 }
+func (p *fakePipeline) release() {
+	if p.released {
+		panic("metal: fake pipeline released twice")
+	}
+	p.released = true
+	p.f.mu.Lock()
+	p.f.livePipes--
+	p.f.mu.Unlock()
+}
+
+func (f *fakeDevice) pipeline(name string) (pipeline, error) {
+	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
+		return nil, err
+	}
+	if !f.kernels[name] {
+		return nil, fmt.Errorf("metal: no function %q in the library", name)
+	}
+	f.mu.Lock()
+	f.livePipes++
+	f.mu.Unlock()
+	return &fakePipeline{f: f, nm: name}, nil
+}
+
+func (f *fakeDevice) do(fn func() error) error { return fn() }
+func (f *fakeDevice) close()                   {}
+
+func (f *fakeDevice) record(e string) {
+	f.mu.Lock()
+	f.events = append(f.events, e)
+	f.mu.Unlock()
+}
+
+type fakeCommandBuffer struct {
+	f         *fakeDevice
+	groups    [][]*dispatch // split at barriers
+	committed bool
+	err       error
+}
+
+func (f *fakeDevice) newCommandBuffer() (commandBuffer, error) {
+	return &fakeCommandBuffer{f: f, groups: [][]*dispatch{nil}}, nil
+}
+
+func (c *fakeCommandBuffer) dispatch(d *dispatch) {
+	if c.committed {
+		panic("metal: dispatch on a committed command buffer")
+	}
+	c.f.record("dispatch " + d.pipe.name())
+	g := &c.groups[len(c.groups)-1]
+	*g = append(*g, d)
+}
+
+func (c *fakeCommandBuffer) barrier() {
+	c.f.record("barrier")
+	c.groups = append(c.groups, nil)
+}
+
+// commit executes the command buffer: each barrier group in reverse order,
+// after checking that the group's dispatches do not conflict.
+func (c *fakeCommandBuffer) commit() {
+	c.f.record("commit")
+	c.committed = true
+	for _, g := range c.groups {
+		for i, a := range g {
+			for _, b := range g[:i] {
+				if conflicts(a.reads, b.writes) || conflicts(a.writes, b.reads) || conflicts(a.writes, b.writes) {
+					c.err = fmt.Errorf("fake device: %s and %s touch the same memory with no barrier between them",
+						b.pipe.name(), a.pipe.name())
+					return
+				}
+			}
+		}
+		for i := len(g) - 1; i >= 0; i-- {
+			if err := c.f.run(g[i]); err != nil {
+				c.err = err
+				return
+			}
+		}
+	}
+}
+
+func (c *fakeCommandBuffer) wait() error {
+	c.f.record("wait")
+	if !c.committed {
+		return fmt.Errorf("fake device: wait on a command buffer that was not committed")
+	}
+	return c.err
+}
+
+func (f *fakeDevice) run(d *dispatch) error {
+	for _, b := range d.binds {
+		// setBytes data lives in the constant address space (Apple: "Use
+		// this method for single-use data smaller than 4 KB" bound as a
+		// constant buffer); a kernel that declares it device reads memory
+		// Metal does not promise to give it.
+		if decl, ok := f.params[d.pipe.name()][b.index]; ok && b.buf == nil && !strings.HasPrefix(decl, "constant ") {
+			return fmt.Errorf("fake device: %s gets setBytes data in buffer(%d), declared %q: declare it constant",
+				d.pipe.name(), b.index, decl)
+		}
+		if b.buf != nil {
+			if fb, ok := b.buf.dev.(*fakeBuffer); ok && fb.released {
+				return fmt.Errorf("fake device: %s binds a released buffer", d.pipe.name())
+			}
+		}
+	}
+	if f.exec != nil {
+		return f.exec(d.export())
+	}
+	if d.part != d.parts-1 {
+		return nil
+	}
+	return f.runReference(d.step)
+}
+
+// export describes d for a custom executor.
+func (d *dispatch) export() *Dispatch {
+	name := d.pipe.name()
+	x := &Dispatch{Kernel: name, File: kernelFamily(name) + ".metal", Grid: d.grid, Group: d.group,
+		Threadgroup: append([]int(nil), d.shared...), Buffers: make([]DispatchBuffer, len(d.binds))}
+	for i, b := range d.binds {
+		x.Buffers[i] = DispatchBuffer{Index: b.index, Write: b.write}
+		if b.buf != nil {
+			x.Buffers[i].Data = b.buf.bytes()[b.off : b.off+b.n : b.off+b.n]
+		} else {
+			x.Buffers[i].Data = append([]byte(nil), b.bytes...)
+		}
+	}
+	return x
+}
+
+// runReference runs a graph step on the CPU reference backend over the same
+// memory (the CPU backend wraps aligned host memory without copying).
+func (f *fakeDevice) runReference(s *graph.Step) error {
+	wrapOp := func(o graph.Operand) (graph.Operand, error) {
+		mb, ok := o.Buf.(*Buffer)
+		if !ok {
+			return o, fmt.Errorf("fake device: operand buffer %T", o.Buf)
+		}
+		cb, err := f.ref.WrapHost(mb.bytes())
+		if err != nil {
+			return o, err
+		}
+		o.Buf = cb
+		return o, nil
+	}
+	cs := graph.Step{Op: s.Op, In: make([]graph.Operand, len(s.In))}
+	var err error
+	if cs.Out, err = wrapOp(s.Out); err != nil {
+		return err
+	}
+	for i, o := range s.In {
+		if cs.In[i], err = wrapOp(o); err != nil {
+			return err
+		}
+	}
+	if err := f.ref.Run(&graph.Plan{Steps: []graph.Step{cs}}); err != nil {
+		return fmt.Errorf("fake device: %w", err)
+	}
+	// The CPU backend copies memory it cannot use in place; bring the
+	// result back in that case.
+	out := s.Out.Buf.(*Buffer).bytes()[s.Out.Off : s.Out.Off+s.Out.Bytes()]
+	return f.ref.Read(cs.Out.Buf, cs.Out.Off, out)
+}

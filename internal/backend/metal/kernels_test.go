@@ -1,0 +1,205 @@
+package metal
+
+import (
+	"flag"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
+	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
+)
+
+// seed returns the random seed of this run (testenv.Seed: logged, and
+// $REDRAFTER_SEED replays one).
+func seed(t *testing.T) uint64 { return testenv.Seed(t) }
+
+// kernelModes are the emulator modes TestKernels runs every case in: the
+// kernels compiled with FMA contraction off and fast (Apple's compiler may
+// fuse a multiply and an add or not, as it sees fit, so a kernel must be
+// within tolerance of the reference either way), each dispatch run in the
+// default thread orders (forward, reverse, random), whose results must
+// agree bit for bit.
+var kernelModes = []emuMode{{contract: emu.ContractOff}, {contract: emu.ContractFast}}
+
+// TestKernels runs every op case through the Metal backend's encoder and
+// the emulated kernels, against the CPU reference backend, in each of
+// kernelModes, and then checks that the cases ran every kernel of the
+// library in each mode.
+func TestKernels(t *testing.T) {
+	s := seed(t)
+	lib, err := msl.Library()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range lib {
+		names = append(names, k.Name)
+	}
+	sort.Strings(names)
+	for _, m := range kernelModes {
+		t.Run(m.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(s, 5))
+			be, x := newEmuBackendMode(t, nil, m)
+			ref := cpu.NewReference()
+			for _, c := range opcases.All(r) {
+				t.Run(c.Name, func(t *testing.T) {
+					want, err := opcases.Eval(ref, c)
+					if err != nil {
+						t.Fatalf("cpu: %v", err)
+					}
+					got, err := opcases.Eval(be, c)
+					if err != nil {
+						t.Fatalf("metal: %v", err)
+					}
+					if msg, _ := opcases.Compare(got, want, c.Tol, c.Floor); msg != "" {
+						t.Errorf("%s: %s", c.Name, msg)
+					}
+				})
+			}
+			if f := flag.Lookup("test.run"); t.Failed() || (f != nil && strings.Count(f.Value.String(), "/") > 1) {
+				return // a failed or case-filtered run covers part of the library
+			}
+			if ran := x.names(); !slices.Equal(ran, names) {
+				t.Errorf("the cases ran %d kernels %v; the library has %d: %v", len(ran), ran, len(names), names)
+			}
+			t.Logf("%d of %d kernels in the library run against the CPU reference (%v)", len(x.names()), len(names), m)
+		})
+	}
+}
+
+// TestHarnessCatchesPlantedBug plants a wrong index in a copy of a kernel
+// and checks that the same cases now fail.
+func TestHarnessCatchesPlantedBug(t *testing.T) {
+	for _, bug := range []struct{ file, from, to, cases string }{
+		// The w tile is staged from x's tile rows.
+		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130"},
+		// qmm takes the scale of the wrong group.
+		{"quant.metal", "const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);", "const ulong g = ulong(n) * ulong(K / GS);", "QMatMul/4-bit/g64/f32/M40_K256_N19"},
+		// matvec's 4-wide path reads the first row of x for every row.
+		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11"},
+		// Attention forgets to rescale the values when a block raises the maximum.
+		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300"},
+		// Attention takes the new tokens' rows as if the tree were a chain.
+		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270"},
+		// Concat reads b with a's row stride.
+		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
+		// The RNN step reads the state where it should read the embedding.
+		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
+		// The warp leaves the K-th largest value's repeats out of the sum.
+		{"reduce.metal", "if (!(y < kth)) {", "if (y > kth) {", "WarpLogSoftmax/M3_V64_K7_masked-3_tiestrue"},
+		// BeamTop reads every beam's continuations from row 0.
+		{"reduce.metal", "const int row = one_row ? 0 : b;", "const int row = 0;", "BeamTop/B4_R4_V257_W4_tiesfalse"},
+		// BeamChains copies each beam's own chain instead of the one it extends.
+		{"chains.metal", "int src = int(sel[i]);", "int src = i;", "BeamChains/W4_L5_depth4"},
+		// AcceptChains breaks ties between threads toward the higher beam.
+		{"chains.metal", "(sn == n && sb < b)", "(sn == n && sb > b)", "AcceptChains/W70_L3_top1_tiestrue"},
+		// AcceptChains compares a draft with the argmax after it, not before.
+		{"chains.metal", "== int(argmax[prev])", "== int(argmax[1 + i * c + k])", "AcceptChains/W4_L5_top4_tiesfalse"},
+		// The quantized matvec forgets to multiply the bias by the x sum.
+		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// The pre-scaled x of qmv is off by one place in a 16-bit half.
+		{"quant.metal", "xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));", "xs[i] = v * (1.0f / float(1u << uint(BITS * ((i + 1) % PER_HALF))));", "QMatMul/4-bit/g64/bf16/M1_K128_N5"},
+	} {
+		raw, err := msl.Raw(bug.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Fatalf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
+		}
+		be, _ := newEmuBackend(t, map[string]string{bug.file: strings.Replace(raw, bug.from, bug.to, 1)})
+		ref := cpu.NewReference()
+		found := false
+		for _, c := range opcases.All(rand.New(rand.NewPCG(1, 2))) {
+			if c.Name != bug.cases {
+				continue
+			}
+			found = true
+			want, err := opcases.Eval(ref, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := opcases.Eval(be, c)
+			if err != nil {
+				t.Logf("%s with the planted bug: %v", c.Name, err)
+				continue
+			}
+			msg, _ := opcases.Compare(got, want, c.Tol, c.Floor)
+			if msg == "" {
+				t.Errorf("%s: the planted bug in %s (%q → %q) went unnoticed", c.Name, bug.file, bug.from, bug.to)
+			} else {
+				t.Logf("%s with the planted bug: %s", c.Name, msg)
+			}
+		}
+		if !found {
+			t.Fatalf("no case %s", bug.cases)
+		}
+	}
+}
+
+// TestOrdersCatchMissingBarrier plants a missing threadgroup_barrier in a
+// copy of a kernel, one that running threads in index order hides: the
+// case passes with the forward order alone and fails under the default
+// orders (forward, reverse, random), whose results disagree.
+func TestOrdersCatchMissingBarrier(t *testing.T) {
+	const file, cases = "attention.metal", "Attention/f32/decode/N1_H2_KVH2_D8_past0"
+	// The barrier between each simdgroup writing its partial (maximum, sum,
+	// values) and every thread reading all of them.
+	const from = `				os[int(sgitg) * D + d] = acc[t][e];
+			}
+		}
+	}
+	threadgroup_barrier(mem_flags::mem_threadgroup);`
+	raw, err := msl.Raw(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(raw, from) != 1 {
+		t.Fatalf("%s no longer contains one %q; update the planted bug", file, from)
+	}
+	override := map[string]string{file: strings.Replace(raw, from, strings.TrimSuffix(from, "threadgroup_barrier(mem_flags::mem_threadgroup);"), 1)}
+	ref := cpu.NewReference()
+	for _, tc := range []struct {
+		mode   emuMode
+		caught bool
+	}{
+		{emuMode{orders: []emu.Order{emu.Forward}}, false},
+		{emuMode{}, true},
+	} {
+		be, _ := newEmuBackendMode(t, override, tc.mode)
+		found := false
+		for _, c := range opcases.All(rand.New(rand.NewPCG(1, 2))) {
+			if c.Name != cases {
+				continue
+			}
+			found = true
+			want, err := opcases.Eval(ref, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := ""
+			got, err := opcases.Eval(be, c)
+			if err != nil {
+				msg = err.Error()
+			} else {
+				msg, _ = opcases.Compare(got, want, c.Tol, c.Floor)
+			}
+			t.Logf("%s without the barrier (%v): %q", c.Name, tc.mode, msg)
+			if caught := msg != ""; caught != tc.caught {
+				t.Errorf("%s without the barrier (%v): caught %v, want %v", c.Name, tc.mode, caught, tc.caught)
+			}
+			if tc.caught && !strings.Contains(msg, "results differ between thread orders") {
+				t.Errorf("%s: caught as %q, want as results that differ between thread orders", c.Name, msg)
+			}
+		}
+		if !found {
+			t.Fatalf("no case %s", cases)
+		}
+	}
+}

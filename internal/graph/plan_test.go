@@ -1,0 +1,231 @@
+package graph_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// counting wraps a backend and records allocations and support queries.
+type counting struct {
+	graph.Backend
+	allocs  int
+	refuse  string
+	lastRun *graph.Plan
+}
+
+func (c *counting) Alloc(n int) (graph.Buffer, error) {
+	c.allocs++
+	return c.Backend.Alloc(n)
+}
+
+func (c *counting) Supports(op graph.Op, in []graph.DType) bool {
+	return c.refuse == "" || !strings.HasPrefix(op.String(), c.refuse)
+}
+
+// A chain of same-shaped ops needs two intermediate buffers, not one per
+// node, and the result is still right.
+func TestPlannerReusesBuffers(t *testing.T) {
+	be := &counting{Backend: cpu.NewReference()}
+	g := graph.New()
+	x := g.Input("x", graph.F32, 4, 8)
+	y := x
+	for range 10 {
+		y = graph.SiLU(y)
+	}
+	out := graph.Add(y, x)
+	p, err := graph.Compile(be, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if len(p.Steps) != 11 {
+		t.Errorf("%d steps, want 11", len(p.Steps))
+	}
+	if be.allocs > 3 { // the input, and two alternating intermediates
+		t.Errorf("%d allocations for a chain of 11 ops", be.allocs)
+	}
+	in := make([]float32, 32)
+	for i := range in {
+		in[i] = float32(i)/8 - 2
+	}
+	if err := p.Write(x, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 32)
+	if err := p.Read(out, got); err != nil {
+		t.Fatal(err)
+	}
+	// Same computation with every intermediate kept alive (as outputs).
+	g2 := graph.New()
+	x2 := g2.Input("x", graph.F32, 4, 8)
+	var all []*graph.Array
+	y2 := x2
+	for range 10 {
+		y2 = graph.SiLU(y2)
+		all = append(all, y2)
+	}
+	out2 := graph.Add(y2, x2)
+	var want []float32
+	err = graph.Eval(be, map[*graph.Array]any{x2: in}, func(p *graph.Plan) error {
+		want = make([]float32, 32)
+		return p.Read(out2, want)
+	}, append(all, out2)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("element %d: %v with buffer reuse, %v without", i, got[i], want[i])
+		}
+	}
+}
+
+// A view shares its source's storage, which must stay alive while the view is read.
+func TestPlannerKeepsViewedStorage(t *testing.T) {
+	be := cpu.NewReference()
+	g := graph.New()
+	x := g.Input("x", graph.F32, 2, 6)
+	a := graph.SiLU(x)
+	v := graph.Reshape(a, 3, 4)
+	b := graph.SiLU(graph.Reshape(x, 3, 4)) // allocated while v is still live
+	out := graph.Add(v, b)
+	in := []float32{-3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8}
+	err := graph.Eval(be, map[*graph.Array]any{x: in}, func(p *graph.Plan) error {
+		got := make([]float32, 12)
+		if err := p.Read(out, got); err != nil {
+			return err
+		}
+		for i, xv := range in {
+			s := xv / (1 + expNeg(xv))
+			if d := got[i] - 2*s; d > 1e-5 || d < -1e-5 {
+				t.Errorf("element %d = %v, want %v", i, got[i], 2*s)
+			}
+		}
+		return nil
+	}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func expNeg(x float32) float32 { return float32(math.Exp(float64(-x))) }
+
+func TestCompileRefusesUnsupportedOps(t *testing.T) {
+	be := &counting{Backend: cpu.NewReference(), refuse: "SiLU"}
+	g := graph.New()
+	x := g.Input("x", graph.F32, 2)
+	_, err := graph.Compile(be, graph.SiLU(x))
+	if err == nil || !strings.Contains(err.Error(), "does not support SiLU") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestShapeErrorsPanicWithBothShapes(t *testing.T) {
+	defer func() {
+		r := recover()
+		if r == nil || !strings.Contains(r.(string), "[2,3]") || !strings.Contains(r.(string), "[4,5]") {
+			t.Errorf("panic = %v", r)
+		}
+	}()
+	g := graph.New()
+	graph.MatMul(g.Input("x", graph.F32, 2, 3), g.Input("w", graph.F32, 4, 5))
+}
+
+func TestOpenUnknownBackend(t *testing.T) {
+	if _, err := graph.Open("tpu"); err == nil || !strings.Contains(err.Error(), `unknown backend "tpu"`) {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := graph.Open("cuda"); err == nil || !strings.Contains(err.Error(), "not in this build") {
+		t.Errorf("cuda: err = %v, want it to say the backend is not in this build", err)
+	}
+	be, err := graph.Open("auto")
+	if err != nil || be.Name() != "cpu" {
+		t.Errorf("auto on Linux: %v, %v", be, err)
+	}
+}
+
+// TestOpenAutoSkipsBrokenBackend: a GPU backend that fails to open (as
+// Metal does when its kernels do not build) leaves auto on the CPU, with
+// a warning that says why.
+func TestOpenAutoSkipsBrokenBackend(t *testing.T) {
+	graph.Register("metal", func() (graph.Backend, error) {
+		return nil, errors.New("compiling internal/backend/metal/shaders/norm.metal: error: use of undeclared identifier")
+	})
+	defer graph.Unregister("metal")
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+
+	be, err := graph.Open("auto")
+	if err != nil || be.Name() != "cpu" {
+		t.Fatalf("auto: %v, %v", be, err)
+	}
+	if l := logs.String(); !strings.Contains(l, "WARN") || !strings.Contains(l, "norm.metal") || !strings.Contains(l, "using=cpu") {
+		t.Errorf("log: %q", l)
+	}
+	if _, err := graph.Open("metal"); err == nil || !strings.Contains(err.Error(), "norm.metal") {
+		t.Errorf("metal: %v", err)
+	}
+}
+
+// A Slice is a view: it costs no step, and the ops that read it see the
+// rows it names, at their offset in the source's storage.
+func TestSliceIsAViewOfRows(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.I32, 3, 2)
+	idx := g.Input("idx", graph.I32, 2)
+	mid := graph.Slice(x, 1, 3)
+	out := graph.GatherRows(mid, idx)
+	p, err := graph.Compile(cpu.NewReference(), out, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	if len(p.Steps) != 1 {
+		t.Errorf("steps %v, want only the GatherRows", p.Steps)
+	}
+	if o := p.Operand(mid); o.Off != 8 || !o.Shape.Equal(graph.Shape{2, 2}) {
+		t.Errorf("Slice[1:3] operand at offset %d shape %v, want 8 and [2,2]", o.Off, o.Shape)
+	}
+	if err := p.Write(x, []int32{1, 2, 3, 4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(idx, []int32{1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 4)
+	if err := p.Read(out, got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{5, 6, 3, 4}; !slices.Equal(got, want) {
+		t.Errorf("rows [1, 0] of Slice[1:3] = %v, want %v", got, want)
+	}
+}
+
+func TestCheckWriteRead(t *testing.T) {
+	if err := graph.CheckWrite("x", 4, 4, 8); err != nil {
+		t.Errorf("in bounds: %v", err)
+	}
+	for _, c := range [][3]int{{-1, 1, 8}, {5, 4, 8}} {
+		if err := graph.CheckWrite("x", c[0], c[1], c[2]); err == nil || !strings.HasPrefix(err.Error(), "x: write of") {
+			t.Errorf("write %v: %v", c, err)
+		}
+		if err := graph.CheckRead("x", c[0], c[1], c[2]); err == nil || !strings.HasPrefix(err.Error(), "x: read of") {
+			t.Errorf("read %v: %v", c, err)
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// Checkpoint is a loaded model with the file it came from, which stays
+// mapped while the model is in use.
+type Checkpoint struct {
+	Model *Model
+	// Meta is the GGUF metadata (nil for HF checkpoints); the tokenizer and
+	// chat template are read from it.
+	Meta map[string]any
+	// Dir is the HF checkpoint directory ("" for GGUF).
+	Dir    string
+	closer io.Closer
+}
+
+// Close unmaps the checkpoint; its weights must no longer be used.
+func (c *Checkpoint) Close() error {
+	if c.closer == nil {
+		return nil
+	}
+	return c.closer.Close()
+}
+
+// Open loads a .gguf file or an HF checkpoint directory (config.json with
+// model.safetensors or its shards).
+func Open(path string) (*Checkpoint, error) {
+	st, err := formats.CheckFileOrDir(path) // a named pipe would block the open
+	if err != nil {
+		return nil, fmt.Errorf("llama: %w", err)
+	}
+	if st.IsDir() {
+		return openHF(path)
+	}
+	return openGGUF(path)
+}
+
+func openGGUF(path string) (*Checkpoint, error) {
+	g, err := formats.OpenGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := modelFromGGUF(g)
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Checkpoint{Model: m, Meta: g.KV, closer: g}, nil
+}
+
+func modelFromGGUF(g *formats.GGUF) (*Model, error) {
+	arch, ok := g.String("general.architecture")
+	if !ok {
+		return nil, errors.New("gguf metadata has no general.architecture")
+	}
+	switch arch {
+	case "llama", "mistral", "qwen2":
+	default:
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2)", arch)
+	}
+	num := func(key string, def int) (int, error) {
+		v, ok := g.Uint(arch + "." + key)
+		if !ok {
+			if def < 0 {
+				return 0, fmt.Errorf("gguf metadata has no %s.%s", arch, key)
+			}
+			return def, nil
+		}
+		if v > 1<<31 {
+			return 0, fmt.Errorf("gguf metadata %s.%s = %d is out of range", arch, key, v)
+		}
+		return int(v), nil
+	}
+	c := Config{Arch: arch, QKVBias: arch == "qwen2"}
+	var err error
+	for _, f := range []struct {
+		dst *int
+		key string
+		def int
+	}{
+		{&c.Dim, "embedding_length", -1},
+		{&c.FFN, "feed_forward_length", -1},
+		{&c.Layers, "block_count", -1},
+		{&c.Heads, "attention.head_count", -1},
+		{&c.Context, "context_length", 2048},
+	} {
+		if *f.dst, err = num(f.key, f.def); err != nil {
+			return nil, err
+		}
+	}
+	if c.KVHeads, err = num("attention.head_count_kv", c.Heads); err != nil {
+		return nil, err
+	}
+	if c.Heads > 0 {
+		if c.HeadDim, err = num("attention.key_length", c.Dim/c.Heads); err != nil {
+			return nil, err
+		}
+	}
+	if c.RopeDims, err = num("rope.dimension_count", c.HeadDim); err != nil {
+		return nil, err
+	}
+	eps, ok := g.Float(arch + ".attention.layer_norm_rms_epsilon")
+	if !ok {
+		return nil, fmt.Errorf("gguf metadata has no %s.attention.layer_norm_rms_epsilon", arch)
+	}
+	c.NormEps = float32(eps)
+	c.RopeTheta = 10000
+	if v, ok := g.Float(arch + ".rope.freq_base"); ok {
+		c.RopeTheta = v
+	}
+	if t, ok := g.String(arch + ".rope.scaling.type"); ok && t == "linear" {
+		f, _ := g.Float(arch + ".rope.scaling.factor")
+		c.RopeScale = RopeScaling{Type: "linear", Factor: f}
+	}
+	// llama.cpp's converter permutes the Q/K rows of llama/mistral so that
+	// RoPE rotates adjacent pairs. q·k is unchanged by a permutation applied
+	// to both, so we keep the weights as they are and rotate adjacent pairs
+	// too: no copy at load time.
+	c.RopeNeoX = arch == "qwen2"
+	emb, ok := g.Tensor("token_embd.weight")
+	if !ok {
+		return nil, errors.New("tensor token_embd.weight is missing")
+	}
+	if len(emb.Shape) != 2 {
+		return nil, fmt.Errorf("tensor token_embd.weight has shape %v", emb.Shape)
+	}
+	c.Vocab = emb.Shape[0]
+	if rf, ok := g.Tensor("rope_freqs.weight"); ok {
+		w, err := WeightOf(rf)
+		if err != nil {
+			return nil, err
+		}
+		w = ToF32(w)
+		c.RopeScale.FreqFactors = append([]float32(nil), f32View(w.Data)...)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{Config: c}
+	err = bindWeights(m, "gguf", func(name string) (Weight, bool) {
+		t, ok := g.Tensor(name)
+		if !ok {
+			return Weight{}, false
+		}
+		w, err := WeightOf(t)
+		if err != nil {
+			return Weight{Name: name}, true // dtype check in bindWeights reports it
+		}
+		return w, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// WeightOf maps a stored tensor to a Weight without copying, except GGUF
+// block-quantized tensors: Q4_0, Q8_0 and Q4_K become affine-quantized
+// weights with the same values, Q6_K becomes f16 (see ggmlWeight).
+func WeightOf(t *formats.Tensor) (Weight, error) {
+	var dt graph.DType
+	switch t.DType {
+	case formats.F32:
+		dt = graph.F32
+	case formats.F16:
+		dt = graph.F16
+	case formats.BF16:
+		dt = graph.BF16
+	default:
+		if typ, ok := ggmlTypes[t.DType]; ok {
+			return ggmlWeight(t, typ)
+		}
+		return Weight{}, fmt.Errorf("tensor %q: dtype %v is not supported yet", t.Name, t.DType)
+	}
+	return Weight{Name: t.Name, DType: dt, Shape: append(graph.Shape(nil), t.Shape...), Data: t.Data}, nil
+}
+
+func openHF(dir string) (*Checkpoint, error) {
+	hc, err := formats.ReadHFConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := configFromHF(hc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	ck, err := formats.OpenSafetensorsDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: c}
+	var bad error
+	err = bindWeights(m, "st", func(name string) (Weight, bool) {
+		w, ok, err := hfWeight(ck, hc.Quantization, name)
+		if err != nil && bad == nil {
+			bad = err
+		}
+		return w, ok
+	})
+	if bad != nil { // the cause, rather than the shape check it failed
+		err = bad
+	}
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return &Checkpoint{Model: m, Dir: dir, closer: ck}, nil
+}
+
+func configFromHF(h *formats.HFConfig) (Config, error) {
+	arch := h.ModelType
+	switch arch {
+	case "llama", "mistral", "qwen2":
+	default:
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2)", arch)
+	}
+	c := Config{
+		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
+		Layers: h.NumHiddenLayers, Heads: h.NumAttentionHeads, KVHeads: h.NumKeyValueHeads,
+		HeadDim: h.HeadDim, NormEps: float32(h.RMSNormEps), RopeTheta: h.RopeTheta,
+		RopeNeoX: true, Context: h.MaxPositionEmbeddings,
+		QKVBias: arch == "qwen2" || h.AttentionBias,
+	}
+	c.RopeDims = c.HeadDim
+	if c.Context == 0 {
+		c.Context = 2048
+	}
+	if rs := h.RopeScaling; rs != nil {
+		switch rs.Type {
+		case "linear", "llama3":
+			c.RopeScale = RopeScaling{Type: rs.Type, Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor,
+				HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalMaxPositionEmbeddings}
+		case "", "default":
+		default:
+			return Config{}, fmt.Errorf("rope_scaling type %q is not supported", rs.Type)
+		}
+	}
+	return c, c.validate()
+}

@@ -1,0 +1,229 @@
+package llama
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// naiveForward is an independent float64 implementation of the HF Llama /
+// Qwen2 forward pass (NeoX RoPE, GQA, optional q/k/v biases), written
+// straight from the PyTorch modeling code, for checking the graph path.
+func naiveForward(c Config, w map[string][]float64, tokens []int) [][]float64 {
+	d, hd := c.Dim, c.HeadDim
+	linear := func(x []float64, name string, out int) []float64 {
+		wt := w[name]
+		in := len(x)
+		y := make([]float64, out)
+		for o := range out {
+			for i := range in {
+				y[o] += wt[o*in+i] * x[i]
+			}
+		}
+		if b, ok := w[name[:len(name)-len("weight")]+"bias"]; ok {
+			for o := range y {
+				y[o] += b[o]
+			}
+		}
+		return y
+	}
+	norm := func(x []float64, name string) []float64 {
+		var ss float64
+		for _, v := range x {
+			ss += v * v
+		}
+		r := 1 / math.Sqrt(ss/float64(len(x))+float64(c.NormEps))
+		y := make([]float64, len(x))
+		for i, v := range x {
+			y[i] = v * r * w[name][i]
+		}
+		return y
+	}
+	rope := func(v []float64, pos int) {
+		half := hd / 2
+		for j := range half {
+			theta := float64(pos) / math.Pow(c.RopeTheta, float64(2*j)/float64(hd))
+			a, b := v[j], v[j+half]
+			v[j] = a*math.Cos(theta) - b*math.Sin(theta)
+			v[j+half] = a*math.Sin(theta) + b*math.Cos(theta)
+		}
+	}
+	n := len(tokens)
+	x := make([][]float64, n)
+	for t, tok := range tokens {
+		x[t] = append([]float64(nil), w["model.embed_tokens.weight"][tok*d:(tok+1)*d]...)
+	}
+	for l := range c.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		ks, vs := make([][]float64, n), make([][]float64, n)
+		qs := make([][]float64, n)
+		for t := range n {
+			h := norm(x[t], p+"input_layernorm.weight")
+			qs[t] = linear(h, p+"self_attn.q_proj.weight", c.Heads*hd)
+			ks[t] = linear(h, p+"self_attn.k_proj.weight", c.KVHeads*hd)
+			vs[t] = linear(h, p+"self_attn.v_proj.weight", c.KVHeads*hd)
+			for hh := range c.Heads {
+				rope(qs[t][hh*hd:(hh+1)*hd], t)
+			}
+			for hh := range c.KVHeads {
+				rope(ks[t][hh*hd:(hh+1)*hd], t)
+			}
+		}
+		for t := range n {
+			att := make([]float64, c.Heads*hd)
+			for hh := range c.Heads {
+				g := hh / (c.Heads / c.KVHeads)
+				sc := make([]float64, t+1)
+				mx := math.Inf(-1)
+				for s := 0; s <= t; s++ {
+					for j := range hd {
+						sc[s] += qs[t][hh*hd+j] * ks[s][g*hd+j]
+					}
+					sc[s] /= math.Sqrt(float64(hd))
+					mx = math.Max(mx, sc[s])
+				}
+				var sum float64
+				for s := range sc {
+					sc[s] = math.Exp(sc[s] - mx)
+					sum += sc[s]
+				}
+				for s := range sc {
+					for j := range hd {
+						att[hh*hd+j] += sc[s] / sum * vs[s][g*hd+j]
+					}
+				}
+			}
+			o := linear(att, p+"self_attn.o_proj.weight", d)
+			for i := range x[t] {
+				x[t][i] += o[i]
+			}
+			h := norm(x[t], p+"post_attention_layernorm.weight")
+			gate := linear(h, p+"mlp.gate_proj.weight", c.FFN)
+			up := linear(h, p+"mlp.up_proj.weight", c.FFN)
+			for i := range gate {
+				gate[i] = gate[i] / (1 + math.Exp(-gate[i])) * up[i]
+			}
+			dn := linear(gate, p+"mlp.down_proj.weight", d)
+			for i := range x[t] {
+				x[t][i] += dn[i]
+			}
+		}
+	}
+	out := make([][]float64, n)
+	head := "lm_head.weight"
+	if _, ok := w[head]; !ok {
+		head = "model.embed_tokens.weight"
+	}
+	for t := range n {
+		out[t] = linear(norm(x[t], "model.norm.weight"), head, c.Vocab)
+	}
+	return out
+}
+
+// TestQwen2TiedMatchesNaive writes a random Qwen2-style HF checkpoint (q/k/v
+// biases, tied embeddings, GQA, rope base 1e6) and checks the graph's logits
+// against the naive forward pass.
+func TestQwen2TiedMatchesNaive(t *testing.T) {
+	for _, tc := range []struct {
+		modelType string
+		tied      bool
+	}{{"qwen2", true}, {"llama", false}, {"mistral", false}} {
+		t.Run(tc.modelType, func(t *testing.T) {
+			c := Config{Vocab: 40, Dim: 32, FFN: 48, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8, NormEps: 1e-6, RopeTheta: 1e6}
+			r := rand.New(rand.NewPCG(5, 6))
+			w := map[string][]float64{}
+			var ts []formats.Tensor
+			add := func(name string, scale float64, shape ...int) {
+				v := make([]float32, graph.Shape(shape).Numel())
+				f := make([]float64, len(v))
+				for i := range v {
+					v[i] = float32(r.NormFloat64() * scale)
+					if len(shape) == 1 && name[len(name)-4:] != "bias" {
+						v[i] += 1
+					}
+					f[i] = float64(v[i])
+				}
+				w[name] = f
+				ts = append(ts, formats.Tensor{Name: name, DType: formats.F32, Shape: shape, Data: append([]byte(nil), graph.AsBytes(v)...)})
+			}
+			add("model.embed_tokens.weight", 1, c.Vocab, c.Dim)
+			add("model.norm.weight", 0.1, c.Dim)
+			if !tc.tied {
+				add("lm_head.weight", 0.3, c.Vocab, c.Dim)
+			}
+			for l := range c.Layers {
+				p := fmt.Sprintf("model.layers.%d.", l)
+				add(p+"input_layernorm.weight", 0.1, c.Dim)
+				add(p+"post_attention_layernorm.weight", 0.1, c.Dim)
+				add(p+"self_attn.q_proj.weight", 0.3, c.Heads*c.HeadDim, c.Dim)
+				add(p+"self_attn.k_proj.weight", 0.3, c.KVHeads*c.HeadDim, c.Dim)
+				add(p+"self_attn.v_proj.weight", 0.3, c.KVHeads*c.HeadDim, c.Dim)
+				if tc.modelType == "qwen2" {
+					add(p+"self_attn.q_proj.bias", 0.5, c.Heads*c.HeadDim)
+					add(p+"self_attn.k_proj.bias", 0.5, c.KVHeads*c.HeadDim)
+					add(p+"self_attn.v_proj.bias", 0.5, c.KVHeads*c.HeadDim)
+				}
+				add(p+"self_attn.o_proj.weight", 0.3, c.Dim, c.Heads*c.HeadDim)
+				add(p+"mlp.gate_proj.weight", 0.3, c.FFN, c.Dim)
+				add(p+"mlp.up_proj.weight", 0.3, c.FFN, c.Dim)
+				add(p+"mlp.down_proj.weight", 0.3, c.Dim, c.FFN)
+			}
+			dir := t.TempDir()
+			var buf bytes.Buffer
+			if err := formats.WriteSafetensors(&buf, ts, nil); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "model.safetensors"), buf.Bytes(), 0o644)
+			cfg, _ := json.Marshal(map[string]any{"model_type": tc.modelType, "hidden_size": c.Dim,
+				"intermediate_size": c.FFN, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
+				"num_key_value_heads": c.KVHeads, "rms_norm_eps": c.NormEps, "rope_theta": c.RopeTheta,
+				"vocab_size": c.Vocab, "tie_word_embeddings": tc.tied, "max_position_embeddings": 64})
+			os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+
+			ck, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			if ck.Model.Config.TiedOutput != tc.tied || ck.Model.Config.QKVBias != (tc.modelType == "qwen2") {
+				t.Errorf("config %+v", ck.Model.Config)
+			}
+			run, err := Bind(ck.Model, cpu.New(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer run.Close()
+			s, _ := run.NewState(32)
+			defer s.Close()
+			tokens := []int32{3, 17, 5, 39, 0, 22, 8}
+			got := make([]float32, len(tokens)*c.Vocab)
+			if err := s.Forward(Chain(tokens, true), got, nil); err != nil {
+				t.Fatal(err)
+			}
+			ints := make([]int, len(tokens))
+			for i, v := range tokens {
+				ints[i] = int(v)
+			}
+			want := naiveForward(c, w, ints)
+			var worst, scale float64
+			for tt := range want {
+				for v := range want[tt] {
+					scale = math.Max(scale, math.Abs(want[tt][v]))
+					worst = math.Max(worst, math.Abs(float64(got[tt*c.Vocab+v])-want[tt][v]))
+				}
+			}
+			if worst/scale > 1e-5 {
+				t.Errorf("logits differ from the naive forward by %g (relative to %g)", worst/scale, scale)
+			}
+		})
+	}
+}
