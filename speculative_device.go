@@ -11,7 +11,7 @@ import (
 
 // deviceStep reports whether p runs as drafter.DeviceStep: greedy decoding
 // with the real draft head on a backend that counts its waits for a device
-// (Metal), where the whole step as one plan saves the host round trips.
+// (Metal, CUDA), where the whole step as one plan saves the host round trips.
 // The CPU keeps the host loop, which merges shared prefixes (fewer rows to
 // verify) and waits for nothing; sampling keeps it because its acceptance
 // rules read whole distributions; a test's steered beamSource has no

@@ -82,8 +82,8 @@ func (c Counts) Sub(earlier Counts) Counts {
 	return Counts{c.Waits - earlier.Waits, c.Dispatches - earlier.Dispatches, c.CommandBuffers - earlier.CommandBuffers}
 }
 
-// Counter is a Backend that counts its device work (Metal). The CPU, which
-// runs on the host, has nothing to count.
+// Counter is a Backend that counts its device work (Metal, CUDA). The CPU,
+// which runs on the host, has nothing to count.
 type Counter interface {
 	Counts() Counts
 }
@@ -135,10 +135,11 @@ func Open(name string) (Backend, error) {
 	return nil, fmt.Errorf("graph: no backend could be opened: %v", errs)
 }
 
-// unbuilt says why a backend the project knows may be missing from a binary.
+// unbuilt says why a backend the project knows may be missing from a binary:
+// a program registers a GPU backend by importing its public package.
 var unbuilt = map[string]string{
-	"metal": "Metal runs on macOS only",
-	"cuda":  "the CUDA backend is built on Linux with `go build -tags cuda` (docs/CUDA.md)",
+	"metal": "the Metal backend runs on macOS in a program that imports github.com/seed9b8f47b1/redrafter/backend/metal (docs/METAL.md)",
+	"cuda":  "the CUDA backend runs on Linux in a program that imports github.com/seed9b8f47b1/redrafter/backend/cuda, built with `go build -tags cuda` (docs/CUDA.md)",
 }
 
 func names() []string {

@@ -149,6 +149,16 @@ func TestOpenUnknownBackend(t *testing.T) {
 	if _, err := graph.Open("cuda"); err == nil || !strings.Contains(err.Error(), "not in this build") {
 		t.Errorf("cuda: err = %v, want it to say the backend is not in this build", err)
 	}
+	// A program that did not import the public registration package is
+	// told which import registers the backend.
+	for name, pkg := range map[string]string{
+		"metal": "github.com/seed9b8f47b1/redrafter/backend/metal",
+		"cuda":  "github.com/seed9b8f47b1/redrafter/backend/cuda",
+	} {
+		if _, err := graph.Open(name); err == nil || !strings.Contains(err.Error(), "imports "+pkg) {
+			t.Errorf("%s: err = %v, want it to name the import %s", name, err, pkg)
+		}
+	}
 	be, err := graph.Open("auto")
 	if err != nil || be.Name() != "cpu" {
 		t.Errorf("auto on Linux: %v, %v", be, err)

@@ -38,7 +38,7 @@ type Drafter struct {
 	bind *llama.Binding
 	// onDevice runs each search as one plan on the backend (see
 	// searchOnDevice): set for backends that count their waits for a
-	// device (graph.Counter: Metal), where every host round trip costs a
+	// device (graph.Counter: Metal, CUDA), where every host round trip costs a
 	// wait. The CPU keeps the host loop, which is faster there.
 	onDevice bool
 
@@ -94,7 +94,7 @@ func NewDrafter(h *Head, llm *llama.Runner) (*Drafter, error) {
 }
 
 // OnDevice reports whether d's backend counts its waits for a device
-// (graph.Counter: Metal), where searches run as one plan and a greedy
+// (graph.Counter: Metal, CUDA), where searches run as one plan and a greedy
 // decoder runs whole steps as one (DeviceStep).
 func (d *Drafter) OnDevice() bool { return d.onDevice }
 

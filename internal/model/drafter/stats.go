@@ -29,7 +29,7 @@ type Stats struct {
 	Offered int
 
 	// Device is the device work of the steps, on a backend that counts it
-	// (graph.Counter: Metal): host waits, dispatches and command buffers,
+	// (graph.Counter: Metal, CUDA): host waits, dispatches and command buffers,
 	// summed over Steps. It counts the whole backend, so Sessions decoding
 	// on other goroutines at the same time add theirs.
 	Device graph.Counts

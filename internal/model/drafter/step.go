@@ -8,7 +8,7 @@ import (
 )
 
 // DeviceStep is a whole greedy ReDrafter step compiled as one plan, so
-// that a device backend (Metal) is waited for once per step: the beam
+// that a device backend (Metal, CUDA) is waited for once per step: the beam
 // search (as searchOnDevice), the beams laid out as the verification batch
 // on the device (graph.BeamChains after each draft), the LLM's forward pass
 // over that batch, its argmax per token, greedy acceptance

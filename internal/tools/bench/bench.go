@@ -145,7 +145,7 @@ type Cell struct {
 	// MeanPacked tokens costs relative to one.
 	VerifyPerStepMS float64 `json:"verify_ms_per_step"`
 	AcceptHist      []int   `json:"accepted_drafts_histogram"`
-	// Device work per step on a backend that counts it (Metal): host
+	// Device work per step on a backend that counts it (Metal, CUDA): host
 	// waits for the GPU, command buffers and kernel dispatches.
 	WaitsPerStep          float64 `json:"waits_per_step,omitempty"`
 	CommandBuffersPerStep float64 `json:"command_buffers_per_step,omitempty"`
