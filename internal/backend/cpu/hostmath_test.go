@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/hostmath"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // TestHostMathInstalled checks that importing the backend installs its
@@ -14,7 +15,7 @@ func TestHostMathInstalled(t *testing.T) {
 	if got := hostmath.Active(); got != "cpu" {
 		t.Fatalf("hostmath.Active() = %q, want cpu", got)
 	}
-	r := rand.New(rand.NewPCG(rand.Uint64(), 3))
+	r := rand.New(rand.NewPCG(testenv.Seed(t), 3))
 	randn := func(n int) []float32 {
 		v := make([]float32, n)
 		for i := range v {

@@ -10,6 +10,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu/kernels"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // qweight is an affine-quantized [n,k] matrix in host memory, with its
@@ -188,7 +189,7 @@ func TestQuantFast(t *testing.T) {
 // A row's quantized matmul result does not depend on how many rows share
 // the call (greedy ReDrafter must equal greedy decoding bit for bit).
 func TestQMatMulRowsIndependentOfBatch(t *testing.T) {
-	seed := rand.Uint64()
+	seed := testenv.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 4))
 	be := New(2)
 	for _, bits := range []int{4, 8} {
@@ -364,7 +365,7 @@ func TestQMatMulTilesInPlace(t *testing.T) {
 // product gives the bits it gives alone, at one row (prepared on the
 // caller's thread) and several (rows prepared across the workers).
 func TestQMatMulSharedX(t *testing.T) {
-	r := rand.New(rand.NewPCG(rand.Uint64(), 11))
+	r := rand.New(rand.NewPCG(testenv.Seed(t), 11))
 	be := New(2)
 	const k = 256
 	ws := []*qweight{newQWeight(t, r, 48, k, 4, 32, graph.F16), newQWeight(t, r, 40, k, 4, 32, graph.F16),

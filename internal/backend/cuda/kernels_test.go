@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // A kernel case: the op on the CPU reference backend (ref) and the same
@@ -503,11 +503,9 @@ func compare(got, want []any, tol float64) string {
 	return ""
 }
 
-func seed(t *testing.T) uint64 {
-	s := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", s)
-	return s
-}
+// seed returns the random seed of this run (testenv.Seed: logged, and
+// replayed from REDRAFTER_SEED).
+func seed(t *testing.T) uint64 { return testenv.Seed(t) }
 
 // TestKernels runs every case on the emulated device against the CPU
 // reference backend, then checks that the cases ran every kernel the .cu

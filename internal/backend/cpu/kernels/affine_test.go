@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // affineCase is a quantized [n,k] matrix with its dequantized values.
@@ -146,7 +147,7 @@ func TestMatMulAffineBatchInvariant(t *testing.T) {
 // x prepared in pieces, concurrently (NewAffineX, PrepareRows), gives the
 // products PrepareAffine's does, bit for bit, tiled or not.
 func TestPrepareRows(t *testing.T) {
-	r := rand.New(rand.NewPCG(rand.Uint64(), 5))
+	r := rand.New(rand.NewPCG(testenv.Seed(t), 5))
 	for _, bits := range []int{4, 8} {
 		k, n, m := 512, 37, 7
 		c := newAffineCase(r, n, k, bits, 32, ScalesF16)

@@ -1,30 +1,19 @@
 package kernels
 
 import (
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "random seed for the kernel cross-checks (0: time-based)")
-
-// newRand returns a seeded generator and logs the seed if the test fails.
+// newRand returns a generator seeded by testenv.Seed: logged, and replayed
+// from REDRAFTER_SEED.
 func newRand(t testing.TB) *rand.Rand {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("random seed: %d (rerun with -seed=%d)", seed, seed)
-		}
-	})
-	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	return rand.New(rand.NewPCG(testenv.Seed(t), 0x9e3779b97f4a7c15))
 }
 
 // testLengths are the tail and unroll boundaries of every kernel.
