@@ -101,6 +101,27 @@ func Register(name string, open func() (Backend, error)) {
 	registry[name] = open
 }
 
+// RegisterForTest makes open available under name until the test tb ends,
+// replacing what name had, which tb's cleanup restores. tb is a
+// testing.TB; graph asks only for its Cleanup so that programs do not link
+// the testing package. Tests register their fakes with it, so that a name
+// registered twice in production can be a mistake Register refuses.
+func RegisterForTest(tb interface{ Cleanup(func()) }, name string, open func() (Backend, error)) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	prev, had := registry[name]
+	registry[name] = open
+	tb.Cleanup(func() {
+		regMu.Lock()
+		defer regMu.Unlock()
+		if had {
+			registry[name] = prev
+		} else {
+			delete(registry, name)
+		}
+	})
+}
+
 // Open opens the named backend. "auto" tries metal, then cuda, then cpu: it
 // logs a warning for each one it skips (a GPU whose kernels do not build is
 // worth knowing about), and if none opens, reports why each could not.

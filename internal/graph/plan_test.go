@@ -169,10 +169,9 @@ func TestOpenUnknownBackend(t *testing.T) {
 // Metal does when its kernels do not build) leaves auto on the CPU, with
 // a warning that says why.
 func TestOpenAutoSkipsBrokenBackend(t *testing.T) {
-	graph.Register("metal", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal", func() (graph.Backend, error) {
 		return nil, errors.New("compiling internal/backend/metal/shaders/norm.metal: error: use of undeclared identifier")
 	})
-	defer graph.Unregister("metal")
 	var logs bytes.Buffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
