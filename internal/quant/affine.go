@@ -195,12 +195,6 @@ func DequantizeAffine(dst []float32, packed []uint32, scales, biases []float32, 
 	}
 }
 
-// AffineBytes is the storage of a [rows, cols] weight: packed codes plus a
-// scale and a bias of scaleBytes each per group.
-func AffineBytes(rows, cols, bits, groupSize, scaleBytes int) int {
-	return rows*cols*bits/8 + 2*rows*(cols/groupSize)*scaleBytes
-}
-
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 // round32 rounds half away from zero, as Metal's round.

@@ -29,7 +29,6 @@ type Backend struct {
 
 	mu        sync.Mutex
 	stats     Stats
-	live      int64             // bytes allocated and not freed
 	constants map[string]devptr // small read-only arrays (RoPE frequencies), by content
 	closed    bool
 }
@@ -127,9 +126,6 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: alloc of %d bytes: %w", size, err)
 	}
-	b.mu.Lock()
-	b.live += int64(size)
-	b.mu.Unlock()
 	return &Buffer{ptr: p, size: size}, nil
 }
 
@@ -156,17 +152,7 @@ func (b *Backend) Free(buf graph.Buffer) {
 		return
 	}
 	x.freed = true
-	b.mu.Lock()
-	b.live -= int64(x.size)
-	b.mu.Unlock()
 	b.drv.free(x.ptr)
-}
-
-// Allocated is the bytes of device memory in buffers not yet freed.
-func (b *Backend) Allocated() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.live
 }
 
 func (b *Backend) own(buf graph.Buffer) (*Buffer, error) {

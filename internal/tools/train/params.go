@@ -60,16 +60,6 @@ func NewParams(c drafter.Config) *Params {
 	return p
 }
 
-// Find returns the tensor named name, or nil.
-func (p *Params) Find(name string) *Tensor {
-	for _, t := range p.List {
-		if t.Name == name {
-			return t
-		}
-	}
-	return nil
-}
-
 // Count is the number of trainable values.
 func (p *Params) Count() int {
 	n := 0

@@ -24,14 +24,13 @@ const (
 	InvalidDevice Result = 101
 )
 
-// Device, Context, Module, Function, Stream and Event are the driver's handles.
+// Device, Context, Module, Function and Stream are the driver's handles.
 type (
 	Device   int32
 	Context  uintptr
 	Module   uintptr
 	Function uintptr
 	Stream   uintptr
-	Event    uintptr
 	DevPtr   uint64
 )
 
@@ -82,15 +81,9 @@ type Driver struct {
 	cuMemcpyHtoD              func(dst DevPtr, src unsafe.Pointer, n uint64) Result
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src DevPtr, n uint64) Result
 	cuMemsetD8                func(dst DevPtr, v uint8, n uint64) Result
-	cuMemGetInfo              func(free, total *uint64) Result
 	cuStreamCreate            func(s *Stream, flags uint32) Result
 	cuStreamDestroy           func(s Stream) Result
 	cuStreamSynchronize       func(s Stream) Result
-	cuEventCreate             func(e *Event, flags uint32) Result
-	cuEventRecord             func(e Event, s Stream) Result
-	cuEventSynchronize        func(e Event) Result
-	cuEventElapsedTime        func(ms *float32, start, end Event) Result
-	cuEventDestroy            func(e Event) Result
 	cuGetErrorName            func(r Result, s **byte) Result
 }
 
@@ -136,15 +129,9 @@ func Load(path string) (*Driver, error) {
 		{&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
 		{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
 		{&d.cuMemsetD8, "cuMemsetD8_v2"},
-		{&d.cuMemGetInfo, "cuMemGetInfo_v2"},
 		{&d.cuStreamCreate, "cuStreamCreate"},
 		{&d.cuStreamDestroy, "cuStreamDestroy_v2"},
 		{&d.cuStreamSynchronize, "cuStreamSynchronize"},
-		{&d.cuEventCreate, "cuEventCreate"},
-		{&d.cuEventRecord, "cuEventRecord"},
-		{&d.cuEventSynchronize, "cuEventSynchronize"},
-		{&d.cuEventElapsedTime, "cuEventElapsedTime"},
-		{&d.cuEventDestroy, "cuEventDestroy_v2"},
 		{&d.cuGetErrorName, "cuGetErrorName"},
 	} {
 		sym, err := purego.Dlsym(lib, b.sym)
@@ -315,12 +302,6 @@ func (d *Driver) Zero(p DevPtr, n int) error {
 	return d.check("cuMemsetD8", d.cuMemsetD8(p, 0, uint64(n)))
 }
 
-// MemInfo is the free and total device memory.
-func (d *Driver) MemInfo() (free, total uint64, err error) {
-	err = d.check("cuMemGetInfo", d.cuMemGetInfo(&free, &total))
-	return free, total, err
-}
-
 // NewStream creates a stream.
 func (d *Driver) NewStream() (Stream, error) {
 	var s Stream
@@ -336,26 +317,3 @@ func (d *Driver) DestroyStream(s Stream) error {
 func (d *Driver) Sync(s Stream) error {
 	return d.check("cuStreamSynchronize", d.cuStreamSynchronize(s))
 }
-
-// NewEvent creates an event (timing enabled).
-func (d *Driver) NewEvent() (Event, error) {
-	var e Event
-	return e, d.check("cuEventCreate", d.cuEventCreate(&e, 0))
-}
-
-// Record queues e on s.
-func (d *Driver) Record(e Event, s Stream) error {
-	return d.check("cuEventRecord", d.cuEventRecord(e, s))
-}
-
-// Elapsed waits for end and returns the milliseconds between two recorded events.
-func (d *Driver) Elapsed(start, end Event) (float32, error) {
-	if err := d.check("cuEventSynchronize", d.cuEventSynchronize(end)); err != nil {
-		return 0, err
-	}
-	var ms float32
-	return ms, d.check("cuEventElapsedTime", d.cuEventElapsedTime(&ms, start, end))
-}
-
-// DestroyEvent releases an event.
-func (d *Driver) DestroyEvent(e Event) error { return d.check("cuEventDestroy", d.cuEventDestroy(e)) }

@@ -16,7 +16,6 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -235,6 +234,3 @@ func parseParams(list string) ([]Param, error) {
 	}
 	return ps, nil
 }
-
-// Stem is a kernel file's family name ("matvec" for "matvec.metal").
-func Stem(file string) string { return strings.TrimSuffix(path.Base(file), ".metal") }
