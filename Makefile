@@ -50,8 +50,9 @@ test-lib:
 # Install what the tests need (see scripts/deps.sh), then run every test
 # (TestCLibrary among them: libredrafter built shared and static, its C
 # test run against both and under AddressSanitizer), the pure-Go (noasm)
-# kernels too, concurrent Sessions of one Engine and of a Group under the race detector
-# (which needs cgo and a C compiler), the darwin cross-build checks, and
+# kernels too, concurrent Sessions of one Engine and of a Group, and the
+# server's tests (concurrent clients, queue, cancels, shutdown: seconds), under
+# the race detector (which needs cgo and a C compiler), the darwin cross-build checks, and
 # the repository checks (go.mod tidy, generated assembly up to date).
 # The emulated GPU generations run a representative subset of their
 # W × L × dtype matrices here; `make test-all` runs them whole.
@@ -61,6 +62,7 @@ TEST_TIMEOUT ?= 30m
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrentSessions|TestGroup.*)$$' .
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/server
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./internal/backend/cpu/...
 	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory cuda-tag

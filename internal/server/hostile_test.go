@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
@@ -114,7 +115,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	// A prompt over the context names both numbers.
 	_, _, b := ts.post(t, "/v1/completions", map[string]any{"prompt": long})
-	n := len(plain.Tokenizer.Encode(long, true))
+	n := len(plain.Tokenizer().Encode(long, true))
 	if !strings.Contains(string(b), fmt.Sprintf("the prompt is %d tokens; the context holds %d", n, testContext)) {
 		t.Errorf("over the context: %s, want the prompt's %d tokens and the context's %d", b, n, testContext)
 	}
@@ -189,7 +190,11 @@ func TestQueueFull(t *testing.T) {
 	results := make(chan int, 2)
 	for range 2 {
 		go func() {
-			status, _, _ := ts.post(t, "/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 5})
+			// Off the test's goroutine: errors are reported, never t.Fatal.
+			status, _, _, err := ts.tryPost("/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 5})
+			if err != nil {
+				t.Error(err)
+			}
 			results <- status
 		}()
 	}
@@ -309,7 +314,7 @@ func TestPrefixReuse(t *testing.T) {
 				msgs = append(msgs, tokenizer.Message{Role: m["role"].(string), Content: strings.TrimSpace(m["content"].(string))})
 			}
 			prompt, _ := tokenizer.RenderChat(tokenizer.TemplateVicuna, msgs, true)
-			n := len(plain.Tokenizer.EncodeSpecial(prompt, true))
+			n := len(plain.Tokenizer().EncodeSpecial(prompt, true))
 			if want := greedy(t, plain, prompt, 12, true).Text; r.Choices[0].Message.Content != want {
 				t.Errorf("conversation %d turn %d: %q, a fresh session %q", i, turn, r.Choices[0].Message.Content, want)
 			}
@@ -337,10 +342,25 @@ func TestConcurrentClients(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, b := ts.post(t, "/v1/completions", map[string]any{"prompt": p, "max_tokens": 30, "temperature": 0})
-			r := decode[chatResult](t, b)
-			if want := greedy(t, drafted, p, 30, false).Text; len(r.Choices) != 1 || r.Choices[0].Text != want {
-				t.Errorf("%q: %s, alone %q", p, b, want)
+			// Off the test's goroutine: errors are reported and the
+			// client returns, never t.Fatal.
+			_, _, b, err := ts.tryPost("/v1/completions", map[string]any{"prompt": p, "max_tokens": 30, "temperature": 0})
+			if err != nil {
+				t.Errorf("%q: %v", p, err)
+				return
+			}
+			var r chatResult
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Errorf("%q: %v in %s", p, err, b)
+				return
+			}
+			alone, err := drafted.Generate(context.Background(), p, redrafter.GenerateOptions{MaxTokens: 30}, nil)
+			if err != nil {
+				t.Errorf("%q alone: %v", p, err)
+				return
+			}
+			if len(r.Choices) != 1 || r.Choices[0].Text != alone.Text {
+				t.Errorf("%q: %s, alone %q", p, b, alone.Text)
 			}
 		}()
 	}
