@@ -312,7 +312,7 @@ func TestPlantedBadDocNamesAreCaught(t *testing.T) {
 		"`(*Backend).step`, `graph.Open(\"auto\")`, `mustf`, `REDRAFTER_SEED`, `sync.Pool`, and [the index](README.md).\n" +
 		"```\n`graph.NoSuchOp` in a fenced block is a command, not a name\n```\n"
 	const planted = "`internal/graph/nosuch.go`, `graph/nosuch.go`, `nosuch.go`, `graph.NoSuchOp`, `SiLUOp.NoSuch`, " +
-		"`(*Backend).nosuch`, `graph.Nosuch(\"auto\")`, `graph.AllOps.Nosuch`, `llama.AllOps`, `REDRAFTER_NOSUCH`, and [a link](nosuch.md).\n"
+		"`(*Backend).nosuch`, `graph.Nosuch(\"auto\")`, `graph.AllOps.Nosuch`, `llama.AllOps`, `REDRAFTER_" + "NOSUCH`, and [a link](nosuch.md).\n"
 	if bad, paths, ids := n.checkCodeNames(good); len(bad) != 0 || paths != 3 || ids != 6 {
 		t.Errorf("real names: bad %q, %d paths, %d identifiers; want none bad, 3 and 6", bad, paths, ids)
 	}
