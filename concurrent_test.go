@@ -11,7 +11,6 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // The goroutines of TestConcurrentSessions, each with its own script.
@@ -25,7 +24,7 @@ const concurrentWorkers = 6
 func concurrentScript(g int) (prompts []string, opt GenerateOptions, fresh bool) {
 	starts := []string{"Once upon a time", "", "Lily and Tom went to the park. They saw", "The cat", "One day, a little girl", "Tim had a big red ball"}
 	opt = GenerateOptions{MaxTokens: 40}
-	sampled := sample.Params{Temperature: 0.8, TopP: 0.95}
+	sampled := Sampling{Temperature: 0.8, TopP: 0.95}
 	switch g % 6 {
 	case 0: // greedy ReDrafter, the default beam
 	case 1:
@@ -81,12 +80,12 @@ func runScript(e *Engine, g int) ([]*Result, error) {
 // probeScript runs a Probe over a fixed chain in two parts (the second
 // after keeping the first) and returns the logits of the second part.
 func probeScript(e *Engine) ([]float32, error) {
-	p, err := e.NewProbe()
+	p, err := e.newProbe()
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
-	toks := e.Tokenizer.Encode("Once upon a time there was a little dog who liked to run", true)
+	toks := e.tok.Encode("Once upon a time there was a little dog who liked to run", true)
 	half := len(toks) / 2
 	if err := p.Forward(toks[:half], nil, nil); err != nil {
 		return nil, err

@@ -9,10 +9,16 @@
 //	res, err := e.Generate(ctx, "Once upon a time", redrafter.GenerateOptions{MaxTokens: 64},
 //		func(text string) error { fmt.Print(text); return nil })
 //
-// The CPU backend is always there. On macOS, import the Metal backend for its
-// side effect to let Options{Backend: "auto"} (the default) pick the GPU:
+// The CPU backend is always there (Options.Threads sets its worker count).
+// A GPU backend is imported for its side effect, which lets
+// Options{Backend: "auto"} (the default) pick the GPU. On macOS, Metal:
 //
 //	import _ "github.com/seed9b8f47b1/redrafter/backend/metal"
+//
+// On Linux with an NVIDIA GPU, CUDA, built with the tag cuda
+// (go build -tags cuda; it loads libcuda.so.1 at run time, without cgo):
+//
+//	import _ "github.com/seed9b8f47b1/redrafter/backend/cuda"
 //
 // A Session keeps a conversation's KV cache between turns so a chat re-reads
 // only what is new.
@@ -21,7 +27,7 @@
 // or NaN temperature, TopK < 0, TopP outside [0, 1]) fail before any work;
 // a cancelled or failed generation returns its partial Result (tokens, text
 // and stats so far, Reason StopCanceled or StopError) with the error; a
-// model whose logits turn NaN or Inf stops with *llama.NonFiniteError; the
+// model whose logits turn NaN or Inf stops with a *NonFiniteError; the
 // KV cache is sized against the backend's memory before it is allocated
 // (the model's context is lowered to fit, with a warning; a context asked
 // for that cannot fit is an error).
@@ -30,13 +36,13 @@
 // goroutines at once, over one copy of the weights and of the draft head;
 // each Session has its own KV cache and compiled plans, and each draft beam
 // search its own draft-step plans and scratch. So may Engine.Generate calls
-// (each runs a fresh Session), Probes (each has its own cache),
-// Engine.NewSession, Engine.NewProbe, and the accessors (Context, Model,
-// Backend, DraftHead, DefaultBeam, Embeddings, Tokenizer). One Session, or
-// one Probe, is not safe for concurrent use: its calls must not overlap.
+// (each runs a fresh Session), Engine.NewSession, and the accessors
+// (Context, Model, Backend, DraftHead, DefaultBeam, Tokenizer). One Session
+// is not safe for concurrent use: its calls must not overlap.
 // Engine.LoadDrafter and Engine.Close must not run concurrently with
 // anything else on the Engine. After Close, an Engine's methods and those of
-// its Sessions and Probes return ErrClosed (Close itself may be repeated). Concurrent Sessions share the backend's cores (on the CPU, one pool
+// its Sessions return ErrClosed (Close itself may be repeated). Concurrent
+// Sessions share the backend's cores (on the CPU, one pool
 // of workers), so they add throughput only where one Session leaves the
 // hardware idle; each one's output is what it gives alone.
 //
@@ -50,8 +56,4 @@
 // member that does not come back for its next pass within the group's
 // straggler wait is left out until it does. Group.Close must not overlap
 // its members' generations.
-//
-// Tools that measure or train against the model (benchmarks, draft-head
-// distillation) use the narrow hooks Engine.NewProbe, Engine.Embeddings,
-// Engine.Model and Engine.DraftHead rather than the model's internals.
 package redrafter

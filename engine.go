@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	// The CPU backend runs everywhere and is the reference: an app that
 	// loads a model gets it without knowing backends exist. GPU backends
 	// are opt-in imports (see the package doc).
-	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
@@ -28,20 +29,27 @@ type Options struct {
 	// memory; keys and values rounded to halves). "" is the backend's
 	// default: f16 on the Metal GPU, f32 on the CPU.
 	KVCache string
+	// Threads is the number of worker goroutines of the CPU backend (0:
+	// GOMAXPROCS, all cores by default; more than 4 per core is an error).
+	// GPU backends ignore it.
+	Threads int
 	// Logger receives progress and timings (nil: slog.Default()).
 	Logger *slog.Logger
 }
 
+// maxThreads bounds Options.Threads: more workers than this only add
+// scheduling overhead, and a huge number exhausts the OS's threads.
+func maxThreads() int { return 4 * runtime.NumCPU() }
+
 // Engine is a loaded model bound to a backend.
 type Engine struct {
-	// Tokenizer turns text into the model's token ids and back.
-	Tokenizer tokenizer.Tokenizer
 	// ChatTemplate is the model's own template text, if the checkpoint has one.
 	ChatTemplate string
 	// LoadTime is how long Load took.
 	LoadTime time.Duration
 
 	cfg     llama.Config
+	tok     tokenizer.Tokenizer
 	be      graph.Backend
 	ckpt    *llama.Checkpoint
 	runner  *llama.Runner
@@ -68,11 +76,10 @@ func Load(path string, opts Options) (*Engine, error) {
 	if opts.Context < 0 {
 		return nil, fmt.Errorf("redrafter: context %d: want 0 (the model's) or more", opts.Context)
 	}
-	name := opts.Backend
-	if name == "" {
-		name = "auto"
+	if opts.Threads < 0 || opts.Threads > maxThreads() {
+		return nil, fmt.Errorf("redrafter: threads %d: want 1 to %d (4× the %d CPUs), or 0 for all cores", opts.Threads, maxThreads(), runtime.NumCPU())
 	}
-	be, err := graph.Open(name)
+	be, err := openBackend(opts.Backend, opts.Threads)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +116,7 @@ func Load(path string, opts Options) (*Engine, error) {
 	case n*100 < e.cfg.Vocab*minTokenizerCover:
 		return fail(fmt.Errorf("%s: the tokenizer has %d tokens for the model's %d embedding rows: it belongs to another model", path, n, e.cfg.Vocab))
 	}
-	if e.Tokenizer, err = tokenizer.New(vocab); err != nil {
+	if e.tok, err = tokenizer.New(vocab); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	e.ChatTemplate = vocab.ChatTemplate
@@ -143,6 +150,26 @@ func Load(path string, opts Options) (*Engine, error) {
 	log.Debug("model loaded", "path", path, "arch", e.cfg.Arch, "backend", be.Name(),
 		"layers", e.cfg.Layers, "dim", e.cfg.Dim, "vocab", e.cfg.Vocab, "load_ms", e.LoadTime.Milliseconds())
 	return e, nil
+}
+
+// openBackend opens the named backend ("" is "auto"); a CPU backend, named
+// or picked by "auto", gets threads workers (0: GOMAXPROCS).
+func openBackend(name string, threads int) (graph.Backend, error) {
+	switch {
+	case name == "cpu" && threads > 0:
+		return cpu.New(threads), nil
+	case name == "":
+		name = "auto"
+	}
+	be, err := graph.Open(name)
+	if err != nil || threads == 0 || be.Name() != "cpu" {
+		return be, err
+	}
+	// auto picked the CPU, with its default workers.
+	if c, ok := be.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	return cpu.New(threads), nil
 }
 
 // fitContext picks the tokens a session holds: the model's context, or the
@@ -236,11 +263,6 @@ type ModelInfo struct {
 	TrainedContext int
 	// KVCache is the KV cache's element type, "f32" or "f16".
 	KVCache string
-	// DecodeBytes is what one decode step reads of the weights, in bytes (the
-	// KV cache's reads come on top). Decoding is bound by memory bandwidth:
-	// DecodeBytes over the read bandwidth (HostReadBandwidth on the CPU) is
-	// the shortest a token can take.
-	DecodeBytes int64
 }
 
 // Model describes the loaded model.
@@ -251,24 +273,11 @@ func (e *Engine) Model() ModelInfo {
 		kv = "f16"
 	}
 	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
-		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv, DecodeBytes: e.decodeBytes}
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv}
 }
 
 // Backend is the name of the backend the engine runs on ("cpu", "metal", ...).
 func (e *Engine) Backend() string { return e.be.Name() }
-
-// Embeddings returns float32 copies of the token embedding table and the
-// output projection, both [vocab, dim] row-major (quantized weights are
-// dequantized). The draft-head trainer needs them: a draft head embeds
-// tokens with the model's table, and distillation targets come through the
-// model's output projection.
-func (e *Engine) Embeddings() (embed, output []float32, err error) {
-	if e.ckpt == nil {
-		return nil, nil, ErrClosed
-	}
-	m := e.ckpt.Model
-	return llama.F32Values(m.Embed), llama.F32Values(m.Output), nil
-}
 
 // Close releases the model and its mapping. Later calls of the engine's
 // methods, and of its sessions', return ErrClosed; closing again does

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 	"github.com/seed9b8f47b1/redrafter/internal/sample"
@@ -16,36 +16,57 @@ import (
 
 // GenerateOptions control one generation.
 type GenerateOptions struct {
-	MaxTokens int           // stop after this many new tokens (0: until the context is full)
-	Sampling  sample.Params // zero value: greedy
-	Seed      uint64        // seeds sampling; the same seed gives the same text
-	Stop      []string      // stop before the first occurrence of any of these
-	NoBOS     bool          // do not prepend the BOS token to the prompt
-	Draft     DraftOptions  // speculative decoding, when the engine has a draft head
+	MaxTokens int          // stop after this many new tokens (0: until the context is full)
+	Sampling  Sampling     // zero value: greedy
+	Seed      uint64       // seeds sampling; the same seed gives the same text
+	Stop      []string     // stop before the first occurrence of any of these
+	NoBOS     bool         // do not prepend the BOS token to the prompt
+	Draft     DraftOptions // speculative decoding, when the engine has a draft head
 	// ParseSpecial makes special-token text in the prompt (such as
 	// "<|im_start|>" rendered by a chat template) encode as those tokens.
 	ParseSpecial bool
 }
 
+// Sampling selects the distribution tokens are drawn from. The zero value
+// is greedy decoding (the most likely token, always).
+type Sampling struct {
+	// Temperature divides the logits. 0 means greedy; negative, NaN or
+	// infinite is an error.
+	Temperature float32
+	// TopK keeps the K largest logits; 0 (or K >= vocabulary size) keeps all.
+	// As in transformers, logits tied with the K-th largest are kept too, so
+	// more than K tokens can survive. Negative is an error.
+	TopK int
+	// TopP keeps the smallest set of most probable tokens whose mass is at
+	// least TopP (at least one token); 0 or 1 keeps all. Outside [0, 1] is
+	// an error.
+	TopP float32
+}
+
+// Greedy reports whether p means greedy (argmax) decoding.
+func (p Sampling) Greedy() bool { return p.params().Greedy() }
+
+// params is p as the sampler takes it (the same fields).
+func (p Sampling) params() sample.Params { return sample.Params(p) }
+
+// StopReason says why a generation ended.
+type StopReason string
+
 // Stop reasons.
 const (
-	StopEOS      = "eos"      // the model ended the text
-	StopString   = "stop"     // a stop string was produced
-	StopLength   = "length"   // MaxTokens or the context was reached
-	StopCanceled = "canceled" // the context was cancelled (a partial Result)
-	StopError    = "error"    // an error ended the generation (a partial Result)
+	StopEOS      StopReason = "eos"      // the model ended the text
+	StopString   StopReason = "stop"     // a stop string was produced
+	StopLength   StopReason = "length"   // MaxTokens or the context was reached
+	StopCanceled StopReason = "canceled" // the context was cancelled (a partial Result)
+	StopError    StopReason = "error"    // an error ended the generation (a partial Result)
 )
-
-// ErrClosed is returned by methods of an Engine or a Session after its
-// Close (a Session's too after its Engine's).
-var ErrClosed = errors.New("redrafter: closed")
 
 // validate refuses options that have no meaning, before any work.
 func (o GenerateOptions) validate() error {
 	if o.MaxTokens < 0 {
 		return fmt.Errorf("redrafter: MaxTokens %d: want 0 (until the context is full) or more", o.MaxTokens)
 	}
-	if err := o.Sampling.Validate(); err != nil {
+	if err := o.Sampling.params().Validate(); err != nil {
 		return fmt.Errorf("redrafter: %w", err)
 	}
 	return nil
@@ -54,8 +75,8 @@ func (o GenerateOptions) validate() error {
 // Result is what a generation produced.
 type Result struct {
 	Text   string
-	Tokens []int32 // generated token ids
-	Reason string  // one of the Stop constants
+	Tokens []int32    // generated token ids
+	Reason StopReason // why it ended
 	Stats  Stats
 }
 
@@ -67,7 +88,7 @@ type Stats struct {
 	Decode          time.Duration
 	// Draft is the ReDrafter ledger (nil for autoregressive decoding), with
 	// the beam shape it used.
-	Draft                 *drafter.Stats
+	Draft                 *DraftStats
 	BeamWidth, BeamLength int
 }
 
@@ -88,9 +109,9 @@ func rate(n int, d time.Duration) float64 {
 // it is produced, in pieces that never split a UTF-8 character or a stop
 // string; an error from it ends the generation with that error. A model
 // whose logits hold NaN or Inf (broken weights) ends it with a
-// *llama.NonFiniteError that names the value and the token's position.
+// *NonFiniteError that names the value and the token's position.
 //
-// Options without meaning (MaxTokens < 0, see sample.Params.Validate) are
+// Options without meaning (MaxTokens < 0, see Sampling) are
 // an error before any work. Once the prompt is accepted, an error (ctx's
 // cancellation among them) comes with the partial Result: the tokens and
 // text delivered so far, their stats, and Reason StopCanceled or StopError.
@@ -142,8 +163,8 @@ func (s *Session) Close() {
 	s.tokens = nil
 }
 
-// Tokens are the tokens currently cached.
-func (s *Session) Tokens() []int32 { return s.tokens }
+// Tokens returns a copy of the tokens currently cached.
+func (s *Session) Tokens() []int32 { return slices.Clone(s.tokens) }
 
 // Generate continues the session with prompt; see Engine.Generate.
 func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
@@ -154,7 +175,7 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	tok := e.Tokenizer
+	tok := e.tok
 	var ids []int32
 	if opt.ParseSpecial {
 		ids = tok.EncodeSpecial(prompt, !opt.NoBOS)
@@ -189,7 +210,7 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 		if !decodeStart.IsZero() {
 			res.Stats.Decode = time.Since(decodeStart)
 		}
-		return res, err
+		return res, publicError(err)
 	}
 	start := time.Now()
 	err = s.prefill(ctx, ids)
@@ -266,7 +287,7 @@ func (d *decoder) pick(logits []float32) (int32, error) {
 	if len(d.probs) != len(logits) {
 		d.probs = make([]float64, len(logits))
 	}
-	if err := sample.Probs(d.probs, logits, d.opt.Sampling); err != nil {
+	if err := sample.Probs(d.probs, logits, d.opt.Sampling.params()); err != nil {
 		return 0, fmt.Errorf("redrafter: after position %d: %w", d.s.state.Len()-1, err)
 	}
 	return sample.Draw(d.probs, d.rng), nil

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 const stories = "models/stories260K/stories260K.gguf"
@@ -29,7 +28,7 @@ func load(t *testing.T, opt Options) *Engine {
 
 func TestSeededSamplingIsReproducible(t *testing.T) {
 	e := load(t, Options{})
-	opt := GenerateOptions{MaxTokens: 40, Sampling: sample.Params{Temperature: 0.9, TopP: 0.95}, Seed: 42}
+	opt := GenerateOptions{MaxTokens: 40, Sampling: Sampling{Temperature: 0.9, TopP: 0.95}, Seed: 42}
 	a, err := e.Generate(context.Background(), "Once upon a time", opt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -167,13 +166,13 @@ func TestGenerateOptionsValidated(t *testing.T) {
 	nan := float32(math.NaN())
 	for _, o := range []GenerateOptions{
 		{MaxTokens: -3},
-		{Sampling: sample.Params{Temperature: -1}},
-		{Sampling: sample.Params{Temperature: nan}},
-		{Sampling: sample.Params{Temperature: float32(math.Inf(1))}},
-		{Sampling: sample.Params{Temperature: 1, TopK: -1}},
-		{Sampling: sample.Params{Temperature: 1, TopP: -0.5}},
-		{Sampling: sample.Params{Temperature: 1, TopP: 1.5}},
-		{Sampling: sample.Params{Temperature: 1, TopP: nan}},
+		{Sampling: Sampling{Temperature: -1}},
+		{Sampling: Sampling{Temperature: nan}},
+		{Sampling: Sampling{Temperature: float32(math.Inf(1))}},
+		{Sampling: Sampling{Temperature: 1, TopK: -1}},
+		{Sampling: Sampling{Temperature: 1, TopP: -0.5}},
+		{Sampling: Sampling{Temperature: 1, TopP: 1.5}},
+		{Sampling: Sampling{Temperature: 1, TopP: nan}},
 	} {
 		called := false
 		res, err := e.Generate(context.Background(), "", o, func(string) error { called = true; return nil })
@@ -204,7 +203,7 @@ func TestUseAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	p, err := e.NewProbe()
+	p, err := e.newProbe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +223,7 @@ func TestUseAfterClose(t *testing.T) {
 	if _, err := e.NewSession(); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewSession after Close: %v, want ErrClosed", err)
 	}
-	if _, err := e.NewProbe(); !errors.Is(err, ErrClosed) {
+	if _, err := e.newProbe(); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewProbe after Close: %v, want ErrClosed", err)
 	}
 	if err := p.Forward([]int32{1}, nil, nil); !errors.Is(err, ErrClosed) {
@@ -233,7 +232,7 @@ func TestUseAfterClose(t *testing.T) {
 	if err := e.LoadDrafter("models/stories260K/drafter"); !errors.Is(err, ErrClosed) {
 		t.Errorf("LoadDrafter after Close: %v, want ErrClosed", err)
 	}
-	if _, _, err := e.Embeddings(); !errors.Is(err, ErrClosed) {
+	if _, _, err := e.embeddings(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Embeddings after Close: %v, want ErrClosed", err)
 	}
 }

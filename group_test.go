@@ -11,7 +11,6 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // groupMembers is how many sessions the group tests run at once.
@@ -24,7 +23,7 @@ func groupScript(m int) (prompt string, opt GenerateOptions) {
 	starts := []string{"Once upon a time", "Lily and Tom went to the park. They saw", "The cat", "One day, a little girl",
 		"Tim had a big red ball", "", "The sun was", "Sam and his dog"}
 	opt = GenerateOptions{MaxTokens: 40}
-	sampled := sample.Params{Temperature: 0.8, TopP: 0.95}
+	sampled := Sampling{Temperature: 0.8, TopP: 0.95}
 	switch m % 8 {
 	case 0:
 		opt.Draft.Off = true

@@ -15,8 +15,6 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
-	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // poisonedModel writes a copy of stories260K whose f32 tensor name has v at
@@ -75,7 +73,7 @@ func TestNonFiniteLogitsAreAnError(t *testing.T) {
 		// is ±Inf, the others stay finite.
 		{"inf-row", poisonedModel(t, "output.weight", []int{7 * 64}, float32(math.Inf(1))), "Inf"},
 	}
-	sampled := sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95}
+	sampled := Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95}
 	modes := []struct {
 		name    string
 		drafter bool
@@ -96,7 +94,7 @@ func TestNonFiniteLogitsAreAnError(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				ids := e.Tokenizer.Encode(prompt, true)
+				ids := e.tok.Encode(prompt, true)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				opt := mode.opt
@@ -105,9 +103,9 @@ func TestNonFiniteLogitsAreAnError(t *testing.T) {
 				if err == nil {
 					t.Fatalf("no error; generated %d tokens %q", len(res.Tokens), res.Text)
 				}
-				var nf *llama.NonFiniteError
+				var nf *NonFiniteError
 				if !errors.As(err, &nf) {
-					t.Fatalf("error %v is not a *llama.NonFiniteError", err)
+					t.Fatalf("error %v is not a *NonFiniteError", err)
 				}
 				// The prefill's first chunk (4 of the 5 prompt tokens) reads
 				// the logits of its last token.
@@ -130,7 +128,7 @@ func TestNonFiniteLogitsPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	e0 := load(t, Options{})
-	ids := e0.Tokenizer.Encode(prompt, true)
+	ids := e0.tok.Encode(prompt, true)
 	// The first generated token that is new to the sequence: embedding it
 	// gives NaN, so the logits after it are NaN.
 	seen := map[int32]bool{}
@@ -169,7 +167,7 @@ func TestNonFiniteLogitsPosition(t *testing.T) {
 	e.draftSource = &trackingSource{o: src}
 	defer func() { e.draftSource = nil }()
 	_, err = e.Generate(context.Background(), prompt, GenerateOptions{MaxTokens: 20, Draft: DraftOptions{BeamWidth: 2, BeamLength: 4}}, nil)
-	var nf *llama.NonFiniteError
+	var nf *NonFiniteError
 	if !errors.As(err, &nf) || !math.IsNaN(float64(nf.Value)) || nf.Pos < len(ids) || nf.Pos > want {
 		t.Fatalf("ReDrafter: got error %v, want NaN at a position in [%d, %d]", err, len(ids), want)
 	}
@@ -190,7 +188,7 @@ func TestNonFiniteDraftHead(t *testing.T) {
 	if err := e.LoadDrafter(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, opt := range []GenerateOptions{{}, {Sampling: sample.Params{Temperature: 1}}} {
+	for _, opt := range []GenerateOptions{{}, {Sampling: Sampling{Temperature: 1}}} {
 		_, err := e.Generate(context.Background(), "Once upon a time", opt, nil)
 		if err == nil || !strings.Contains(err.Error(), "draft head produced NaN") {
 			t.Errorf("%v: got error %v, want one about the draft head's NaN", opt.Sampling, err)

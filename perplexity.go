@@ -66,7 +66,7 @@ func (e *Engine) Perplexity(ctx context.Context, seqs [][]int32, chunk int) (Per
 				n *= 2
 			}
 			if err := st.Forward(llama.Chain(in[p:p+n], true), logits[:n*v], nil); err != nil {
-				return res, err
+				return res, publicError(err)
 			}
 			st.Advance(n)
 			for i := range n {

@@ -7,20 +7,15 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
 
-// A Probe runs the model's forward pass directly, outside of generation, for
-// the tools that measure the model or learn from it: the benchmark times
-// passes of n tokens, and draft-head distillation reads every position's
-// hidden state. It owns a KV cache of the engine's context, separate from
-// every Session's. Decoding text is a Session's job, not a Probe's.
-//
-// A Probe is not safe for concurrent use.
-type Probe struct {
+// probe is apihooks.Probe: the model's forward pass, outside of generation,
+// for the tools. Decoding text is a Session's job, not a probe's.
+type probe struct {
 	e  *Engine
 	st *llama.State
 }
 
-// NewProbe returns a probe with an empty cache.
-func (e *Engine) NewProbe() (*Probe, error) {
+// newProbe returns a probe with an empty cache (apihooks.NewProbe).
+func (e *Engine) newProbe() (*probe, error) {
 	if e.runner == nil {
 		return nil, ErrClosed
 	}
@@ -28,7 +23,7 @@ func (e *Engine) NewProbe() (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Probe{e: e, st: st}, nil
+	return &probe{e: e, st: st}, nil
 }
 
 // Forward runs tokens through the model as one causal chain after the
@@ -36,7 +31,7 @@ func (e *Engine) NewProbe() (*Probe, error) {
 // ([len(tokens), vocab]) and final-norm hidden state ([len(tokens), dim])
 // into the slices that are not nil. Their cache entries are written but not
 // kept: the next Forward overwrites them unless Keep keeps them first.
-func (p *Probe) Forward(tokens []int32, logits, hidden []float32) error {
+func (p *probe) Forward(tokens []int32, logits, hidden []float32) error {
 	n := len(tokens)
 	c := p.e.cfg
 	switch {
@@ -55,7 +50,7 @@ func (p *Probe) Forward(tokens []int32, logits, hidden []float32) error {
 }
 
 // Keep keeps the first n entries of the last Forward in the cache.
-func (p *Probe) Keep(n int) error {
+func (p *probe) Keep(n int) error {
 	if p.st == nil || p.e.runner == nil {
 		return ErrClosed
 	}
@@ -67,14 +62,14 @@ func (p *Probe) Keep(n int) error {
 }
 
 // Reset empties the cache.
-func (p *Probe) Reset() {
+func (p *probe) Reset() {
 	if p.st != nil {
 		p.st.Trim(0)
 	}
 }
 
 // Cached is the number of entries kept (0 after Close).
-func (p *Probe) Cached() int {
+func (p *probe) Cached() int {
 	if p.st == nil {
 		return 0
 	}
@@ -82,7 +77,7 @@ func (p *Probe) Cached() int {
 }
 
 // Close releases the probe's cache; closing again does nothing.
-func (p *Probe) Close() {
+func (p *probe) Close() {
 	if p.st != nil {
 		p.st.Close()
 		p.st = nil

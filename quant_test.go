@@ -223,10 +223,10 @@ func TestReDrafterGreedyEqualsAutoregressiveGGUFQ4(t *testing.T) {
 		}
 		stored := e.runner.Model.DecodeBytes(nil)
 		switch {
-		case fit && c.typ == formats.Q4_0 && (sym != 14 || e.Model().DecodeBytes != stored-biases):
-			t.Errorf("%v: %d symmetric tiles, want 14; DecodeBytes %d, want %d", c.typ, sym, e.Model().DecodeBytes, stored-biases)
-		case (!fit || c.typ != formats.Q4_0) && (sym != 0 || e.Model().DecodeBytes != stored):
-			t.Errorf("%v: %d symmetric tiles, want none; DecodeBytes %d, want %d", c.typ, sym, e.Model().DecodeBytes, stored)
+		case fit && c.typ == formats.Q4_0 && (sym != 14 || e.decodeBytes != stored-biases):
+			t.Errorf("%v: %d symmetric tiles, want 14; DecodeBytes %d, want %d", c.typ, sym, e.decodeBytes, stored-biases)
+		case (!fit || c.typ != formats.Q4_0) && (sym != 0 || e.decodeBytes != stored):
+			t.Errorf("%v: %d symmetric tiles, want none; DecodeBytes %d, want %d", c.typ, sym, e.decodeBytes, stored)
 		}
 	}
 }

@@ -315,7 +315,7 @@ func TestReDrafterSamplingDistribution(t *testing.T) {
 	}
 	defer e.Close()
 	randomHead(t, e, true, 1, 0, 32)
-	params := sample.Params{Temperature: 1, TopK: 5}
+	params := Sampling{Temperature: 1, TopK: 5}
 	const stop = -1 // a draw of EOS or BOS, which ends the text and is not returned
 	// Exact joint law of the first two tokens under plain sampling.
 	s, err := e.NewSession()
@@ -329,13 +329,13 @@ func TestReDrafterSamplingDistribution(t *testing.T) {
 	base := len(s.Tokens())
 	v := e.cfg.Vocab
 	p1 := make([]float64, v)
-	sample.Probs(p1, s.logits, params)
+	sample.Probs(p1, s.logits, params.params())
 	joint := map[[2]int32]float64{}
 	for a, pa := range p1 {
 		switch {
 		case pa == 0:
 			continue
-		case int32(a) == e.Tokenizer.EOS() || int32(a) == e.Tokenizer.BOS():
+		case int32(a) == e.tok.EOS() || int32(a) == e.tok.BOS():
 			joint[[2]int32{stop, stop}] += pa
 			continue
 		}
@@ -345,11 +345,11 @@ func TestReDrafterSamplingDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 		p2 := make([]float64, v)
-		sample.Probs(p2, s.logits, params)
+		sample.Probs(p2, s.logits, params.params())
 		for b, pb := range p2 {
 			switch {
 			case pb == 0:
-			case int32(b) == e.Tokenizer.EOS() || int32(b) == e.Tokenizer.BOS():
+			case int32(b) == e.tok.EOS() || int32(b) == e.tok.BOS():
 				joint[[2]int32{int32(a), stop}] += pa * pb
 			default:
 				joint[[2]int32{int32(a), int32(b)}] = pa * pb
@@ -357,7 +357,7 @@ func TestReDrafterSamplingDistribution(t *testing.T) {
 		}
 	}
 	limit := func(df int) float64 { return float64(df) + 6*sqrt(2*float64(df)) } // ~1e-6 false alarms
-	chi := func(accept string, n int) (float64, int) {
+	chi := func(accept AcceptanceRule, n int) (float64, int) {
 		counts := map[[2]int32]int{}
 		for i := range n {
 			res, err := s.Generate(context.Background(), "", GenerateOptions{MaxTokens: 2, Sampling: params,

@@ -30,7 +30,7 @@ func TestDeviceStepEqualsHostLoop(t *testing.T) {
 	type outcome struct {
 		tokens, cached []int32
 		text           string
-		reason         string
+		reason         StopReason
 		steps          int
 	}
 	run := func(e *Engine, device bool, prompt string, opt GenerateOptions) outcome {

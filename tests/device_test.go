@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
-	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
@@ -46,12 +46,12 @@ func TestReDrafterStepWaitsOnFakeDevice(t *testing.T) {
 	}
 	// The CPU counts nothing: it never waits for a device.
 	res := generate(t, "cpu", "f32", storiesHead, 3, 4, "Once upon a time", 16)
-	if d := res.Stats.Draft.Device; d != (graph.Counts{}) {
+	if d := res.Stats.Draft.Device; d != (redrafter.DeviceCounts{}) {
 		t.Errorf("cpu: device counts %+v, want none", d)
 	}
 }
 
-func logSteps(t *testing.T, be string, w, l int, st *drafter.Stats) {
+func logSteps(t *testing.T, be string, w, l int, st *redrafter.DraftStats) {
 	waits, dispatches, cbs := st.PerStep()
 	t.Logf("%s W=%d L=%d: %d steps, %.2f tokens per step, %.2f waits, %.2f command buffers, %.1f dispatches per step",
 		be, w, l, st.Steps, st.TokensPerStep(), waits, cbs, dispatches)

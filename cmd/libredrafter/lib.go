@@ -34,7 +34,6 @@ import (
 	// not open and the CPU runs.
 	_ "github.com/seed9b8f47b1/redrafter/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // The library's version; redrafter.h's REDRAFTER_VERSION_* say the same.
@@ -208,8 +207,8 @@ func rd_engine_load(path *C.rd_cchar, copts *C.rd_cload_options, out *C.rd_engin
 			o = *(*C.rd_load_options)(unsafe.Pointer(copts))
 		}
 		switch {
-		case o.threads < 0:
-			return fail(C.RD_ERR_ARGUMENT, "redrafter: threads %d: want 0 (all cores) or more", o.threads)
+		case o.threads < 0 || int(o.threads) > 4*runtime.NumCPU(): // redrafter.Options.Threads' bound
+			return fail(C.RD_ERR_ARGUMENT, "redrafter: threads %d: want 1 to %d (4× the %d CPUs), or 0 for all cores", o.threads, 4*runtime.NumCPU(), runtime.NumCPU())
 		case o.context < 0:
 			return fail(C.RD_ERR_ARGUMENT, "redrafter: context %d: want 0 (the model's) or more", o.context)
 		case o.beam_width < 0 || o.beam_width > 50:
@@ -219,14 +218,11 @@ func rd_engine_load(path *C.rd_cchar, copts *C.rd_cload_options, out *C.rd_engin
 		case o.drafter == nil && (o.beam_width != 0 || o.beam_length != 0):
 			return fail(C.RD_ERR_ARGUMENT, "redrafter: beam_width and beam_length need a drafter")
 		}
-		if o.threads > 0 {
-			// The CPU backend sizes its worker pool by GOMAXPROCS when it opens.
-			runtime.GOMAXPROCS(int(o.threads))
-		}
 		e, err := redrafter.Load(modelPath, redrafter.Options{
 			Backend: optString(o.backend),
 			Context: int(o.context),
 			KVCache: optString(o.kv_cache),
+			Threads: int(o.threads),
 		})
 		if err != nil {
 			return fail(C.RD_ERR_LOAD, "%v", err)
@@ -305,7 +301,7 @@ func rd_tokenize(h C.rd_engine, ctext *C.rd_cchar, addBOS C.int32_t, tokens **C.
 			return err
 		}
 		defer release()
-		ids := eng.e.Tokenizer.Encode(text, addBOS != 0)
+		ids := eng.e.Tokenizer().Encode(text, addBOS != 0)
 		// One element more than needed so that an empty result is still a
 		// pointer rd_free takes.
 		p := (*C.int32_t)(C.malloc(C.size_t(len(ids)+1) * C.size_t(unsafe.Sizeof(C.int32_t(0)))))
@@ -337,13 +333,13 @@ func rd_detokenize(h C.rd_engine, ctokens *C.rd_cint32, n C.size_t, text **C.cha
 		ids := make([]int32, n)
 		if n > 0 {
 			for i, id := range unsafe.Slice((*C.int32_t)(unsafe.Pointer(ctokens)), int(n)) {
-				if id < 0 || int(id) >= eng.e.Tokenizer.VocabSize() {
-					return fail(C.RD_ERR_ARGUMENT, "redrafter: token %d (at %d) is not in the vocabulary of %d", int32(id), i, eng.e.Tokenizer.VocabSize())
+				if id < 0 || int(id) >= eng.e.Tokenizer().VocabSize() {
+					return fail(C.RD_ERR_ARGUMENT, "redrafter: token %d (at %d) is not in the vocabulary of %d", int32(id), i, eng.e.Tokenizer().VocabSize())
 				}
 				ids[i] = int32(id)
 			}
 		}
-		*text = C.CString(eng.e.Tokenizer.Decode(ids))
+		*text = C.CString(eng.e.Tokenizer().Decode(ids))
 		return nil
 	})
 }
@@ -438,7 +434,7 @@ func (s *session) generateOptions(copts *C.rd_cgenerate_options) (redrafter.Gene
 	draft.Off = o.no_draft != 0
 	return redrafter.GenerateOptions{
 		MaxTokens: int(o.max_tokens),
-		Sampling:  sample.Params{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p)},
+		Sampling:  redrafter.Sampling{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p)},
 		Seed:      uint64(o.seed),
 		Stop:      stops,
 		Draft:     draft,
@@ -515,7 +511,7 @@ func generate(h C.rd_session, prompt string, opt redrafter.GenerateOptions, s *s
 	return nil
 }
 
-var reasons = map[string]C.rd_reason{
+var reasons = map[redrafter.StopReason]C.rd_reason{
 	redrafter.StopEOS:      C.RD_REASON_EOS,
 	redrafter.StopString:   C.RD_REASON_STOP,
 	redrafter.StopLength:   C.RD_REASON_LENGTH,

@@ -79,8 +79,9 @@ void rd_free(void *p);
 typedef struct rd_load_options {
     uint32_t struct_size;  /* sizeof(rd_load_options): set by rd_load_options_init */
     const char *backend;   /* "auto" (NULL too), "cpu" or "metal" */
-    int32_t threads;       /* >0: threads of the CPU backend, for the whole
-                              process (it sets Go's GOMAXPROCS); 0: all cores */
+    int32_t threads;       /* >0: worker threads of this engine's CPU backend
+                              (at most 4 per core, else RD_ERR_ARGUMENT);
+                              0: all cores */
     int32_t context;       /* tokens a session holds; 0: the model's */
     const char *kv_cache;  /* "f32", "f16", or NULL for the backend's default */
     const char *drafter;   /* ReDrafter draft head directory, or NULL for none */

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/apihooks"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/tools/bench"
 )
@@ -89,10 +90,12 @@ line.`,
 			var reports []*bench.Report
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 			for i, n := range threads {
-				// The CPU backend sizes its worker pool by GOMAXPROCS when
-				// the engine opens it, so each thread count loads anew.
+				// Each thread count loads anew: the CPU backend's worker
+				// pool (Options.Threads) is sized when the engine opens it.
+				// GOMAXPROCS follows, so that the report, the bandwidth
+				// probe and the Go runtime see the same count.
 				runtime.GOMAXPROCS(n)
-				r, err := benchOnce(cmd, g.backend, model, head, ps, passes, passesAfter, ctxLen, kvCache,
+				r, err := benchOnce(cmd, g.backend, model, head, n, ps, passes, passesAfter, ctxLen, kvCache,
 					bench.Config{Widths: widths, Lengths: lengths, MaxTokens: maxTokens, Template: template})
 				if err != nil {
 					return err
@@ -151,12 +154,12 @@ line.`,
 	return cmd
 }
 
-// benchOnce loads the model and its head, runs the benchmark at the current
-// GOMAXPROCS, measuring the read bandwidth in the same run on the CPU, and
+// benchOnce loads the model and its head, runs the benchmark with threads
+// CPU workers, measuring the read bandwidth in the same run on the CPU, and
 // closes the engine.
-func benchOnce(cmd *cobra.Command, backend, model, head string, ps []bench.Prompt, passes []int, passesAfter, ctxLen int,
+func benchOnce(cmd *cobra.Command, backend, model, head string, threads int, ps []bench.Prompt, passes []int, passesAfter, ctxLen int,
 	kvCache string, cfg bench.Config) (*bench.Report, error) {
-	e, err := redrafter.Load(model, redrafter.Options{Backend: backend, Context: ctxLen, KVCache: kvCache})
+	e, err := redrafter.Load(model, redrafter.Options{Backend: backend, Context: ctxLen, KVCache: kvCache, Threads: threads})
 	if err != nil {
 		return nil, err
 	}
@@ -165,12 +168,11 @@ func benchOnce(cmd *cobra.Command, backend, model, head string, ps []bench.Promp
 		return nil, err
 	}
 	if e.Backend() == "cpu" {
-		threads := runtime.GOMAXPROCS(0)
-		cfg.ReadBandwidth = func(ctx context.Context) (float64, error) { return redrafter.HostReadBandwidth(ctx, threads) }
-	} else if probe := e.DeviceReadBandwidth(); probe != nil {
+		cfg.ReadBandwidth = func(ctx context.Context) (float64, error) { return apihooks.HostReadBandwidth(ctx, threads) }
+	} else if probe := apihooks.DeviceReadBandwidth(e); probe != nil {
 		cfg.ReadBandwidth = probe // a GPU's own memory (CUDA)
 	}
-	pl := newProgressLine(cmd.ErrOrStderr(), fmt.Sprintf("bench (%d threads)", runtime.GOMAXPROCS(0)))
+	pl := newProgressLine(cmd.ErrOrStderr(), fmt.Sprintf("bench (%d threads)", threads))
 	cfg.Progress = func(done, total int, what string) {
 		pl.update(done == total, fmt.Sprintf("[%d/%d] %s", done, total, what), "done", done, "total", total, "run", what)
 	}

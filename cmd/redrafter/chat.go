@@ -330,7 +330,7 @@ func (c *chat) render(turns []tokenizer.Message) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	return prompt, len(c.e.Tokenizer.EncodeSpecial(prompt, !c.opt.NoBOS)), nil
+	return prompt, len(c.e.Tokenizer().EncodeSpecial(prompt, !c.opt.NoBOS)), nil
 }
 
 // fit appends the user message to the turns, dropping the oldest turns when

@@ -13,7 +13,6 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.
@@ -67,7 +66,7 @@ func newTestChat(t *testing.T, context, maxTokens int, system string) (*chat, *s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	opt := redrafter.GenerateOptions{MaxTokens: maxTokens, Sampling: sample.Params{TopP: 1}, ParseSpecial: true}
+	opt := redrafter.GenerateOptions{MaxTokens: maxTokens, Sampling: redrafter.Sampling{TopP: 1}, ParseSpecial: true}
 	out, errOut := newSyncBuffer(), newSyncBuffer()
 	c, err := newChat(e, "vicuna", system, opt, out, errOut)
 	if err != nil {
@@ -307,7 +306,7 @@ func TestReadLongLine(t *testing.T) {
 func TestChatLongerThanContext(t *testing.T) {
 	const system = "You are a storyteller who tells short stories."
 	c, out, errOut := newTestChat(t, 256, 64, system)
-	systemTokens := len(c.e.Tokenizer.EncodeSpecial(system, true))
+	systemTokens := len(c.e.Tokenizer().EncodeSpecial(system, true))
 	drops := 0
 	for turn := range 12 {
 		before := c.dropped

@@ -68,7 +68,7 @@ they add distinct contexts with greedy labels to a head's training set
 			if v := e.Model().Vocab; v != set.Meta.VocabSize {
 				return fmt.Errorf("%s was made by a model with %d tokens, %s has %d", data, set.Meta.VocabSize, model, v)
 			}
-			written, err := train.WritePrompts(out, train.Openings(set, e.Tokenizer.Decode, minNew, maxNew, seed))
+			written, err := train.WritePrompts(out, train.Openings(set, e.Tokenizer().Decode, minNew, maxNew, seed))
 			if err != nil {
 				return err
 			}

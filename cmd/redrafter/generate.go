@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // modelFlags are the flags of commands that load a model and generate.
@@ -53,7 +52,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head directory (config.json + model.safetensors): speculative decoding")
 	f.IntVar(&m.beamWidth, "beam-width", 0, "ReDrafter beams per step, 1-50 (0: the backend's default; needs --drafter)")
 	f.IntVar(&m.beamLength, "beam-length", 0, "ReDrafter tokens per beam including the last accepted one, >= 2 (0: the backend's default; needs --drafter)")
-	f.StringVar(&m.accept, "accept", redrafter.AcceptExact, "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased; needs --drafter)")
+	f.StringVar(&m.accept, "accept", string(redrafter.AcceptExact), "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased; needs --drafter)")
 	_ = cmd.MarkFlagRequired("model")
 }
 
@@ -72,7 +71,7 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 		return redrafter.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
 	case m.context < 0:
 		return redrafter.GenerateOptions{}, fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", m.context)
-	case m.accept != redrafter.AcceptExact && m.accept != redrafter.AcceptApple:
+	case redrafter.AcceptanceRule(m.accept) != redrafter.AcceptExact && redrafter.AcceptanceRule(m.accept) != redrafter.AcceptApple:
 		return redrafter.GenerateOptions{}, fmt.Errorf("--accept %q: want %s or %s", m.accept, redrafter.AcceptExact, redrafter.AcceptApple)
 	}
 	seed := uint64(m.seed)
@@ -81,10 +80,10 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	}
 	return redrafter.GenerateOptions{
 		MaxTokens: m.maxTokens,
-		Sampling:  sample.Params{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
+		Sampling:  redrafter.Sampling{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
 		Seed:      seed,
 		Stop:      m.stops,
-		Draft:     redrafter.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: m.accept},
+		Draft:     redrafter.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: redrafter.AcceptanceRule(m.accept)},
 	}, nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
@@ -139,7 +138,7 @@ measures what they lost.`,
 				var b strings.Builder
 				for i := range sampleN {
 					res, err := e.Generate(ctx, "", redrafter.GenerateOptions{MaxTokens: maxTokens,
-						Sampling: sample.Params{Temperature: 1, TopP: 1}, Seed: seed + uint64(i),
+						Sampling: redrafter.Sampling{Temperature: 1, TopP: 1}, Seed: seed + uint64(i),
 						Draft: redrafter.DraftOptions{Off: true}}, nil)
 					if err != nil {
 						return err
@@ -158,7 +157,7 @@ measures what they lost.`,
 			var seqs [][]int32
 			for _, t := range strings.Split(string(raw), storySeparator) {
 				if t = strings.TrimSpace(t); t != "" {
-					seqs = append(seqs, e.Tokenizer.Encode(t, true))
+					seqs = append(seqs, e.Tokenizer().Encode(t, true))
 				}
 			}
 			if len(seqs) == 0 {

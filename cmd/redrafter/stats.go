@@ -66,7 +66,7 @@ func jsonResult(r *redrafter.Result, e *redrafter.Engine) resultJSON {
 		DecodeMS:        ms(s.Decode.Seconds()),
 		PrefillTokPerS:  s.PrefillRate(),
 		DecodeTokPerS:   s.DecodeRate(),
-		StopReason:      r.Reason,
+		StopReason:      string(r.Reason),
 		Draft:           draftStats(r),
 	}}
 }

@@ -90,10 +90,10 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		seed = uint64(*f.Seed)
 	}
 	opt := redrafter.GenerateOptions{
-		MaxTokens: f.maxTokens(), Sampling: params, Seed: seed, Stop: f.Stop,
+		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling(params), Seed: seed, Stop: f.Stop,
 		NoBOS: noBOS, ParseSpecial: special, Draft: s.cfg.Draft,
 	}
-	tok := s.e.Tokenizer
+	tok := s.e.Tokenizer()
 	var ids []int32
 	if special {
 		ids = tok.EncodeSpecial(prompt, !noBOS)
@@ -462,9 +462,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	var ids []int32
 	if req.ParseSpecial {
-		ids = s.e.Tokenizer.EncodeSpecial(*req.Content, req.AddSpecial)
+		ids = s.e.Tokenizer().EncodeSpecial(*req.Content, req.AddSpecial)
 	} else {
-		ids = s.e.Tokenizer.Encode(*req.Content, req.AddSpecial)
+		ids = s.e.Tokenizer().Encode(*req.Content, req.AddSpecial)
 	}
 	if ids == nil {
 		ids = []int32{}
@@ -484,7 +484,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("tokens", "tokens: %d ids, at most %d", len(req.Tokens), maxTokenize))
 		return
 	}
-	vocab := s.e.Tokenizer.VocabSize()
+	vocab := s.e.Tokenizer().VocabSize()
 	ids := make([]int32, len(req.Tokens))
 	for i, id := range req.Tokens {
 		if id < 0 || id >= int64(vocab) || id > math.MaxInt32 {
@@ -493,5 +493,5 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		}
 		ids[i] = int32(id)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": s.e.Tokenizer.Decode(ids)})
+	writeJSON(w, http.StatusOK, map[string]string{"content": s.e.Tokenizer().Decode(ids)})
 }

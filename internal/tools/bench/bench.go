@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/apihooks"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
@@ -248,7 +249,7 @@ func Run(ctx context.Context, e *redrafter.Engine, prompts []Prompt, cfg Config)
 		Date:    time.Now().UTC(),
 		Machine: machine(e.Backend()),
 		Model: Model{Arch: c.Arch, Dim: c.Dim, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads,
-			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: c.KVCache, DecodeBytes: c.DecodeBytes},
+			HeadDim: c.HeadDim, FFN: c.FFN, Vocab: c.Vocab, KVCache: c.KVCache, DecodeBytes: apihooks.DecodeBytes(e)},
 		Drafter: Drafter{HiddenSize: hc.HiddenSize, ExitDim: hc.ExitDim, Layers: hc.Layers, RNN: hc.RNN},
 	}
 	s, err := e.NewSession()
@@ -280,7 +281,7 @@ func (r *Report) sweep(ctx context.Context, prompts []Prompt, cfg Config, gen ge
 	type acc struct {
 		tokens int
 		decode time.Duration
-		st     drafter.Stats
+		st     redrafter.DraftStats
 	}
 	cells := make([]acc, len(cfg.Widths)*len(cfg.Lengths))
 	total := (1 + len(cells)) * (len(prompts) + 1)
@@ -403,7 +404,7 @@ func (r *Report) sweep(ctx context.Context, prompts []Prompt, cfg Config, gen ge
 }
 
 // addStats sums one generation's ledger into a.
-func addStats(a, s *drafter.Stats) {
+func addStats(a, s *redrafter.DraftStats) {
 	a.Steps += s.Steps
 	a.Tokens += s.Tokens
 	a.Packed += s.Packed

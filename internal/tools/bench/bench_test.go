@@ -257,7 +257,7 @@ func fakeGen(bad func(i int, d redrafter.DraftOptions) bool) generator {
 		res.Stats.GeneratedTokens = len(res.Tokens)
 		res.Stats.Decode = time.Duration(max) * time.Millisecond
 		if !d.Off {
-			st := &drafter.Stats{Steps: max / 2, Tokens: max, Packed: max, Beamed: max, Verify: res.Stats.Decode}
+			st := &redrafter.DraftStats{Steps: max / 2, Tokens: max, Packed: max, Beamed: max, Verify: res.Stats.Decode}
 			res.Stats.Draft = st
 			res.Stats.Decode /= 2
 		}

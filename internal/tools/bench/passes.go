@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/apihooks"
 )
 
 // Pass is the cost of one forward pass over N new tokens after a cached
@@ -33,7 +34,7 @@ func MeasurePasses(e *redrafter.Engine, ns []int, prefix, reps int) ([]Pass, err
 	if slices.Min(ns) < 1 || prefix+maxN > e.Context() {
 		return nil, fmt.Errorf("bench: passes of 1..%d tokens after %d do not fit the context of %d", maxN, prefix, e.Context())
 	}
-	p, err := e.NewProbe()
+	p, err := apihooks.NewProbe(e)
 	if err != nil {
 		return nil, err
 	}

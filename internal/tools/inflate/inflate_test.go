@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/apihooks"
 	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu" // registers the cpu backend
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
@@ -51,7 +52,7 @@ func load(t testing.TB, model, head string) *redrafter.Engine {
 // final-norm hidden state.
 func forward(t testing.TB, e *redrafter.Engine, tokens []int32) (logits, hidden []float32) {
 	t.Helper()
-	p, err := e.NewProbe()
+	p, err := apihooks.NewProbe(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func checkSame(t *testing.T, orig, big *redrafter.Engine, prompt string) {
 	if !slices.Equal(a.Tokens, b.Tokens) {
 		t.Fatalf("greedy output differs:\noriginal %q\ninflated %q", a.Text, b.Text)
 	}
-	seq := append(orig.Tokenizer.Encode(prompt, true), a.Tokens...)
+	seq := append(orig.Tokenizer().Encode(prompt, true), a.Tokens...)
 	la, ha := forward(t, orig, seq)
 	lb, hb := forward(t, big, seq)
 	e := relErr(la, lb)
@@ -190,7 +191,7 @@ func TestInflatedF16(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := load(t, out, "")
-	seq := append(orig.Tokenizer.Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 60, redrafter.DraftOptions{Off: true}).Tokens...)
+	seq := append(orig.Tokenizer().Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 60, redrafter.DraftOptions{Off: true}).Tokens...)
 	la, _ := forward(t, orig, seq)
 	lb, _ := forward(t, big, seq)
 	if e := relErr(la, lb); e > 1e-2 {
@@ -357,7 +358,7 @@ func TestInflatedDrafter(t *testing.T) {
 				t.Errorf("inflated exit dim %d, want %d", bh.ExitDim, want)
 			}
 			// Beams from the hidden states of a real text.
-			seq := append(orig.Tokenizer.Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 40, redrafter.DraftOptions{Off: true}).Tokens...)
+			seq := append(orig.Tokenizer().Encode("Once upon a time", true), greedy(t, orig, "Once upon a time", 40, redrafter.DraftOptions{Off: true}).Tokens...)
 			_, ha := forward(t, orig, seq)
 			_, hb := forward(t, big, seq)
 			d, d2 := orig.Model().Dim, big.Model().Dim

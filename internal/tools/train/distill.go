@@ -14,7 +14,6 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
-	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
 // DistillOptions configure Distill.
@@ -93,7 +92,7 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 	encode := func(i int) (string, []int32, redrafter.GenerateOptions, error) {
 		opt := redrafter.GenerateOptions{MaxTokens: o.MaxTokens,
 			Draft:    redrafter.DraftOptions{Off: !o.Speculative, BeamWidth: o.BeamWidth, BeamLength: o.BeamLength},
-			Sampling: sample.Params{Temperature: o.Temperature, TopP: 1}}
+			Sampling: redrafter.Sampling{Temperature: o.Temperature, TopP: 1}}
 		text := o.Prompts[i]
 		if o.Template != "" {
 			var err error
@@ -104,9 +103,9 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 			opt.ParseSpecial, opt.NoBOS = true, tokenizer.TemplateAddsBOS(o.Template)
 		}
 		if opt.ParseSpecial {
-			return text, e.Tokenizer.EncodeSpecial(text, !opt.NoBOS), opt, nil
+			return text, e.Tokenizer().EncodeSpecial(text, !opt.NoBOS), opt, nil
 		}
-		return text, e.Tokenizer.Encode(text, !opt.NoBOS), opt, nil
+		return text, e.Tokenizer().Encode(text, !opt.NoBOS), opt, nil
 	}
 
 	done := map[[2]int]bool{}
@@ -185,7 +184,7 @@ func Distill(ctx context.Context, e *redrafter.Engine, dir string, o DistillOpti
 			return prog, errors.Join(err, flush())
 		}
 		batch = append(batch, Record{Prompt: i, Sample: k, PromptLen: len(ids),
-			Tokens: append(slices.Clip(ids), res.Tokens...), Stop: res.Reason})
+			Tokens: append(slices.Clip(ids), res.Tokens...), Stop: string(res.Reason)})
 		prog.Done++
 		prog.Tokens += len(res.Tokens)
 		if d := res.Stats.Draft; d != nil {

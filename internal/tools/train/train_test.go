@@ -94,7 +94,7 @@ func TestDistillResume(t *testing.T) {
 		t.Errorf("interrupted and resumed distillation differs from an uninterrupted one")
 	}
 	for _, r := range a.Records {
-		if ids := e.Tokenizer.Encode(storyPrompts[r.Prompt], true); !slices.Equal(ids, r.Tokens[:r.PromptLen]) {
+		if ids := e.Tokenizer().Encode(storyPrompts[r.Prompt], true); !slices.Equal(ids, r.Tokens[:r.PromptLen]) {
 			t.Errorf("record %d/%d: prompt tokens %v, want %v", r.Prompt, r.Sample, r.Tokens[:r.PromptLen], ids)
 		}
 	}

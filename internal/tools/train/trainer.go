@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/apihooks"
 	"github.com/seed9b8f47b1/redrafter/internal/hostmath"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 )
@@ -197,7 +198,7 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 	if cfg.ExitDim == 0 {
 		cfg.ExitDim = 2 * c.Dim
 	}
-	emb, output, err := e.Embeddings()
+	emb, output, err := apihooks.Embeddings(e)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +316,7 @@ func initParams(dir string, cfg drafter.Config) (*Params, error) {
 // from reaching the real positions.
 func (t *Trainer) contexts(ctx context.Context, trainRecs, evalRecs []Record) error {
 	c := t.e.Model()
-	p, err := t.e.NewProbe()
+	p, err := apihooks.NewProbe(t.e)
 	if err != nil {
 		return err
 	}

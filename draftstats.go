@@ -1,17 +1,14 @@
-package drafter
+package redrafter
 
 import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
-// Stats is the ledger of a ReDrafter decode loop: acceptance, tree
-// compression and where the time went. The zero value is empty; the loop
-// calls Record once per step and adds the durations itself.
-type Stats struct {
+// DraftStats is the ledger of a ReDrafter generation: acceptance, tree
+// compression and where the time went.
+type DraftStats struct {
 	Steps  int // decoding steps (verification passes)
 	Tokens int // tokens emitted
 
@@ -29,10 +26,10 @@ type Stats struct {
 	Offered int
 
 	// Device is the device work of the steps, on a backend that counts it
-	// (graph.Counter: Metal, CUDA): host waits, dispatches and command buffers,
-	// summed over Steps. It counts the whole backend, so Sessions decoding
-	// on other goroutines at the same time add theirs.
-	Device graph.Counts
+	// (Metal, CUDA; zero on the CPU), summed over Steps. It counts the whole
+	// backend, so Sessions decoding on other goroutines at the same time
+	// add theirs.
+	Device DeviceCounts
 
 	Draft  time.Duration // drafter beam search
 	Tree   time.Duration // sorting, merging, packing
@@ -41,20 +38,14 @@ type Stats struct {
 	Other  time.Duration
 }
 
-// Record adds one step that verified t, accepted n drafts and emitted
-// emitted tokens (n+1, or fewer when a stop rule cut the step short).
-func (s *Stats) Record(t *Tree, n, emitted int) {
-	s.record(t.N(), t.Width(), t.Length(), n, emitted)
-}
+// DeviceCounts are device work: the host's waits for the device, the
+// kernels dispatched and the command buffers (CUDA: graph launches) sent.
+type DeviceCounts struct{ Waits, Dispatches, CommandBuffers int }
 
-// RecordChains adds one step that verified w beams of length l in the
-// chains layout (DeviceStep: 1+w·(l-1) tokens, no prefix merged), accepted
-// n drafts and emitted emitted tokens.
-func (s *Stats) RecordChains(w, l, n, emitted int) {
-	s.record(1+w*(l-1), w, l, n, emitted)
-}
-
-func (s *Stats) record(packed, w, l, n, emitted int) {
+// record adds one step that verified packed tokens of w beams of length l,
+// accepted n drafts and emitted emitted tokens (n+1, or fewer when a stop
+// rule cut the step short).
+func (s *DraftStats) record(packed, w, l, n, emitted int) {
 	s.Steps++
 	s.Tokens += emitted
 	s.Packed += packed
@@ -71,7 +62,7 @@ func (s *Stats) record(packed, w, l, n, emitted int) {
 }
 
 // TokensPerStep is the mean number of tokens emitted per verification pass.
-func (s *Stats) TokensPerStep() float64 {
+func (s *DraftStats) TokensPerStep() float64 {
 	if s.Steps == 0 {
 		return 0
 	}
@@ -80,7 +71,7 @@ func (s *Stats) TokensPerStep() float64 {
 
 // Compression is the paper's compression ratio: beam tokens per packed token
 // (≥ 1; 1 means no shared prefixes).
-func (s *Stats) Compression() float64 {
+func (s *DraftStats) Compression() float64 {
 	if s.Packed == 0 {
 		return 0
 	}
@@ -88,7 +79,7 @@ func (s *Stats) Compression() float64 {
 }
 
 // PerStep is the device work of a mean step (zero when nothing was counted).
-func (s *Stats) PerStep() (waits, dispatches, commandBuffers float64) {
+func (s *DraftStats) PerStep() (waits, dispatches, commandBuffers float64) {
 	if s.Steps == 0 {
 		return 0, 0, 0
 	}
@@ -97,12 +88,12 @@ func (s *Stats) PerStep() (waits, dispatches, commandBuffers float64) {
 }
 
 // Total is the sum of the timed phases.
-func (s *Stats) Total() time.Duration {
+func (s *DraftStats) Total() time.Duration {
 	return s.Draft + s.Tree + s.Verify + s.Accept + s.Other
 }
 
 // String formats the ledger as a small table.
-func (s *Stats) String() string {
+func (s *DraftStats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "steps          %d\n", s.Steps)
 	fmt.Fprintf(&b, "tokens         %d (%.2f per step)\n", s.Tokens, s.TokensPerStep())
@@ -113,7 +104,7 @@ func (s *Stats) String() string {
 			fmt.Fprintf(&b, "  %-14d %5d %7.1f%%\n", n, c, pct(s.AcceptedAtDepth[n], s.Steps))
 		}
 	}
-	if s.Device != (graph.Counts{}) {
+	if s.Device != (DeviceCounts{}) {
 		w, d, c := s.PerStep()
 		fmt.Fprintf(&b, "device         %.2f host waits, %.2f command buffers, %.1f dispatches per step\n", w, c, d)
 	}
