@@ -101,24 +101,43 @@ func start(t *testing.T, cfg Config) *testServer {
 // response and its body.
 func (ts *testServer) post(t *testing.T, path string, body any, header ...string) (int, http.Header, []byte) {
 	t.Helper()
+	status, h, b, err := ts.tryPost(path, body, header...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, h, b
+}
+
+// tryPost is post that returns its error rather than failing the test, for
+// goroutines other than the test's, where t.Fatal must not be called.
+func (ts *testServer) tryPost(path string, body any, header ...string) (int, http.Header, []byte, error) {
 	var r io.Reader
 	if s, ok := body.(string); ok {
 		r = strings.NewReader(s)
 	} else {
 		b, err := json.Marshal(body)
 		if err != nil {
-			t.Fatal(err)
+			return 0, nil, nil, err
 		}
 		r = bytes.NewReader(b)
 	}
-	return ts.do(t, "POST", path, r, header...)
+	return ts.tryDo("POST", path, r, header...)
 }
 
 func (ts *testServer) do(t *testing.T, method, path string, body io.Reader, header ...string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.url+path, body)
+	status, h, b, err := ts.tryDo(method, path, body, header...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, h, b
+}
+
+// tryDo is do that returns its error rather than failing the test.
+func (ts *testServer) tryDo(method, path string, body io.Reader, header ...string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequest(method, ts.url+path, body)
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
@@ -126,14 +145,14 @@ func (ts *testServer) do(t *testing.T, method, path string, body io.Reader, head
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
-	return resp.StatusCode, resp.Header, b
+	return resp.StatusCode, resp.Header, b, nil
 }
 
 func decode[T any](t *testing.T, b []byte) T {
