@@ -1,0 +1,100 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// Runner is a model bound to a backend.
+type Runner struct {
+	*Binding
+	Model *Model
+	// KVCache is the element type of the KV caches of new States: F32 (the
+	// default when unset) or F16, which halves their memory and the bytes
+	// attention reads, at a rounding of keys and values to halves.
+	KVCache graph.DType
+	invFreq []float32
+}
+
+// kvType is the KV caches' element type.
+func (r *Runner) kvType() graph.DType {
+	if r.KVCache == graph.F16 {
+		return graph.F16
+	}
+	return graph.F32
+}
+
+// Bind wraps the model's weights for be.
+func Bind(m *Model, be graph.Backend) (*Runner, error) {
+	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq()}
+	if err := r.Add(m.weightsOf()...); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Runner) weight(g *graph.Graph, w *Weight) *graph.Array { return r.Array(g, w) }
+
+// KVBytes is the size of a KV cache of capacity tokens, all layers, keys
+// and values; an error when it does not fit in an int64.
+func (r *Runner) KVBytes(capacity int) (int64, error) {
+	c := &r.Model.Config
+	total := uint64(r.kvType().Size())
+	for _, n := range []int{2, c.Layers, c.KVHeads, c.HeadDim, capacity} {
+		hi, lo := bits.Mul64(total, uint64(max(n, 0)))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("llama: a KV cache of %d tokens is larger than any memory", capacity)
+		}
+		total = lo
+	}
+	return int64(total), nil
+}
+
+// MemoryLimit is what the backend says it can hold (graph.MemoryLimiter),
+// 0 when it does not say.
+func (r *Runner) MemoryLimit() int64 {
+	if m, ok := r.Backend.(graph.MemoryLimiter); ok {
+		return m.MemoryLimit()
+	}
+	return 0
+}
+
+// formatBytes writes n as GiB or MiB with one decimal.
+func formatBytes(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// NewState allocates a KV cache for up to capacity tokens.
+func (r *Runner) NewState(capacity int) (*State, error) {
+	c := &r.Model.Config
+	if capacity <= 0 || capacity > c.Context {
+		return nil, fmt.Errorf("llama: cache capacity %d outside the model's context of %d", capacity, c.Context)
+	}
+	total, err := r.KVBytes(capacity)
+	if err != nil {
+		return nil, err
+	}
+	if limit := r.MemoryLimit(); limit > 0 && total > limit {
+		return nil, fmt.Errorf("llama: a KV cache of %d tokens needs %s, more than the %s the %s backend can hold: choose a smaller context",
+			capacity, formatBytes(total), formatBytes(limit), r.Backend.Name())
+	}
+	s := &State{r: r, cap: capacity, plans: map[[2]int]*forwardGraph{}, kvArrs: map[*graph.Graph][]*graph.Array{},
+		compact: map[int]*compactGraph{}}
+	size := int(total / int64(2*c.Layers))
+	for range 2 * c.Layers {
+		b, err := r.Backend.Alloc(size)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("llama: allocating the KV cache: %w", err)
+		}
+		s.cache = append(s.cache, b)
+	}
+	return s, nil
+}
