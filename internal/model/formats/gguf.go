@@ -214,38 +214,10 @@ func asUint(v any) (uint64, bool) {
 // path is used in errors only.
 func ParseGGUF(path string, data []byte) (*GGUF, error) {
 	d := &ggufDecoder{path: path, data: data}
-	if len(data) < 4 {
-		return nil, d.errAt(0, "file too short (%d bytes)", len(data))
+	version, nTensors, nKV, err := d.header()
+	if err != nil {
+		return nil, err
 	}
-	if string(data[:4]) != ggufMagic {
-		return nil, d.errAt(0, "bad magic %q, want %q", data[:4], ggufMagic)
-	}
-	d.off = 4
-	version := d.u32("version")
-	nTensors := d.u64("tensor count")
-	nKV := d.u64("metadata count")
-	if d.err != nil {
-		return nil, d.err
-	}
-	switch {
-	case version == 2 || version == 3:
-	case version == 1:
-		return nil, &UnsupportedError{"gguf", path, "version 1"}
-	case version != 0 && bits.ReverseBytes32(version) <= 3:
-		return nil, &UnsupportedError{"gguf", path, fmt.Sprintf("big-endian file (version %d)", bits.ReverseBytes32(version))}
-	default:
-		return nil, &UnsupportedError{"gguf", path, fmt.Sprintf("version %d", version)}
-	}
-	// A metadata pair takes at least 13 bytes (key length, type, a one-byte
-	// value) and a tensor info at least 24 (name length, n_dims, type,
-	// offset), so these bound every allocation below by the file size.
-	if nKV > uint64(d.left())/13 {
-		return nil, d.errAt(16, "metadata count %d cannot fit in the %d bytes left", nKV, d.left())
-	}
-	if nTensors > uint64(d.left())/24 {
-		return nil, d.errAt(8, "tensor count %d cannot fit in the %d bytes left", nTensors, d.left())
-	}
-
 	g := &GGUF{
 		Path:      path,
 		Version:   version,
@@ -254,113 +226,218 @@ func ParseGGUF(path string, data []byte) (*GGUF, error) {
 		Alignment: ggufDefaultAlignment,
 		byName:    make(map[string]int, capHint(nTensors)),
 	}
-	for range nKV {
+	if err := d.metadata(g, nKV); err != nil {
+		return nil, err
+	}
+	if err := d.alignment(g); err != nil {
+		return nil, err
+	}
+	places, err := d.tensorInfos(g, nTensors)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.placeData(g, places); err != nil {
+		return nil, err
+	}
+	if err := d.checkOverlaps(g, places); err != nil {
+		return nil, err
+	}
+	g.data = data
+	return g, nil
+}
+
+// header reads the magic, the version and the tensor and metadata counts,
+// and checks that the version is one this reader knows and that the counts
+// could fit in the file.
+func (d *ggufDecoder) header() (version uint32, nTensors, nKV uint64, err error) {
+	if len(d.data) < 4 {
+		return 0, 0, 0, d.errAt(0, "file too short (%d bytes)", len(d.data))
+	}
+	if string(d.data[:4]) != ggufMagic {
+		return 0, 0, 0, d.errAt(0, "bad magic %q, want %q", d.data[:4], ggufMagic)
+	}
+	d.off = 4
+	version = d.u32("version")
+	nTensors = d.u64("tensor count")
+	nKV = d.u64("metadata count")
+	if d.err != nil {
+		return 0, 0, 0, d.err
+	}
+	switch {
+	case version == 2 || version == 3:
+	case version == 1:
+		return 0, 0, 0, &UnsupportedError{"gguf", d.path, "version 1"}
+	case version != 0 && bits.ReverseBytes32(version) <= 3:
+		return 0, 0, 0, &UnsupportedError{"gguf", d.path, fmt.Sprintf("big-endian file (version %d)", bits.ReverseBytes32(version))}
+	default:
+		return 0, 0, 0, &UnsupportedError{"gguf", d.path, fmt.Sprintf("version %d", version)}
+	}
+	// A metadata pair takes at least 13 bytes (key length, type, a one-byte
+	// value) and a tensor info at least 24 (name length, n_dims, type,
+	// offset), so these bound every allocation that follows by the file size.
+	if nKV > uint64(d.left())/13 {
+		return 0, 0, 0, d.errAt(16, "metadata count %d cannot fit in the %d bytes left", nKV, d.left())
+	}
+	if nTensors > uint64(d.left())/24 {
+		return 0, 0, 0, d.errAt(8, "tensor count %d cannot fit in the %d bytes left", nTensors, d.left())
+	}
+	return version, nTensors, nKV, nil
+}
+
+// metadata reads the n key-value pairs into g.KV, in file order in g.Keys.
+func (d *ggufDecoder) metadata(g *GGUF, n uint64) error {
+	for range n {
 		keyOff := d.off
 		key := d.str("metadata key")
 		typOff := d.off
 		typ := d.u32("metadata value type")
 		if d.err != nil {
-			return nil, d.err
+			return d.err
 		}
 		if _, dup := g.KV[key]; dup {
-			return nil, d.errAt(keyOff, "duplicate metadata key %q", key)
+			return d.errAt(keyOff, "duplicate metadata key %q", key)
 		}
 		if !ggufKnownType(typ) {
-			return nil, d.errAt(typOff, "key %q: unknown value type %d", key, typ)
+			return d.errAt(typOff, "key %q: unknown value type %d", key, typ)
 		}
 		v := d.value(typ, "key "+strconv.Quote(key))
 		if d.err != nil {
-			return nil, d.err
+			return d.err
 		}
 		g.KV[key] = v
 		g.Keys = append(g.Keys, key)
 	}
-	if v, ok := g.KV["general.alignment"]; ok {
-		a, isInt := asUint(v)
-		if !isInt || a == 0 || a&(a-1) != 0 || a > ggufMaxAlignment {
-			return nil, d.errAt(-1, "general.alignment %v is not a power of two up to %d", v, ggufMaxAlignment)
-		}
-		g.Alignment = int(a)
+	return nil
+}
+
+// alignment sets g.Alignment from general.alignment, when the file has it.
+func (d *ggufDecoder) alignment(g *GGUF) error {
+	v, ok := g.KV["general.alignment"]
+	if !ok {
+		return nil
 	}
+	a, isInt := asUint(v)
+	if !isInt || a == 0 || a&(a-1) != 0 || a > ggufMaxAlignment {
+		return d.errAt(-1, "general.alignment %v is not a power of two up to %d", v, ggufMaxAlignment)
+	}
+	g.Alignment = int(a)
+	return nil
+}
+
+// A ggufPlacement is where a tensor info says its data lies: the offset in
+// the data section, where in the file that offset was written (for
+// errors), and the data's size.
+type ggufPlacement struct {
+	rel, at uint64
+	size    int
+}
+
+// tensorInfos reads the n tensor infos into g.Tensors (without their data)
+// and returns where each one's data lies.
+func (d *ggufDecoder) tensorInfos(g *GGUF, n uint64) ([]ggufPlacement, error) {
+	g.Tensors = make([]Tensor, 0, capHint(n))
+	places := make([]ggufPlacement, 0, capHint(n))
+	for i := range n {
+		t, p, err := d.tensorInfo(g, i)
+		if err != nil {
+			return nil, err
+		}
+		g.byName[t.Name] = len(g.Tensors)
+		g.Tensors = append(g.Tensors, t)
+		places = append(places, p)
+	}
+	return places, nil
+}
+
+// tensorInfo reads the info of tensor i: name, shape, type and data
+// offset, each checked.
+func (d *ggufDecoder) tensorInfo(g *GGUF, i uint64) (Tensor, ggufPlacement, error) {
+	infoOff := d.off
+	name := d.str(fmt.Sprintf("tensor %d name", i))
+	nd := d.u32("tensor n_dims")
+	if d.err != nil {
+		return Tensor{}, ggufPlacement{}, d.err
+	}
+	if nd > ggufMaxDims {
+		return Tensor{}, ggufPlacement{}, d.errAt(d.off-4, "tensor %q: %d dimensions, at most %d", name, nd, ggufMaxDims)
+	}
+	shape, numel, err := d.shape(name, int(nd))
+	if err != nil {
+		return Tensor{}, ggufPlacement{}, err
+	}
+	typOff := d.off
+	typ := d.u32("tensor type")
+	relOff := d.off
+	rel := d.u64("tensor offset")
+	if d.err != nil {
+		return Tensor{}, ggufPlacement{}, d.err
+	}
+	if _, dup := g.byName[name]; dup {
+		return Tensor{}, ggufPlacement{}, d.errAt(infoOff, "duplicate tensor %q", name)
+	}
+	dt, ok := DTypeFromGGML(typ)
+	if !ok {
+		return Tensor{}, ggufPlacement{}, &UnsupportedError{"gguf", d.path, fmt.Sprintf("tensor %q: ggml type %d", name, typ)}
+	}
+	if nd > 0 && shape[nd-1]%dt.BlockSize() != 0 {
+		return Tensor{}, ggufPlacement{}, d.errAt(typOff, "tensor %q: rows of %d elements are not whole %s blocks of %d", name, shape[nd-1], dt, dt.BlockSize())
+	}
+	size, ok := dt.ByteSize(int(numel))
+	if !ok {
+		return Tensor{}, ggufPlacement{}, d.errAt(typOff, "tensor %q: %d elements of %s have no valid byte size", name, numel, dt)
+	}
+	if align := uint64(g.Alignment); rel%align != 0 {
+		return Tensor{}, ggufPlacement{}, d.errAt(relOff, "tensor %q: data offset %d is not a multiple of the alignment %d", name, rel, align)
+	}
+	return Tensor{Name: name, DType: dt, Shape: shape}, ggufPlacement{rel: rel, at: uint64(relOff), size: size}, nil
+}
+
+// shape reads the nd dimensions of tensor name (stored innermost first)
+// and returns them outermost first, with their product.
+func (d *ggufDecoder) shape(name string, nd int) ([]int, uint64, error) {
+	shape := make([]int, nd)
+	numel := uint64(1)
+	for j := range nd {
+		ne := d.u64("tensor dimension")
+		if d.err != nil {
+			return nil, 0, d.err
+		}
+		hi, lo := bits.Mul64(numel, ne)
+		if ne == 0 || hi != 0 || lo > math.MaxInt {
+			return nil, 0, d.errAt(d.off-8, "tensor %q: dimension %d is %d (need 1 or more, and an element count that fits in an int)", name, j, ne)
+		}
+		numel = lo
+		shape[nd-1-j] = int(ne)
+	}
+	return shape, numel, nil
+}
+
+// placeData sets g.DataOffset, the aligned start of the data section after
+// the infos, and each tensor's Offset and Data, a view of the file, once
+// checked to lie inside it.
+func (d *ggufDecoder) placeData(g *GGUF, places []ggufPlacement) error {
 	align := uint64(g.Alignment)
-
-	// Tensor infos. rel holds each tensor's offset in the data section and
-	// where that offset was written, for errors.
-	type placement struct {
-		rel, at uint64
-		size    int
-	}
-	g.Tensors = make([]Tensor, 0, capHint(nTensors))
-	places := make([]placement, 0, capHint(nTensors))
-	for i := range nTensors {
-		infoOff := d.off
-		name := d.str(fmt.Sprintf("tensor %d name", i))
-		nd := d.u32("tensor n_dims")
-		if d.err != nil {
-			return nil, d.err
-		}
-		if nd > ggufMaxDims {
-			return nil, d.errAt(d.off-4, "tensor %q: %d dimensions, at most %d", name, nd, ggufMaxDims)
-		}
-		shape := make([]int, nd)
-		numel := uint64(1)
-		for j := range int(nd) {
-			ne := d.u64("tensor dimension")
-			if d.err != nil {
-				return nil, d.err
-			}
-			hi, lo := bits.Mul64(numel, ne)
-			if ne == 0 || hi != 0 || lo > math.MaxInt {
-				return nil, d.errAt(d.off-8, "tensor %q: dimension %d is %d (need 1 or more, and an element count that fits in an int)", name, j, ne)
-			}
-			numel = lo
-			shape[int(nd)-1-j] = int(ne)
-		}
-		typOff := d.off
-		typ := d.u32("tensor type")
-		relOff := d.off
-		rel := d.u64("tensor offset")
-		if d.err != nil {
-			return nil, d.err
-		}
-		if _, dup := g.byName[name]; dup {
-			return nil, d.errAt(infoOff, "duplicate tensor %q", name)
-		}
-		dt, ok := DTypeFromGGML(typ)
-		if !ok {
-			return nil, &UnsupportedError{"gguf", path, fmt.Sprintf("tensor %q: ggml type %d", name, typ)}
-		}
-		if nd > 0 && shape[nd-1]%dt.BlockSize() != 0 {
-			return nil, d.errAt(typOff, "tensor %q: rows of %d elements are not whole %s blocks of %d", name, shape[nd-1], dt, dt.BlockSize())
-		}
-		size, ok := dt.ByteSize(int(numel))
-		if !ok {
-			return nil, d.errAt(typOff, "tensor %q: %d elements of %s have no valid byte size", name, numel, dt)
-		}
-		if rel%align != 0 {
-			return nil, d.errAt(relOff, "tensor %q: data offset %d is not a multiple of the alignment %d", name, rel, align)
-		}
-		g.byName[name] = len(g.Tensors)
-		g.Tensors = append(g.Tensors, Tensor{Name: name, DType: dt, Shape: shape})
-		places = append(places, placement{rel: rel, at: uint64(relOff), size: size})
-	}
-
 	start := (uint64(d.off) + align - 1) &^ (align - 1)
 	g.DataOffset = int64(start)
-	if len(g.Tensors) > 0 && start > uint64(len(data)) {
-		return nil, d.errAt(d.off, "data section would start at %d, past the end of the file (%d bytes)", start, len(data))
+	if len(g.Tensors) > 0 && start > uint64(len(d.data)) {
+		return d.errAt(d.off, "data section would start at %d, past the end of the file (%d bytes)", start, len(d.data))
 	}
 	for i := range g.Tensors {
 		t, p := &g.Tensors[i], places[i]
-		avail := uint64(len(data)) - start
+		avail := uint64(len(d.data)) - start
 		if p.rel > avail || uint64(p.size) > avail-p.rel {
-			return nil, d.errAt(int(p.at), "tensor %q: data [%d, %d) lies outside the %d-byte data section",
+			return d.errAt(int(p.at), "tensor %q: data [%d, %d) lies outside the %d-byte data section",
 				t.Name, p.rel, p.rel+uint64(p.size), avail)
 		}
 		at := int(start + p.rel)
 		t.Offset = int64(at)
-		t.Data = data[at : at+p.size : at+p.size]
+		t.Data = d.data[at : at+p.size : at+p.size]
 	}
+	return nil
+}
+
+// checkOverlaps fails when two tensors' data overlap.
+func (d *ggufDecoder) checkOverlaps(g *GGUF, places []ggufPlacement) error {
 	order := make([]int, len(g.Tensors))
 	for i := range order {
 		order[i] = i
@@ -369,11 +446,10 @@ func ParseGGUF(path string, data []byte) (*GGUF, error) {
 	for k := 1; k < len(order); k++ {
 		prev, cur := &g.Tensors[order[k-1]], &g.Tensors[order[k]]
 		if prev.Offset+int64(len(prev.Data)) > cur.Offset {
-			return nil, d.errAt(int(places[order[k]].at), "tensor %q overlaps tensor %q", cur.Name, prev.Name)
+			return d.errAt(int(places[order[k]].at), "tensor %q overlaps tensor %q", cur.Name, prev.Name)
 		}
 	}
-	g.data = data
-	return g, nil
+	return nil
 }
 
 // ggufDecoder reads little-endian values with a sticky error: after the first
