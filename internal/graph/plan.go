@@ -48,8 +48,38 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	}
 	g := sameGraph(outs...)
 	n := len(g.nodes)
+	need := needed(n, outs)
+	root := storageRoots(g)
+	dying := dyingAt(g, need, root, lastUses(g, need, root, outs))
 
-	// Mark what the outputs need.
+	p := &Plan{be: be, where: make([]Operand, n), known: make([]bool, n), written: map[int]bool{}}
+	var pool slotPool
+	slotOf := make([]int, n) // by storage root: the slot it was given
+	for i, a := range g.nodes {
+		if !need[i] {
+			continue
+		}
+		if err := p.place(i, a, root, slotOf, &pool); err != nil {
+			p.Free()
+			return nil, err
+		}
+		if err := p.addStep(i, a); err != nil {
+			p.Free()
+			return nil, err
+		}
+		// Storage whose last reader is this step is free for later steps.
+		// An array is never its own reader, so its slot is still distinct
+		// from the slots of the inputs it reads.
+		for _, r := range dying[i] {
+			pool.release(slotOf[r])
+		}
+	}
+	return p, nil
+}
+
+// needed marks, by node id, what the outputs need: the outputs and every
+// node they read, transitively.
+func needed(n int, outs []*Array) []bool {
 	need := make([]bool, n)
 	var mark func(a *Array)
 	mark = func(a *Array) {
@@ -64,10 +94,13 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	for _, o := range outs {
 		mark(o)
 	}
+	return need
+}
 
-	// root[i] is the node whose storage node i uses (itself unless it is a view
-	// or an in-place update of a Var).
-	root := make([]int, n)
+// storageRoots returns, by node id, the node whose storage each node uses:
+// itself unless it is a view or an in-place update of a Var.
+func storageRoots(g *Graph) []int {
+	root := make([]int, len(g.nodes))
 	for i, a := range g.nodes {
 		root[i] = i
 		switch a.op.(type) {
@@ -75,7 +108,13 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 			root[i] = root[a.src[0].id]
 		}
 	}
-	// lastUse[r] is the last step that reads storage r; outputs live forever.
+	return root
+}
+
+// lastUses returns, by storage root, the last step that reads it; the
+// outputs' storage lives past every step (len(g.nodes)).
+func lastUses(g *Graph, need []bool, root []int, outs []*Array) []int {
+	n := len(g.nodes)
 	lastUse := make([]int, n)
 	for i, a := range g.nodes {
 		if !need[i] {
@@ -90,98 +129,110 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	for _, o := range outs {
 		lastUse[root[o.id]] = n
 	}
+	return lastUse
+}
 
-	p := &Plan{be: be, where: make([]Operand, n), known: make([]bool, n), written: map[int]bool{}}
-	type slot struct {
-		buf  Buffer
-		size int
-	}
-	// free holds released slots in release order. Taking the oldest that
-	// fits, rather than the newest, keeps a buffer's next writer as far as
-	// possible from its last reader, so a GPU backend needs fewer
-	// write-after-read barriers between them.
-	var free []int
-	var sizes []int
-	slotOf := make([]int, n)
-	release := func(s int) { free = append(free, s) }
-	// dying[i] lists storage roots whose last use is step i.
+// dyingAt lists, by step, the storage roots of computed arrays whose last
+// use is that step: their slots are free after it.
+func dyingAt(g *Graph, need []bool, root, lastUse []int) map[int][]int {
+	n := len(g.nodes)
 	dying := make(map[int][]int)
 	for i := range g.nodes {
 		if need[i] && root[i] == i && g.nodes[i].kind == kindOp && lastUse[i] < n {
 			dying[lastUse[i]] = append(dying[lastUse[i]], i)
 		}
 	}
+	return dying
+}
 
-	fail := func(err error) (*Plan, error) {
-		p.Free()
-		return nil, err
-	}
-	for i, a := range g.nodes {
-		if !need[i] {
-			continue
+// slotPool is the sizes of a plan's intermediate buffers (its slots) and
+// which of them are free for the next array.
+type slotPool struct {
+	sizes []int // by slot
+	// free holds released slots in release order. Taking the oldest that
+	// fits, rather than the newest, keeps a buffer's next writer as far as
+	// possible from its last reader, so a GPU backend needs fewer
+	// write-after-read barriers between them.
+	free []int
+}
+
+// take returns the oldest free slot of at least size bytes, no longer
+// free, or -1 when none fits.
+func (s *slotPool) take(size int) int {
+	for fi, c := range s.free {
+		if s.sizes[c] >= size {
+			s.free = append(s.free[:fi], s.free[fi+1:]...)
+			return c
 		}
-		switch {
-		case a.kind == kindConst || a.kind == kindVar:
-			p.where[i] = Operand{Buf: a.buf, Off: a.off, DType: a.dtype, Shape: a.shape}
-		case a.kind == kindInput:
-			b, err := be.Alloc(a.shape.Numel() * a.dtype.Size())
+	}
+	return -1
+}
+
+// add records a new slot of size bytes, in use, and returns it.
+func (s *slotPool) add(size int) int {
+	s.sizes = append(s.sizes, size)
+	return len(s.sizes) - 1
+}
+
+func (s *slotPool) release(slot int) { s.free = append(s.free, slot) }
+
+// place gives node i (a) its storage: a constant's or Var's own buffer, a
+// new buffer for an input, its source's storage for a view or in-place
+// update, and for any other op a slot, reused from the pool when one fits.
+func (p *Plan) place(i int, a *Array, root, slotOf []int, pool *slotPool) error {
+	switch {
+	case a.kind == kindConst || a.kind == kindVar:
+		p.where[i] = Operand{Buf: a.buf, Off: a.off, DType: a.dtype, Shape: a.shape}
+	case a.kind == kindInput:
+		b, err := p.be.Alloc(a.shape.Numel() * a.dtype.Size())
+		if err != nil {
+			return fmt.Errorf("graph: input %s: %w", a.name, err)
+		}
+		p.inputs = append(p.inputs, b)
+		p.where[i] = Operand{Buf: b, DType: a.dtype, Shape: a.shape}
+	case root[i] != i: // view or in-place update: reuse the source's storage
+		src := p.where[a.src[0].id]
+		off := src.Off
+		if sl, ok := a.op.(SliceOp); ok {
+			off += sl.Lo * a.shape[1:].Numel() * a.dtype.Size()
+		}
+		p.where[i] = Operand{Buf: src.Buf, Off: off, DType: a.dtype, Shape: a.shape}
+	default:
+		size := a.shape.Numel() * a.dtype.Size()
+		s := pool.take(size)
+		if s < 0 {
+			b, err := p.be.Alloc(size)
 			if err != nil {
-				return fail(fmt.Errorf("graph: input %s: %w", a.name, err))
+				return fmt.Errorf("graph: %v: %w", a, err)
 			}
-			p.inputs = append(p.inputs, b)
-			p.where[i] = Operand{Buf: b, DType: a.dtype, Shape: a.shape}
-		case root[i] != i: // view or in-place update: reuse the source's storage
-			src := p.where[a.src[0].id]
-			off := src.Off
-			if sl, ok := a.op.(SliceOp); ok {
-				off += sl.Lo * a.shape[1:].Numel() * a.dtype.Size()
-			}
-			p.where[i] = Operand{Buf: src.Buf, Off: off, DType: a.dtype, Shape: a.shape}
-		default:
-			size := a.shape.Numel() * a.dtype.Size()
-			s := -1
-			for fi, c := range free {
-				if sizes[c] >= size {
-					s = c
-					free = append(free[:fi], free[fi+1:]...)
-					break
-				}
-			}
-			if s < 0 {
-				b, err := be.Alloc(size)
-				if err != nil {
-					return fail(fmt.Errorf("graph: %v: %w", a, err))
-				}
-				p.slots = append(p.slots, b)
-				sizes = append(sizes, size)
-				s = len(p.slots) - 1
-			}
-			slotOf[i] = s
-			p.where[i] = Operand{Buf: p.slots[s], DType: a.dtype, Shape: a.shape}
+			p.slots = append(p.slots, b)
+			s = pool.add(size)
 		}
-		p.known[i] = true
-		if a.kind == kindOp {
-			if !isView(a.op) {
-				in := make([]Operand, len(a.src))
-				dts := make([]DType, len(a.src))
-				for j, s := range a.src {
-					in[j] = p.where[s.id]
-					dts[j] = s.dtype
-				}
-				if !be.Supports(a.op, dts) {
-					return fail(fmt.Errorf("graph: backend %s does not support %v on %v", be.Name(), a.op, dts))
-				}
-				p.Steps = append(p.Steps, Step{Op: a.op, Out: p.where[i], In: in})
-			}
-		}
-		// Storage whose last reader is this step is free for later steps.
-		// An array is never its own reader, so its slot is still distinct
-		// from the slots of the inputs it reads.
-		for _, r := range dying[i] {
-			release(slotOf[r])
-		}
+		slotOf[i] = s
+		p.where[i] = Operand{Buf: p.slots[s], DType: a.dtype, Shape: a.shape}
 	}
-	return p, nil
+	p.known[i] = true
+	return nil
+}
+
+// addStep appends node i's step when it is an op that computes something
+// (not a view), once the backend says it supports the op on its operands'
+// types.
+func (p *Plan) addStep(i int, a *Array) error {
+	if a.kind != kindOp || isView(a.op) {
+		return nil
+	}
+	in := make([]Operand, len(a.src))
+	dts := make([]DType, len(a.src))
+	for j, s := range a.src {
+		in[j] = p.where[s.id]
+		dts[j] = s.dtype
+	}
+	if !p.be.Supports(a.op, dts) {
+		return fmt.Errorf("graph: backend %s does not support %v on %v", p.be.Name(), a.op, dts)
+	}
+	p.Steps = append(p.Steps, Step{Op: a.op, Out: p.where[i], In: in})
+	return nil
 }
 
 // isView reports whether op only reinterprets its source's storage, so that
