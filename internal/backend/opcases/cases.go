@@ -126,12 +126,30 @@ func RandomTree(r *rand.Rand, n int) []int32 {
 	return end
 }
 
-// All returns every case, on inputs drawn from r.
+// All returns every case, on inputs drawn from r. The families draw from r
+// in this order, so each case's inputs depend on every family before it.
 func All(r *rand.Rand) []Case {
 	var cs []Case
-	add := func(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
-		cs = append(cs, Case{Name: name, Tol: tol, Build: build})
+	for _, family := range []func(*rand.Rand) []Case{
+		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
+		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
+		quantCases, drafterCases, chainsCases,
+	} {
+		cs = append(cs, family(r)...)
 	}
+	return cs
+}
+
+// cases collects the cases of one family.
+type cases []Case
+
+func (cs *cases) add(name string, tol float64, build func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any)) {
+	*cs = append(*cs, Case{Name: name, Tol: tol, Build: build})
+}
+
+// matMulCases returns the cases of MatMul and Embed, in f32, f16 and bf16.
+func matMulCases(r *rand.Rand) []Case {
+	var cs cases
 	// MatMul: matvec (M <= 16 by default: the 1-, 4- and 8-row variants,
 	// 4-wide loads when K is a multiple of 4, with K past the last full
 	// 128-element step and not) and matmul shapes with tails in every dim;
@@ -140,7 +158,7 @@ func All(r *rand.Rand) []Case {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}, {300, 40, 24}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := RandF32(r, m*k, 1), Weights(r, dt, n*k)
-			add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, n, k)
 				return []*graph.Array{graph.MatMul(xa, wa)}, map[*graph.Array]any{xa: x, wa: w}
 			})
@@ -148,33 +166,51 @@ func All(r *rand.Rand) []Case {
 		for _, s := range [][3]int{{50, 1, 1}, {50, 33, 7}, {300, 257, 3}} {
 			v, d, n := s[0], s[1], s[2]
 			table, ids := Weights(r, dt, v*d), RandInts(r, n, 0, v)
-			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, d, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ta, ia := g.Input("table", dt, v, d), g.Input("ids", graph.I32, n)
 				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
 			})
 		}
 	}
+	return cs
+}
+
+// rnnStepCases returns the cases of the draft head's fused recurrent step.
+func rnnStepCases(r *rand.Rand) []Case {
+	var cs cases
 	// RNNStep: one beam, a few, more than MATVEC_MAX_M; tails in K and N.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {50, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
 			e, st, bias := RandF32(r, m*k, 1), RandF32(r, m*k, 1), RandF32(r, n, 1)
 			w, u := Weights(r, dt, n*k), Weights(r, dt, n*k)
-			add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("RNNStep/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ea, sa, ba := g.Input("e", graph.F32, m, k), g.Input("s", graph.F32, m, k), g.Input("b", graph.F32, n)
 				wa, ua := g.Input("w", dt, n, k), g.Input("u", dt, n, k)
 				return []*graph.Array{graph.RNNStep(ea, sa, wa, ua, ba)}, map[*graph.Array]any{ea: e, sa: st, ba: bias, wa: w, ua: u}
 			})
 		}
 	}
+	return cs
+}
+
+// rmsNormCases returns the cases of RMSNorm over rows of several widths.
+func rmsNormCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, s := range [][2]int{{1, 1}, {3, 33}, {2, 257}, {1, 1000}} {
 		m, d := s[0], s[1]
 		x, w := RandF32(r, m*d, 3), RandF32(r, d, 1)
-		add(fmt.Sprintf("RMSNorm/M%d_D%d", m, d), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("RMSNorm/M%d_D%d", m, d), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, wa := g.Input("x", graph.F32, m, d), g.Input("w", graph.F32, d)
 			return []*graph.Array{graph.RMSNorm(xa, wa, 1e-5)}, map[*graph.Array]any{xa: x, wa: w}
 		})
 	}
+	return cs
+}
+
+// ropeCases returns the cases of RoPE, NeoX halves and adjacent pairs.
+func ropeCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, neox := range []bool{true, false} {
 		for _, s := range [][4]int{{1, 1, 2, 1}, {3, 2, 8, 4}, {5, 3, 18, 6}, {2, 4, 64, 32}} {
 			m, h, d, p := s[0], s[1], s[2], s[3]
@@ -183,12 +219,18 @@ func All(r *rand.Rand) []Case {
 			for j := range inv {
 				inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(2*p)))
 			}
-			add(fmt.Sprintf("RoPE/neox=%v/M%d_H%d_D%d_P%d", neox, m, h, d, p), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("RoPE/neox=%v/M%d_H%d_D%d_P%d", neox, m, h, d, p), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, pa := g.Input("x", graph.F32, m, h, d), g.Input("pos", graph.I32, m)
 				return []*graph.Array{graph.RoPE(xa, pa, inv, neox)}, map[*graph.Array]any{xa: x, pa: pos}
 			})
 		}
 	}
+	return cs
+}
+
+// attentionCases returns the cases of Attention over f32 and f16 caches.
+func attentionCases(r *rand.Rand) []Case {
+	var cs cases
 	// Attention: decode, causal prefill, trees; GQA; head dims around 32
 	// and the largest.
 	for _, s := range []struct {
@@ -224,7 +266,7 @@ func All(r *rand.Rand) []Case {
 			end = RandomTree(r, s.n)
 		}
 		scale := float32(1 / math.Sqrt(float64(s.d)))
-		add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), TolF32,
+		cs.add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", s.cache, s.kvh, c, s.d), g.Input("v", s.cache, s.kvh, c, s.d)
@@ -233,18 +275,30 @@ func All(r *rand.Rand) []Case {
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
 			})
 	}
+	return cs
+}
+
+// kvWriteCases returns the cases of KVWrite into f32 and f16 caches.
+func kvWriteCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, dt := range []graph.DType{graph.F32, graph.F16} {
 		for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {9, 3, 33, 20}} {
 			n, kvh, d, past := s[0], s[1], s[2], s[3]
 			c := past + n + 2
 			cache, rows := RandF32(r, c*kvh*d, 1), RandF32(r, n*kvh*d, 1)
-			add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("KVWrite/%v/N%d_KVH%d_D%d_at%d", dt, n, kvh, d, past), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := varOf(be, g, "cache", slices.Clone(cache), dt, kvh, c, d)
 				ra, la := g.Input("rows", graph.F32, n, kvh, d), g.Input("kvLen", graph.I32, 1)
 				return []*graph.Array{graph.KVWrite(ca, ra, la)}, map[*graph.Array]any{ra: rows, la: []int32{int32(past)}}
 			})
 		}
 	}
+	return cs
+}
+
+// kvCompactCases returns the cases of KVCompact of f32 and f16 caches.
+func kvCompactCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, s := range [][4]int{{1, 1, 1, 0}, {3, 2, 5, 4}, {5, 3, 33, 20}} {
 		keep, kvh, d, past := s[0], s[1], s[2], s[3]
 		c := past + 2*keep + 3
@@ -258,24 +312,36 @@ func All(r *rand.Rand) []Case {
 			next++
 		}
 		for _, dt := range []graph.DType{graph.F32, graph.F16} {
-			add(fmt.Sprintf("KVCompact/%v/keep%d_KVH%d_D%d_at%d_idx%v", dt, keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("KVCompact/%v/keep%d_KVH%d_D%d_at%d_idx%v", dt, keep, kvh, d, past, idx), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				ca := varOf(be, g, "cache", slices.Clone(cache), dt, kvh, c, d)
 				la, ia := g.Input("kvLen", graph.I32, 1), g.Input("idx", graph.I32, keep)
 				return []*graph.Array{graph.KVCompact(ca, la, ia)}, map[*graph.Array]any{la: []int32{int32(past)}, ia: idx}
 			})
 		}
 	}
+	return cs
+}
+
+// activationCases returns the cases of SiLU and SwiGLU.
+func activationCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, n := range []int{1, 255, 257, 1000} {
 		x, y := RandF32(r, n, 8), RandF32(r, n, 8)
-		add(fmt.Sprintf("SiLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("SiLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, n)
 			return []*graph.Array{graph.SiLU(xa)}, map[*graph.Array]any{xa: x}
 		})
-		add(fmt.Sprintf("SwiGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("SwiGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
 			return []*graph.Array{graph.SwiGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
 		})
 	}
+	return cs
+}
+
+// addMulCases returns the cases of Add and Mul, with broadcasting.
+func addMulCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, s := range []struct{ a, b []int }{{[]int{1}, []int{1}}, {[]int{5, 7, 3}, []int{3}}, {[]int{5, 7, 3}, []int{7, 3}}, {[]int{33, 9}, []int{33, 9}}} {
 		na, nb := graph.Shape(s.a).Numel(), graph.Shape(s.b).Numel()
 		a, b := RandF32(r, na, 2), RandF32(r, nb, 2)
@@ -284,7 +350,7 @@ func All(r *rand.Rand) []Case {
 			if mul {
 				op = "Mul"
 			}
-			add(fmt.Sprintf("%s/%v_%v", op, graph.Shape(s.a), graph.Shape(s.b)), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("%s/%v_%v", op, graph.Shape(s.a), graph.Shape(s.b)), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				aa, ba := g.Input("a", graph.F32, s.a...), g.Input("b", graph.F32, s.b...)
 				out := graph.Add(aa, ba)
 				if mul {
@@ -294,14 +360,26 @@ func All(r *rand.Rand) []Case {
 			})
 		}
 	}
+	return cs
+}
+
+// concatCases returns the cases of Concat of rows.
+func concatCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 9}, {4, 100, 33}} {
 		m, da, db := s[0], s[1], s[2]
 		a, b := RandF32(r, m*da, 1), RandF32(r, m*db, 1)
-		add(fmt.Sprintf("Concat/M%d_%d+%d", m, da, db), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("Concat/M%d_%d+%d", m, da, db), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			aa, ba := g.Input("a", graph.F32, m, da), g.Input("b", graph.F32, m, db)
 			return []*graph.Array{graph.Concat(aa, ba)}, map[*graph.Array]any{aa: a, ba: b}
 		})
 	}
+	return cs
+}
+
+// vocabCases returns the cases of LogSoftmax, Argmax, TopK and TakeAlong over vocabulary-wide rows, ties included.
+func vocabCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, s := range [][3]int{{1, 1, 1}, {2, 33, 3}, {3, 1000, 8}, {1, 5000, 1}, {2, 40, 40}} {
 		m, v, k := s[0], s[1], s[2]
 		x := RandF32(r, m*v, 10)
@@ -309,26 +387,32 @@ func All(r *rand.Rand) []Case {
 		for i := range ties {
 			ties[i] = float32(r.IntN(4)) // many equal values: ties go to the lowest index
 		}
-		add(fmt.Sprintf("LogSoftmax/M%d_V%d", m, v), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("LogSoftmax/M%d_V%d", m, v), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa := g.Input("x", graph.F32, m, v)
 			return []*graph.Array{graph.LogSoftmax(xa)}, map[*graph.Array]any{xa: x}
 		})
 		for name, data := range map[string][]float32{"random": x, "ties": ties} {
-			add(fmt.Sprintf("Argmax/%s/M%d_V%d", name, m, v), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("Argmax/%s/M%d_V%d", name, m, v), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, m, v)
 				return []*graph.Array{graph.Argmax(xa)}, map[*graph.Array]any{xa: data}
 			})
-			add(fmt.Sprintf("TopK/%s/M%d_V%d_K%d", name, m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("TopK/%s/M%d_V%d_K%d", name, m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa := g.Input("x", graph.F32, m, v)
 				return []*graph.Array{graph.TopK(xa, k)}, map[*graph.Array]any{xa: data}
 			})
 		}
 		idx := RandInts(r, m*k, 0, v)
-		add(fmt.Sprintf("TakeAlong/M%d_V%d_K%d", m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		cs.add(fmt.Sprintf("TakeAlong/M%d_V%d_K%d", m, v, k), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			xa, ia := g.Input("x", graph.F32, m, v), g.Input("idx", graph.I32, m, k)
 			return []*graph.Array{graph.TakeAlong(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
 		})
 	}
+	return cs
+}
+
+// gatherRowsCases returns the cases of GatherRows of f32 and i32 rows.
+func gatherRowsCases(r *rand.Rand) []Case {
+	var cs cases
 	for _, dt := range []graph.DType{graph.F32, graph.I32} {
 		for _, s := range [][3]int{{1, 1, 1}, {7, 15, 4}, {40, 33, 9}} {
 			m, row, n := s[0], s[1], s[2]
@@ -337,15 +421,12 @@ func All(r *rand.Rand) []Case {
 				x = RandInts(r, m*3*row, -1000, 1000)
 			}
 			idx := RandInts(r, n, 0, m)
-			add(fmt.Sprintf("GatherRows/%v/M%d_row%d_n%d", dt, m, row, n), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			cs.add(fmt.Sprintf("GatherRows/%v/M%d_row%d_n%d", dt, m, row, n), 0, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				xa, ia := g.Input("x", dt, m, 3, row), g.Input("idx", graph.I32, n)
 				return []*graph.Array{graph.GatherRows(xa, ia)}, map[*graph.Array]any{xa: x, ia: idx}
 			})
 		}
 	}
-	cs = append(cs, quantCases(r)...)
-	cs = append(cs, drafterCases(r)...)
-	cs = append(cs, chainsCases(r)...)
 	return cs
 }
 
