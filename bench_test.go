@@ -18,7 +18,7 @@ import (
 func BenchmarkDecodeStories260K(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			graph.Register("cpu-bench", func() (graph.Backend, error) { return cpu.New(threads), nil })
+			graph.RegisterForTest(b, "cpu-bench", func() (graph.Backend, error) { return cpu.New(threads), nil })
 			e, err := Load(stories, Options{Backend: "cpu-bench"})
 			if err != nil {
 				b.Fatal(err)

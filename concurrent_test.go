@@ -108,7 +108,7 @@ func probeScript(e *Engine) ([]float32, error) {
 // were shared, which the race detector reports and which turned outputs
 // into <unk>s and NaN logits.
 func TestConcurrentSessions(t *testing.T) {
-	graph.Register("metal-fake-concurrent", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal-fake-concurrent", func() (graph.Backend, error) {
 		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
 	})
 	q4 := ggufQ4(t, randomModel(t, 128, 2, 4, 2, 256, 31), formats.Q4_0)

@@ -11,7 +11,7 @@ import (
 // memory, half the bytes attention reads), f32 on the CPU; an explicit
 // choice wins on both.
 func TestDefaultKVCacheByBackend(t *testing.T) {
-	graph.Register("metal-fake-kv", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal-fake-kv", func() (graph.Backend, error) {
 		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16}), nil
 	})
 	for _, c := range []struct{ backend, kv, want string }{

@@ -170,7 +170,7 @@ func runGroup(t *testing.T, g *Group, holdFirstPass bool) [][]*Result {
 // exactly what each gives alone, on the CPU and on Metal's fake device.
 // make test runs it under -race.
 func TestGroupSessionsEqualAlone(t *testing.T) {
-	graph.Register("metal-fake-group", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal-fake-group", func() (graph.Backend, error) {
 		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16}), nil
 	})
 	for _, backend := range []string{"cpu", "metal-fake-group"} {

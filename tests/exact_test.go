@@ -103,7 +103,7 @@ func randomHead(t *testing.T) string {
 func emulated(t *testing.T) {
 	t.Helper()
 	metaltest.NewEmulator(t, nil) // skips or fails here, on t's goroutine
-	graph.Register("metal-emu", func() (graph.Backend, error) { return metaltest.NewEmulated(t), nil })
+	graph.RegisterForTest(t, "metal-emu", func() (graph.Backend, error) { return metaltest.NewEmulated(t), nil })
 }
 
 // Greedy ReDrafter equals greedy autoregressive decoding on the CPU, token

@@ -35,7 +35,7 @@ func generateKV(t *testing.T, backend, kv, prompt string, n int) []int32 {
 // backend.
 func TestGenerationMatchesCPU(t *testing.T) {
 	var be *Backend
-	graph.Register("metal-fake", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal-fake", func() (graph.Backend, error) {
 		be = NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4})
 		return be, nil
 	})

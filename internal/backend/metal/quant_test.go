@@ -60,8 +60,8 @@ func generateFrom(t *testing.T, model, backend, prompt string, n int, draft stri
 // decode, qmm for the prefill, quant_embed) to the same greedy tokens.
 func TestQuantizedGeneration(t *testing.T) {
 	model, head := quantized4(t)
-	graph.Register("cpu-ref-quant", func() (graph.Backend, error) { return cpu.NewReference(), nil })
-	graph.Register("metal-fake-quant", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "cpu-ref-quant", func() (graph.Backend, error) { return cpu.NewReference(), nil })
+	graph.RegisterForTest(t, "metal-fake-quant", func() (graph.Backend, error) {
 		return NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
 	})
 	const n = 40
@@ -73,7 +73,7 @@ func TestQuantizedGeneration(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	graph.Register("metal-emu-quant", func() (graph.Backend, error) {
+	graph.RegisterForTest(t, "metal-emu-quant", func() (graph.Backend, error) {
 		be, _ := newEmuBackend(t, nil)
 		return be, nil
 	})

@@ -137,7 +137,7 @@ func TestLaunchFailureNamesKernel(t *testing.T) {
 	}
 
 	fail = true
-	graph.Register("cuda-failing", func() (graph.Backend, error) { return be, nil })
+	graph.RegisterForTest(t, "cuda-failing", func() (graph.Backend, error) { return be, nil })
 	root, err := tools.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 		t.Skip("minutes of emulated launches")
 	}
 	Builder(t) // skips or fails here, on t's goroutine
-	graph.Register("cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
 	checkGreedyEqualsCPU(t, "cuda-emu", false)
 }
 
@@ -71,7 +71,7 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
 	}
 	stories := filepath.Join(root, "models", "stories260K", "stories260K.gguf")
 	bundled := filepath.Join(root, "models", "stories260K", "drafter")
-	graph.Register("cpu-reference", func() (graph.Backend, error) { return cpu.NewReference(), nil })
+	graph.RegisterForTest(t, "cpu-reference", func() (graph.Backend, error) { return cpu.NewReference(), nil })
 	const n = 16
 	prompt := "Once upon a time"
 	// The CPU's fast 4-bit kernels multiply 8-bit-quantized activations (as
