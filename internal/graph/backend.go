@@ -94,10 +94,20 @@ var (
 	registry = map[string]func() (Backend, error){}
 )
 
-// Register makes a backend constructor available under name.
+// Register makes a backend constructor available under name. Backends
+// register in init; a name registered twice is a programming mistake
+// (two packages claiming one name), so Register panics then, as
+// database/sql.Register does. Tests replace a registration with
+// RegisterForTest.
 func Register(name string, open func() (Backend, error)) {
 	regMu.Lock()
 	defer regMu.Unlock()
+	if open == nil {
+		panic("graph: Register of a nil constructor for backend " + name)
+	}
+	if _, dup := registry[name]; dup {
+		panic("graph: Register called twice for backend " + name)
+	}
 	registry[name] = open
 }
 
