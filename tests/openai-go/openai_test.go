@@ -321,15 +321,18 @@ func TestConcurrentClients(t *testing.T) {
 	for _, withDrafter := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drafter=%v", withDrafter), func(t *testing.T) {
 			s := serve(t, withDrafter, "--parallel", "4")
-			for _, p := range prompts {
-				generate(t, p, 32, withDrafter)
+			// The texts to expect, got here: generate may t.Fatal, which
+			// only the test's own goroutine may call.
+			wants := make([]string, len(prompts))
+			for i, p := range prompts {
+				wants[i] = generate(t, p, 32, withDrafter)
 			}
 			var wg sync.WaitGroup
 			for i, p := range prompts {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					want := generate(t, p, 32, withDrafter)
+					want := wants[i]
 					if i%2 == 0 {
 						c, err := s.client.Completions.New(context.Background(), completionParams(p, 32))
 						if err != nil || len(c.Choices) != 1 || c.Choices[0].Text != want {
