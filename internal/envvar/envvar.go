@@ -171,6 +171,7 @@ const (
 	TestFull Text = "REDRAFTER_TEST_FULL"
 	// Seed, REDRAFTER_SEED, is the seed of a test's random inputs, read by
 	// testenv.Seed: a test logs the seed it drew, and setting this replays
-	// it.
+	// it. The kernel emulators' random thread order takes it too
+	// (internal/backend/emu.DefaultOrders).
 	Seed Text = "REDRAFTER_SEED"
 )

@@ -12,44 +12,11 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
-	metalemu "github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
-	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
-var (
-	builderOnce sync.Once
-	builder     *emu.Builder
-	builderErr  error
-	builderDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builderDir != "" {
-		os.RemoveAll(builderDir)
-	}
-	os.Exit(code)
-}
-
-// emuBuilder returns the shared emulator builder, skipping the test without
-// clang++ (failing under CI, which must install it).
-func emuBuilder(t *testing.T) *emu.Builder {
-	t.Helper()
-	builderOnce.Do(func() {
-		builderDir, builderErr = os.MkdirTemp("", "redrafter-cuda-emu-")
-		if builderErr == nil {
-			builder, builderErr = emu.NewBuilder(builderDir)
-		}
-	})
-	if builderErr != nil {
-		if builderErr == metalemu.ErrNoCompiler && envvar.CI.Get() == "" {
-			t.Skipf("SKIPPED, NOT PASSED: %v", builderErr)
-		}
-		t.Fatal(builderErr)
-	}
-	return builder
-}
+func TestMain(m *testing.M) { os.Exit(core.Main(m)) }
 
 // emuDevice is device memory for emulated launches: each allocation gets a
 // device address (256-byte aligned, with a gap after it, as the driver's
@@ -65,7 +32,7 @@ type emuDevice struct {
 }
 
 func newEmuDevice(t *testing.T, sources map[string]string) *emuDevice {
-	return &emuDevice{t: t, b: emuBuilder(t), sources: sources, next: 0x7f0000000000, ran: map[string]bool{}}
+	return &emuDevice{t: t, b: emu.ForTest(t), sources: sources, next: 0x7f0000000000, ran: map[string]bool{}}
 }
 
 func (d *emuDevice) alloc(data []byte) devptr {
@@ -156,7 +123,7 @@ var _ = graph.F32
 // emuExec returns an executor for NewFake that runs each launch on its
 // emulated kernel (package cudatest does the same for other packages).
 func emuExec(t *testing.T) func(l *Launch) error {
-	b := emuBuilder(t)
+	b := emu.ForTest(t)
 	return func(l *Launch) error {
 		src, err := shaders.Source(l.File)
 		if err != nil {
@@ -170,7 +137,7 @@ func emuExec(t *testing.T) func(l *Launch) error {
 		if err != nil {
 			return err
 		}
-		el := &emu.Launch{Kernel: l.Kernel, Grid: l.Grid, Block: l.Block, Params: l.Params, Orders: []metalemu.Order{metalemu.Forward}}
+		el := &emu.Launch{Kernel: l.Kernel, Grid: l.Grid, Block: l.Block, Params: l.Params, Orders: []core.Order{core.Forward}}
 		for _, x := range l.Buffers {
 			el.Buffers = append(el.Buffers, emu.Buffer{Base: x.Base, Data: x.Data})
 		}

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
+
 	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
 )
 
@@ -24,8 +25,8 @@ var (
 // TestArgsLayout compiles args.h and checks that every struct and constant
 // has a Go mirror with the same size, field order and offsets.
 func TestArgsLayout(t *testing.T) {
-	emu.ForTest(t) // skips (or fails in CI) without clang
-	cxx, _ := emu.Compiler()
+	cxx, err := core.Compiler()
+	core.Require(t, err) // skips (or fails in CI) without clang
 	hdr, err := msl.Raw("args.h")
 	if err != nil {
 		t.Fatal(err)

@@ -7,23 +7,25 @@ import (
 	"sync"
 	"testing"
 
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
+
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
 )
 
-func TestMain(m *testing.M) { os.Exit(emu.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(core.Main(m)) }
 
 // NewEmulatorForTest is metaltest.NewEmulator (its Exec and Ran), set by
 // metaltest_test.go before the tests run: this package's own tests cannot
 // import metaltest, which imports metal, so the external test package
 // hands the one executor of emulated kernels in.
-var NewEmulatorForTest func(tb testing.TB, override map[string]string, contract emu.Contract, orders []emu.Order) (exec func(*Dispatch) error, ran func() map[string]int)
+var NewEmulatorForTest func(tb testing.TB, override map[string]string, contract emu.Contract, orders []core.Order) (exec func(*Dispatch) error, ran func() map[string]int)
 
 // emuMode is how the emulator compiles and runs the kernels: FMA
-// contraction, and thread orders (nil: emu.DefaultOrders, forward, reverse
+// contraction, and thread orders (nil: core.DefaultOrders, forward, reverse
 // and random, with results required to agree bit for bit).
 type emuMode struct {
 	contract emu.Contract
-	orders   []emu.Order
+	orders   []core.Order
 }
 
 func (m emuMode) String() string {

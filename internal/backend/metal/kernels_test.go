@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
+
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
 	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
@@ -169,7 +171,7 @@ func TestOrdersCatchMissingBarrier(t *testing.T) {
 		mode   emuMode
 		caught bool
 	}{
-		{emuMode{orders: []emu.Order{emu.Forward}}, false},
+		{emuMode{orders: []core.Order{core.Forward}}, false},
 		{emuMode{}, true},
 	} {
 		be, _ := newEmuBackendMode(t, override, tc.mode)

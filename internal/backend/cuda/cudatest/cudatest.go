@@ -6,63 +6,35 @@
 // tests that use it are skipped, or fail under CI (CI set).
 //
 // Tests that use it should run through Main, which removes the compiled
-// kernels afterwards. The production package cuda does not import it.
+// kernels afterwards. Its core (build directory, skip rules, source
+// overrides, the count of launches) is the one metaltest uses, in
+// internal/backend/emu. The production package cuda does not import it.
 package cudatest
 
 import (
-	"errors"
-	"maps"
-	"os"
-	"sync"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
-	metalemu "github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
-	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 )
 
-var (
-	once    sync.Once
-	builder *emu.Builder
-	dir     string
-	initErr error
-)
-
-// Main runs a test binary's tests and then removes the compiled kernels:
+// Main runs a test binary's tests and then removes the compiled kernels
+// (core.Main, which metaltest.Main is too):
 //
 //	func TestMain(m *testing.M) { os.Exit(cudatest.Main(m)) }
-func Main(m *testing.M) int {
-	code := m.Run()
-	Cleanup()
-	return code
-}
+func Main(m *testing.M) int { return core.Main(m) }
 
 // Cleanup removes the compiled kernels, for a TestMain that runs its tests
-// through another Main (metaltest.Main) first.
-func Cleanup() {
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
-}
+// through neither Main.
+func Cleanup() { core.Cleanup() }
 
 // Builder returns the test binary's emulator builder, skipping tb without
 // clang++ (failing it under CI, which must install one).
 func Builder(tb testing.TB) *emu.Builder {
 	tb.Helper()
-	once.Do(func() {
-		if dir, initErr = os.MkdirTemp("", "redrafter-cudatest-"); initErr == nil {
-			builder, initErr = emu.NewBuilder(dir)
-		}
-	})
-	if initErr != nil {
-		if errors.Is(initErr, metalemu.ErrNoCompiler) && envvar.CI.Get() == "" {
-			tb.Skipf("SKIPPED, NOT PASSED: %v", initErr)
-		}
-		tb.Fatal(initErr)
-	}
-	return builder
+	return emu.ForTest(tb)
 }
 
 // NewEmulated returns a CUDA backend over the fake driver with every
@@ -78,32 +50,27 @@ func NewEmulated(tb testing.TB) *cuda.Backend {
 // Emulator executes launches with the emulated kernels. It is safe for
 // concurrent use.
 type Emulator struct {
-	b        *emu.Builder
-	override map[string]string
+	core.Tally
+	b   *emu.Builder
+	src core.Sources
 	// Orders are the thread orders each launch runs in (emu.Launch);
 	// nil is the forward order only.
-	Orders []metalemu.Order
-
-	mu  sync.Mutex
-	ran map[string]int
+	Orders []core.Order
 }
 
 // NewEmulator returns an emulator. override maps a .cu file name to source
 // that replaces the embedded one, for tests that plant a bug.
 func NewEmulator(tb testing.TB, override map[string]string) *Emulator {
 	tb.Helper()
-	return &Emulator{b: Builder(tb), override: override, ran: map[string]int{}}
+	return &Emulator{b: Builder(tb), src: core.Sources{Embedded: shaders.Source, Override: override}}
 }
 
 // Exec runs one launch through its emulated kernel, leaving the results
 // in l's buffers.
 func (x *Emulator) Exec(l *cuda.Launch) error {
-	src, ok := x.override[l.File]
-	if !ok {
-		var err error
-		if src, err = shaders.Source(l.File); err != nil {
-			return err
-		}
+	src, err := x.src.Source(l.File)
+	if err != nil {
+		return err
 	}
 	names, err := shaders.Kernels(l.File)
 	if err != nil {
@@ -115,7 +82,7 @@ func (x *Emulator) Exec(l *cuda.Launch) error {
 	}
 	el := &emu.Launch{Kernel: l.Kernel, Grid: l.Grid, Block: l.Block, Params: l.Params, Orders: x.Orders}
 	if el.Orders == nil {
-		el.Orders = []metalemu.Order{metalemu.Forward}
+		el.Orders = []core.Order{core.Forward}
 	}
 	for _, b := range l.Buffers {
 		el.Buffers = append(el.Buffers, emu.Buffer{Base: b.Base, Data: b.Data})
@@ -123,15 +90,6 @@ func (x *Emulator) Exec(l *cuda.Launch) error {
 	if err := prog.Run(el); err != nil {
 		return err
 	}
-	x.mu.Lock()
-	x.ran[l.Kernel]++
-	x.mu.Unlock()
+	x.Add(l.Kernel)
 	return nil
-}
-
-// Ran returns how many launches of each kernel the emulator has run.
-func (x *Emulator) Ran() map[string]int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return maps.Clone(x.ran)
 }

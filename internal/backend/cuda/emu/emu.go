@@ -1,124 +1,46 @@
 // Package emu runs CUDA kernels on the CPU, for tests on machines without
-// an NVIDIA GPU. It compiles a .cu file of internal/backend/cuda/shaders as host C++
-// (prelude.cuh's emulator branch) and links it with the Metal emulator's
-// dispatcher (internal/backend/metal/emu/shim/driver.cpp), which runs each block's
-// threads as fibers with real barrier and warp-collective semantics, one
-// launch per process, guard pages around every buffer.
-//
-// The Metal shim is used from the source tree, not copied: a change to the
-// fiber runtime serves both emulators. A launch is sent in the dispatcher's
-// request format with buffer 0 holding the kernel parameters exactly as
+// an NVIDIA GPU, over the kernel emulator both GPU backends share
+// (internal/backend/emu: compiler, fiber dispatcher, thread orders, build
+// cache). What is CUDA's is here: a .cu file of internal/backend/cuda/shaders
+// compiles as host C++ through prelude.cuh's emulator branch, with an entry
+// point per kernel, and a launch is sent as the dispatcher's request with
+// buffer 0 holding the kernel parameters exactly as
 // CU_LAUNCH_PARAM_BUFFER_POINTER passes them, buffer 1 the device base
 // address of each following buffer, and buffers 2.. the device memory the
 // parameters point into (prelude.cuh translates the addresses).
 package emu
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
-	metalemu "github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 )
 
-// cxxFlags compile a kernel file as host C++; as for Metal, reading memory
-// before writing it and falling off a non-void function are errors.
-var cxxFlags = []string{"-std=c++20", "-O1", "-g0", "-fno-strict-aliasing", "-Wall", "-Wno-unknown-attributes",
-	"-Wno-unused-variable", "-Wno-unused-function", "-Werror=return-type", "-Werror=uninitialized",
-	"-Werror=vla-extension"}
-
-// Builder compiles .cu files into emulator programs under one directory.
+// Builder compiles .cu files into emulator programs.
 type Builder struct {
-	dir, cxx, shim string
-
-	mu     sync.Mutex
-	driver *once
-	progs  map[string]*once
+	b *core.Builder
 }
 
-type once struct {
-	once sync.Once
-	prog *Program
-	path string
-	err  error
-}
-
-// NewBuilder returns a builder keeping its files in dir. It fails with
-// metalemu.ErrNoCompiler when no clang++ >= 16 is installed.
+// NewBuilder returns a builder keeping its files under dir. It fails with
+// core.ErrNoCompiler when no clang++ >= 16 is installed.
 func NewBuilder(dir string) (*Builder, error) {
-	cxx, err := metalemu.Compiler()
-	if err != nil {
-		return nil, err
-	}
-	root, err := tools.Root()
-	if err != nil {
-		return nil, err
-	}
-	shim := filepath.Join(root, "internal", "backend", "metal", "emu", "shim")
-	if _, err := os.Stat(filepath.Join(shim, "driver.cpp")); err != nil {
-		return nil, fmt.Errorf("cuda emu: the Metal emulator's shim: %w", err)
-	}
 	prelude, err := shaders.Source("prelude.cuh")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	b, err := core.NewBuilder(dir, map[string]string{"prelude.cuh": prelude})
+	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prelude.cuh"), []byte(prelude), 0o644); err != nil {
-		return nil, err
-	}
-	return &Builder{dir: dir, cxx: cxx, shim: shim, driver: &once{}, progs: map[string]*once{}}, nil
-}
-
-func (b *Builder) compile(args ...string) error {
-	full := append(append(append([]string{}, cxxFlags...), "-I", b.dir, "-I", b.shim), args...)
-	cmd := exec.Command(b.cxx, full...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", filepath.Base(b.cxx), err, stderr.String())
-	}
-	return nil
-}
-
-func (b *Builder) driverObject() (string, error) {
-	r := b.driver
-	r.once.Do(func() {
-		obj := filepath.Join(b.dir, "driver.o")
-		if r.err = b.compile("-c", filepath.Join(b.shim, "driver.cpp"), "-o", obj); r.err == nil {
-			r.path = obj
-		}
-	})
-	return r.path, r.err
+	return &Builder{b: b}, nil
 }
 
 // Build compiles the .cu source src (name is used in messages) with an
 // entry point for each of kernels.
 func (b *Builder) Build(name, src string, kernels []string) (*Program, error) {
-	sum := sha256.Sum256([]byte(name + "\x00" + src + "\x00" + strings.Join(kernels, ",")))
-	key := hex.EncodeToString(sum[:8])
-	b.mu.Lock()
-	r, ok := b.progs[key]
-	if !ok {
-		r = &once{}
-		b.progs[key] = r
-	}
-	b.mu.Unlock()
-	r.once.Do(func() { r.prog, r.err = b.build(name, src, kernels, key) })
-	return r.prog, r.err
-}
-
-func (b *Builder) build(name, src string, kernels []string, key string) (*Program, error) {
 	if len(kernels) == 0 {
 		return nil, fmt.Errorf("cuda emu: %s: no kernels", name)
 	}
@@ -135,18 +57,11 @@ func (b *Builder) build(name, src string, kernels []string, key string) (*Progra
 		fmt.Fprintf(&tu, "\t{%q, emu_run_%d},\n", k, i)
 	}
 	fmt.Fprintf(&tu, "};\nint emu_nentries = %d;\n", len(kernels))
-	driver, err := b.driverObject()
+	path, err := b.b.Compile(core.Unit{Name: name, Source: tu.String()})
 	if err != nil {
 		return nil, err
 	}
-	base := filepath.Join(b.dir, strings.TrimSuffix(filepath.Base(name), ".cu")+"-"+key)
-	if err := os.WriteFile(base+".cpp", []byte(tu.String()), 0o644); err != nil {
-		return nil, err
-	}
-	if err := b.compile("-x", "c++", base+".cpp", "-x", "none", driver, "-o", base); err != nil {
-		return nil, fmt.Errorf("cuda emu: compiling %s: %w", name, err)
-	}
-	return &Program{Name: name, Kernels: kernels, path: base}, nil
+	return &Program{Name: name, Kernels: kernels, path: path}, nil
 }
 
 // Program is one compiled .cu file.
@@ -172,10 +87,10 @@ type Launch struct {
 	Params  []byte
 	Buffers []Buffer
 	// Orders are the thread orders to run the launch in; the results
-	// must agree to the bit. nil is metalemu.DefaultOrders (forward,
-	// reverse and seeded random), so a missing __syncthreads cannot hide
-	// behind a lucky order.
-	Orders []metalemu.Order
+	// must agree to the bit. nil is core.DefaultOrders (forward, reverse
+	// and seeded random), so a missing __syncthreads cannot hide behind a
+	// lucky order.
+	Orders []core.Order
 }
 
 // Run executes the launch and copies the buffers' new contents back.
@@ -183,68 +98,19 @@ func (p *Program) Run(l *Launch) error {
 	if len(l.Buffers) > 30 {
 		return fmt.Errorf("cuda emu: %s: %d buffers (at most 30)", l.Kernel, len(l.Buffers))
 	}
-	var req bytes.Buffer
-	u32 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint32(v)) }
-	u64 := func(v int) { _ = binary.Write(&req, binary.LittleEndian, uint64(v)) }
-	buf := func(i int, data []byte) {
-		u32(i)
-		u64(len(data))
-		req.Write(data)
-	}
-	req.WriteString("EMU2")
-	u32(len(l.Kernel))
-	req.WriteString(l.Kernel)
-	for _, v := range l.Grid {
-		u32(v)
-	}
-	for _, v := range l.Block {
-		u32(v)
-	}
-	u32(2 + len(l.Buffers))
-	buf(0, l.Params)
 	bases := make([]byte, 8*len(l.Buffers))
 	for i, b := range l.Buffers {
 		binary.LittleEndian.PutUint64(bases[8*i:], b.Base)
 	}
-	buf(1, bases)
+	// Shared arrays are static in the kernels: no threadgroup memory. The
+	// parameters go as a copy: only the device buffers come back.
+	r := &core.Request{Kernel: l.Kernel, Grid: l.Grid, Group: l.Block, Orders: l.Orders,
+		Buffers: []core.Buffer{{Index: 0, Data: append([]byte(nil), l.Params...)}, {Index: 1, Data: bases}}}
 	for i, b := range l.Buffers {
-		buf(2+i, b.Data)
+		r.Buffers = append(r.Buffers, core.Buffer{Index: 2 + i, Data: b.Data})
 	}
-	u32(0) // no threadgroup memory: shared arrays are static in the kernels
-	orders := l.Orders
-	if orders == nil {
-		orders = metalemu.DefaultOrders
-	}
-	u32(len(orders))
-	for _, o := range orders {
-		kind, seed := o.Wire()
-		u32(int(kind))
-		u64(int(seed))
-	}
-	cmd := exec.Command(p.path)
-	cmd.Stdin = &req
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("cuda emu: %s: %s grid %v block %v: %s", p.Name, l.Kernel, l.Grid, l.Block, msg)
-	}
-	out := stdout.Bytes()
-	skip := len(l.Params) + len(bases)
-	if len(out) < skip {
-		return fmt.Errorf("cuda emu: %s: short reply", l.Kernel)
-	}
-	out = out[skip:]
-	for i := range l.Buffers {
-		n := len(l.Buffers[i].Data)
-		if len(out) < n {
-			return fmt.Errorf("cuda emu: %s: short reply", l.Kernel)
-		}
-		copy(l.Buffers[i].Data, out[:n])
-		out = out[n:]
+	if err := core.Run(p.path, r); err != nil {
+		return fmt.Errorf("cuda emu: %s: %s grid %v block %v: %w", p.Name, l.Kernel, l.Grid, l.Block, err)
 	}
 	return nil
 }

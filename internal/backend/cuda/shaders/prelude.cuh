@@ -4,8 +4,8 @@
 //       no CUDA toolkit: clang's own builtins and NVVM intrinsics only),
 //   NVRTC (later: __CUDACC_RTC__, the same device branch),
 //   host C++ under the emulator (internal/backend/cuda/emu, tests only): every thread
-//       of a block is a fiber of the Metal emulator's dispatcher, with real
-//       barrier and warp-collective semantics.
+//       of a block is a fiber of the shared kernel emulator's dispatcher
+//       (internal/backend/emu), with real barrier and warp-collective semantics.
 //
 // Kernels use only what is defined here: KERNEL (an extern "C" entry point;
 // the emulator and the host code find kernels by it), DEVICE, SHARED,
@@ -89,9 +89,9 @@ DEVICE f32x4 ld_v4_f32(const float *p) {
 
 #else
 // ---------------------------------------------------------------- emulator
-// Host C++ with the Metal emulator's fiber runtime (msl.h, emu.h and
-// driver.cpp from internal/backend/metal/emu/shim). msl.h's MSL spellings are
-// undefined again so that they cannot leak into CUDA code.
+// Host C++ with the shared emulator's fiber runtime (collective.h, emu.h
+// and driver.cpp from internal/backend/emu/runtime), which has no MSL
+// spellings to leak into CUDA code.
 #define CU_DEVICE_BUILD 0
 #include <cmath>
 #include <cstdint>
@@ -100,12 +100,7 @@ DEVICE f32x4 ld_v4_f32(const float *p) {
 #include <type_traits>
 #include <utility>
 
-#include "msl.h"
-#undef device
-#undef constant
-#undef threadgroup
-#undef thread
-#undef kernel
+#include "collective.h"
 
 #define KERNEL extern "C"
 #define DEVICE static inline

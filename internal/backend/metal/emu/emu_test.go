@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 )
 
 // The semantics tests: small kernels whose results depend on barriers and
@@ -147,9 +149,9 @@ func fromF32(f []float32) []byte {
 func TestBarrier(t *testing.T) {
 	p := semantics(t)
 	const n, groups = 100, 3
-	d := &Dispatch{Kernel: "barrier_rotate_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
-		Buffers:     []Buffer{{0, i32s(n)}, {1, make([]byte, 4*n*groups)}},
-		Threadgroup: map[int]int{0: 4 * 112}}
+	d := &Dispatch{Request: core.Request{Kernel: "barrier_rotate_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
+		Buffers:     []core.Buffer{{Index: 0, Data: i32s(n)}, {Index: 1, Data: make([]byte, 4*n*groups)}},
+		Threadgroup: map[int]int{0: 4 * 112}}}
 	if err := p.Run(d); err != nil {
 		t.Fatal(err)
 	}
@@ -166,8 +168,8 @@ func TestBarrier(t *testing.T) {
 func TestSimdgroupOps(t *testing.T) {
 	p := semantics(t)
 	const n = 48 // one full simdgroup and one of 16 lanes
-	d := &Dispatch{Kernel: "simd_ops_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{n, 1, 1},
-		Buffers: []Buffer{{0, i32s(n)}, {1, make([]byte, 4*8*n)}}}
+	d := &Dispatch{Request: core.Request{Kernel: "simd_ops_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{n, 1, 1},
+		Buffers: []core.Buffer{{Index: 0, Data: i32s(n)}, {Index: 1, Data: make([]byte, 4*8*n)}}}}
 	if err := p.Run(d); err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +208,8 @@ func TestSimdgroupMatrix(t *testing.T) {
 		a[i] = float32(i%7) - 3
 		bt[i] = float32(i%5) * 0.25
 	}
-	d := &Dispatch{Kernel: "matrix_mul_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{128, 1, 1},
-		Buffers: []Buffer{{0, i32s(0)}, {1, fromF32(a)}, {2, fromF32(bt)}, {3, make([]byte, 4*256)}}}
+	d := &Dispatch{Request: core.Request{Kernel: "matrix_mul_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{128, 1, 1},
+		Buffers: []core.Buffer{{Index: 0, Data: i32s(0)}, {Index: 1, Data: fromF32(a)}, {Index: 2, Data: fromF32(bt)}, {Index: 3, Data: make([]byte, 4*256)}}}}
 	if err := p.Run(d); err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +242,8 @@ func TestReportsBugs(t *testing.T) {
 		{"bad_bounds_f32", 64, 63, "past the end of buffer(1)"},
 		{"bad_load_f32", 32, 64, "simdgroup_load"},
 	} {
-		d := &Dispatch{Kernel: tc.kernel, Grid: [3]int{1, 1, 1}, Group: [3]int{tc.group, 1, 1},
-			Buffers: []Buffer{{0, i32s(0)}, {1, make([]byte, 4*tc.out)}}}
+		d := &Dispatch{Request: core.Request{Kernel: tc.kernel, Grid: [3]int{1, 1, 1}, Group: [3]int{tc.group, 1, 1},
+			Buffers: []core.Buffer{{Index: 0, Data: i32s(0)}, {Index: 1, Data: make([]byte, 4*tc.out)}}}}
 		err := p.Run(d)
 		t.Logf("%s: %v", tc.kernel, err)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -403,10 +405,10 @@ kernel void k(device float *out [[buffer(1)]]) { out[0] = twice(out[0]); }`,
 func TestOrders(t *testing.T) {
 	p := semantics(t)
 	const groups, n = 2, 64
-	run := func(orders []Order) ([]uint32, error) {
+	run := func(orders []core.Order) ([]uint32, error) {
 		out := make([]byte, 4*(groups*n+1))
-		d := &Dispatch{Kernel: "ticket_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
-			Buffers: []Buffer{{0, i32s(groups * n)}, {1, out}}, Orders: orders}
+		d := &Dispatch{Request: core.Request{Kernel: "ticket_f32", Grid: [3]int{groups, 1, 1}, Group: [3]int{n, 1, 1},
+			Buffers: []core.Buffer{{Index: 0, Data: i32s(groups * n)}, {Index: 1, Data: out}}, Orders: orders}}
 		err := p.Run(d)
 		tickets := make([]uint32, groups*n)
 		for i := range tickets {
@@ -414,19 +416,19 @@ func TestOrders(t *testing.T) {
 		}
 		return tickets, err
 	}
-	fwd, err := run([]Order{Forward})
+	fwd, err := run([]core.Order{core.Forward})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, err := run([]Order{Reverse})
+	rev, err := run([]core.Order{core.Reverse})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rnd, err := run([]Order{Random(7)})
+	rnd, err := run([]core.Order{core.Random(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rnd2, err := run([]Order{Random(7)})
+	rnd2, err := run([]core.Order{core.Random(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +453,7 @@ func TestOrders(t *testing.T) {
 	_, err = run(nil)
 	t.Logf("default orders: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "results differ between thread orders") {
-		t.Errorf("an order-dependent dispatch under the default orders %v: error %v, want one saying the results differ", DefaultOrders, err)
+		t.Errorf("an order-dependent dispatch under the default orders: error %v, want one saying the results differ", err)
 	}
 }
 
@@ -467,8 +469,8 @@ func TestContract(t *testing.T) {
 		c    Contract
 		want float32
 	}{{ContractOff, 0}, {ContractFast, 1.0 / (1 << 24)}} {
-		d := &Dispatch{Kernel: "mul_add_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{1, 1, 1},
-			Buffers: []Buffer{{0, i32s(0)}, {1, fromF32(in)}}, Contract: tc.c}
+		d := &Dispatch{Request: core.Request{Kernel: "mul_add_f32", Grid: [3]int{1, 1, 1}, Group: [3]int{1, 1, 1},
+			Buffers: []core.Buffer{{Index: 0, Data: i32s(0)}, {Index: 1, Data: fromF32(in)}}}, Contract: tc.c}
 		if err := p.Run(d); err != nil {
 			t.Fatal(err)
 		}

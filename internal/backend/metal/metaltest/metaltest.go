@@ -6,25 +6,26 @@
 // or fail under CI (CI set), as emu.ForTest decides.
 //
 // Tests that use it should run through Main, which removes the compiled
-// kernels afterwards. The production package metal does not import this
+// kernels afterwards. Its core (build directory, skip rules, source
+// overrides, the count of dispatches) is the one cudatest uses, in
+// internal/backend/emu. The production package metal does not import this
 // package or emu.
 package metaltest
 
 import (
-	"maps"
-	"sync"
 	"testing"
 
+	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
 	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
 )
 
-// Main runs a test binary's tests with one emulator build directory shared
-// by all of them, removed afterwards (emu.Main). Use it from TestMain:
+// Main runs a test binary's tests and then removes the compiled kernels
+// (core.Main, which cudatest.Main is too). Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(metaltest.Main(m)) }
-func Main(m *testing.M) int { return emu.Main(m) }
+func Main(m *testing.M) int { return core.Main(m) }
 
 // NewEmulated returns a Metal backend over the fake device with every
 // dispatch run by its emulated kernel, under the fake device's default
@@ -35,7 +36,7 @@ func Main(m *testing.M) int { return emu.Main(m) }
 func NewEmulated(tb testing.TB) *metal.Backend {
 	tb.Helper()
 	x := NewEmulator(tb, nil)
-	x.Orders = []emu.Order{emu.Forward}
+	x.Orders = []core.Order{core.Forward}
 	ref := metal.NewFake(metal.Policy{})
 	p := metal.DefaultPolicy(ref.Device())
 	ref.Close()
@@ -45,17 +46,15 @@ func NewEmulated(tb testing.TB) *metal.Backend {
 // Emulator executes dispatches with the emulated kernels: the executor for
 // metal.NewFakeWith. It is safe for concurrent use.
 type Emulator struct {
-	b        *emu.Builder
-	override map[string]string
+	core.Tally
+	b   *emu.Builder
+	src core.Sources
 
 	// Contract and Orders are passed to every dispatch (emu.Dispatch): the
 	// program variant (FMA contraction) and the thread orders to run in,
-	// nil for emu.DefaultOrders.
+	// nil for core.DefaultOrders.
 	Contract emu.Contract
-	Orders   []emu.Order
-
-	mu  sync.Mutex
-	ran map[string]int
+	Orders   []core.Order
 }
 
 // NewEmulator returns an emulator. override maps a .metal file name
@@ -64,19 +63,14 @@ type Emulator struct {
 // them. Kernels are compiled once per test binary, on first use.
 func NewEmulator(tb testing.TB, override map[string]string) *Emulator {
 	tb.Helper()
-	return &Emulator{b: emu.ForTest(tb), override: override, ran: map[string]int{}}
+	inline := func(file, src string) (string, error) { return msl.Inline(file, src, msl.Raw) }
+	return &Emulator{b: emu.ForTest(tb), src: core.Sources{Embedded: msl.Source, Override: override, Prepare: inline}}
 }
 
 // Exec runs one dispatch through its emulated kernel and copies the
 // buffers the kernel writes back into d.
 func (x *Emulator) Exec(d *metal.Dispatch) error {
-	var src string
-	var err error
-	if o, ok := x.override[d.File]; ok {
-		src, err = msl.Inline(d.File, o, msl.Raw)
-	} else {
-		src, err = msl.Source(d.File)
-	}
+	src, err := x.src.Source(d.File)
 	if err != nil {
 		return err
 	}
@@ -84,14 +78,14 @@ func (x *Emulator) Exec(d *metal.Dispatch) error {
 	if err != nil {
 		return err
 	}
-	ed := &emu.Dispatch{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{},
-		Contract: x.Contract, Orders: x.Orders}
+	ed := &emu.Dispatch{Request: core.Request{Kernel: d.Kernel, Grid: d.Grid, Group: d.Group, Threadgroup: map[int]int{},
+		Orders: x.Orders}, Contract: x.Contract}
 	for i, n := range d.Threadgroup {
 		ed.Threadgroup[i] = n
 	}
 	// The emulator gets copies: only what the kernel may write comes back.
 	for _, b := range d.Buffers {
-		ed.Buffers = append(ed.Buffers, emu.Buffer{Index: b.Index, Data: append([]byte(nil), b.Data...)})
+		ed.Buffers = append(ed.Buffers, core.Buffer{Index: b.Index, Data: append([]byte(nil), b.Data...)})
 	}
 	if err := prog.Run(ed); err != nil {
 		return err
@@ -101,15 +95,6 @@ func (x *Emulator) Exec(d *metal.Dispatch) error {
 			copy(b.Data, ed.Buffers[i].Data)
 		}
 	}
-	x.mu.Lock()
-	x.ran[d.Kernel]++
-	x.mu.Unlock()
+	x.Add(d.Kernel)
 	return nil
-}
-
-// Ran returns how many dispatches of each kernel the emulator has run.
-func (x *Emulator) Ran() map[string]int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return maps.Clone(x.ran)
 }

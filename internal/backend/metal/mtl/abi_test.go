@@ -1,7 +1,6 @@
 package mtl
 
 import (
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -11,8 +10,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
-	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/emu"
-	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/emu"
 )
 
 // The dispatch arguments are laid out as abi.go says for each architecture.
@@ -71,12 +69,7 @@ func TestDispatchWordsReachC(t *testing.T) {
 		t.Skipf("no argument layout for %s", runtime.GOARCH)
 	}
 	cxx, err := emu.Compiler()
-	if err != nil {
-		if errors.Is(err, emu.ErrNoCompiler) && envvar.CI.Get() == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	emu.Require(t, err)
 	const src = `
 #include <stdint.h>
 typedef struct { uint64_t width, height, depth; } MTLSize;

@@ -1,6 +1,7 @@
-// emu.h is the runtime contract between emulated kernels (through msl.h) and
-// the dispatcher (driver.cpp). It must not include anything that the MSL
-// macros of msl.h would break, and it must not itself use those macros.
+// emu.h is the runtime contract between emulated kernels (through Metal's
+// msl.h or CUDA's prelude.cuh, both over collective.h) and the dispatcher
+// (driver.cpp). It must not include anything that the MSL macros of msl.h
+// would break, and it must not itself use those macros.
 //
 // Execution model: every GPU thread of a threadgroup is a fiber (ucontext)
 // on one OS thread. A fiber runs until it reaches a threadgroup barrier or a

@@ -1,7 +1,7 @@
-// driver.cpp runs one emulated Metal dispatch per process: it reads the
-// kernel name, grid, buffers and threadgroup memory sizes from stdin, runs
-// every threadgroup (threads as fibers, see emu.h), and writes the buffers
-// back to stdout. Errors go to stderr with exit status 2; a memory fault
+// driver.cpp runs one emulated dispatch (a Metal dispatch or a CUDA launch)
+// per process: it reads the kernel name, grid, buffers and threadgroup
+// memory sizes from stdin, runs every threadgroup (threads as fibers, see
+// emu.h), and writes the buffers back to stdout. Errors go to stderr with exit status 2; a memory fault
 // (a guard page around every buffer) exits with status 3.
 //
 // The dispatch runs once per thread order of the request, each from the
