@@ -1,18 +1,23 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
-// encoder turns one plan step into launches (ops.go builds each one).
+// encoder turns one plan step into launches. The op families live in
+// files with the stem of their .cu file (matmul.go, norm.go, ...), as the
+// CPU's and Metal's do: each holds the encoder's method for its ops and the
+// launches of its kernels (shapes in; grid, block and arguments out), which
+// the emulator tests also run against the CPU reference.
 type encoder struct {
 	b    *Backend
 	step *graph.Step
 	ls   []*launch
+
+	out devptr   // the step's output
+	in  []devptr // its inputs
 }
 
 // ptr is the device address of an operand.
@@ -44,6 +49,10 @@ func (e *encoder) ptrs() (out devptr, in []devptr, err error) {
 
 func (e *encoder) add(ls ...*launch) { e.ls = append(e.ls, ls...) }
 
+// shape and dtype are those of the step's input i.
+func (e *encoder) shape(i int) graph.Shape { return e.step.In[i].Shape }
+func (e *encoder) dtype(i int) graph.DType { return e.step.In[i].DType }
+
 // lastDim is the length of a shape's last dimension, and rows the product
 // of the others.
 func lastDim(s graph.Shape) (rows, n int) {
@@ -55,110 +64,50 @@ func lastDim(s graph.Shape) (rows, n int) {
 }
 
 func (e *encoder) encode() error {
-	s := e.step
-	out, in, err := e.ptrs()
-	if err != nil {
+	var err error
+	if e.out, e.in, err = e.ptrs(); err != nil {
 		return err
 	}
-	shape := func(i int) graph.Shape { return s.In[i].Shape }
-	dtype := func(i int) graph.DType { return s.In[i].DType }
-	switch op := s.Op.(type) {
-	case graph.EmbedOp:
-		v, d := shape(0)[0], shape(0)[1]
-		e.add(embedLaunch(out, in[0], in[1], dtype(0), shape(1).Numel(), d, v))
-	case graph.QEmbedOp:
-		n, k := shape(3).Numel(), s.Out.Shape[1]
-		e.add(qembedLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(1), n, k, shape(0)[0], op.GroupSize))
+	switch op := e.step.Op.(type) {
 	case graph.MatMulOp:
-		m, k := shape(0)[0], shape(0)[1]
-		switch dt := dtype(1); {
-		case m >= mmaMinRows && (dt == graph.F16 || dt == graph.BF16):
-			e.add(matmulMMALaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
-		case vecWeights(in[1], dt, k):
-			e.add(matvec8Launch(out, in[0], in[1], dt, m, k, shape(1)[0]))
-		default:
-			e.add(matvecLaunch(out, in[0], in[1], dt, m, k, shape(1)[0]))
-		}
-	case graph.QMatMulOp:
-		m, k := shape(0)[0], shape(0)[1]
-		if !codesAligned(in[1]) {
-			return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(in[1]))
-		}
-		e.add(qmatvecLaunch(out, in[0], in[1], in[2], in[3], op.Bits, dtype(2), m, k, shape(1)[0], op.GroupSize))
-	case graph.DequantizeOp:
-		n, k := s.Out.Shape[0], s.Out.Shape[1]
-		e.add(dequantLaunch(out, in[0], in[1], in[2], op.Bits, dtype(1), n, k, op.GroupSize))
+		err = e.matmul()
+	case graph.EmbedOp:
+		err = e.embed()
 	case graph.RMSNormOp:
-		m, d := lastDim(shape(0))
-		e.add(rmsNormLaunch(out, in[0], in[1], m, d, op.Eps))
+		err = e.rmsnorm(op)
 	case graph.RoPEOp:
-		freq := make([]byte, 4*len(op.InvFreq))
-		for j, f := range op.InvFreq {
-			binary.LittleEndian.PutUint32(freq[4*j:], math.Float32bits(f))
-		}
-		fp, err := e.b.constant(freq)
-		if err != nil {
-			return err
-		}
-		x := shape(0)
-		e.add(ropeLaunch(out, in[0], in[1], fp, op.NeoX, x[0], x[1], x[2], len(op.InvFreq)))
+		err = e.rope(op)
 	case graph.AttentionOp:
-		q, k := shape(0), shape(1)
-		l, err := attentionLaunch(out, in[0], in[1], in[2], in[3], in[4], dtype(1), q[0], q[1], k[0], q[2], k[1], op.Scale)
-		if err != nil {
-			return err
-		}
-		e.add(l)
+		err = e.attention(op)
 	case graph.KVWriteOp:
-		c := shape(0) // [KVH, C, D]
-		e.add(kvWriteLaunch(in[0], in[1], in[2], dtype(0), shape(1)[0], c[0]*c[2], c[1], c[2]))
+		err = e.kvWrite()
 	case graph.KVCompactOp:
-		c := shape(0)
-		e.add(kvCompactLaunch(in[0], in[1], in[2], dtype(0), shape(2).Numel(), c[0]*c[2], c[1], c[2]))
-	case graph.SiLUOp:
-		e.add(siluLaunch(out, in[0], shape(0).Numel()))
-	case graph.SwiGLUOp:
-		e.add(swigluLaunch(out, in[0], in[1], shape(0).Numel()))
-	case graph.AddOp:
-		e.add(binaryLaunch("add_f32", out, in[0], in[1], shape(0).Numel(), shape(1).Numel()))
-	case graph.MulOp:
-		e.add(binaryLaunch("mul_f32", out, in[0], in[1], shape(0).Numel(), shape(1).Numel()))
+		err = e.kvCompact()
+	case graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp:
+		err = e.elementwise()
 	case graph.ConcatOp:
-		m, da := lastDim(shape(0))
-		_, db := lastDim(shape(1))
-		e.add(concatLaunch(out, in[0], in[1], m, da, db))
-	case graph.LogSoftmaxOp:
-		m, v := lastDim(shape(0))
-		e.add(logSoftmaxLaunch(out, in[0], m, v))
-	case graph.ArgmaxOp:
-		m, v := lastDim(shape(0))
-		e.add(argmaxLaunch(out, in[0], m, v))
-	case graph.TopKOp:
-		m, v := lastDim(shape(0))
-		e.add(topKLaunch(out, in[0], m, v, op.K))
+		err = e.concat()
+	case graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp, graph.WarpLogSoftmaxOp, graph.BeamTopOp:
+		err = e.reduce()
 	case graph.GatherRowsOp:
-		x := shape(0)
-		e.add(gatherRowsLaunch(out, in[0], in[1], dtype(0), x[0], shape(1).Numel(), x.Numel()/max(x[0], 1)))
+		err = e.gatherRows()
 	case graph.TakeAlongOp:
-		m, v := lastDim(shape(0))
-		_, k := lastDim(shape(1))
-		e.add(takeAlongLaunch(out, in[0], in[1], m, v, k))
+		err = e.takeAlong()
 	case graph.RNNStepOp:
-		m, k := shape(0)[0], shape(0)[1]
-		e.add(rnnStepLaunch(out, in[0], in[1], in[2], in[3], in[4], dtype(2), m, k, shape(2)[0]))
-	case graph.WarpLogSoftmaxOp:
-		m, v := lastDim(shape(0))
-		e.add(warpLogSoftmaxLaunch(out, in[0], m, v, op.K, op.Masked))
-	case graph.BeamTopOp:
-		rows, v := lastDim(shape(1))
-		e.add(beamTopLaunch(out, in[0], in[1], shape(0)[1], rows, v, op.Width))
-	case graph.BeamChainsOp:
-		w := shape(1)[1]
-		e.add(beamChainsLaunch(out, in[0], in[1], w, graph.ChainsLength(shape(0)[0], w), op.Depth))
-	case graph.AcceptChainsOp:
-		e.add(acceptChainsLaunch(out, in[0], in[1], op.Width, graph.ChainsLength(shape(0)[0], op.Width)))
+		err = e.rnnStep()
+	case graph.BeamChainsOp, graph.AcceptChainsOp:
+		err = e.chains()
+	case graph.QMatMulOp:
+		err = e.qmatmul(op)
+	case graph.QEmbedOp:
+		err = e.qembed(op)
+	case graph.DequantizeOp:
+		err = e.dequantize(op)
 	default:
-		return fmt.Errorf("no kernel for %v", s.Op)
+		err = fmt.Errorf("no kernel for %v", e.step.Op)
+	}
+	if err != nil {
+		return err
 	}
 	for _, l := range e.ls {
 		if !hasKernel(l.kernel) {

@@ -11,7 +11,8 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
-// draftCases are the kernel cases of ops_draft.go's launches: GatherRows and
+// draftCases are the kernel cases of the draft ops' launches (gather.go,
+// drafter.go, reduce.go, chains.go, quant.go): GatherRows and
 // TakeAlong, the draft head's RNN step, the beam search's warp log-softmax
 // and selection (ties everywhere, the K-th value repeated, rows of at most
 // K values, non-finite rows), the ReDrafter step's chains ops (sources out

@@ -1,0 +1,59 @@
+package cuda
+
+import (
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// matmul encodes MatMulOp: tensor cores for many rows of f16 or bf16
+// weights, else a matvec (8 columns at once where the weights allow).
+func (e *encoder) matmul() error {
+	m, k := e.shape(0)[0], e.shape(0)[1]
+	switch dt := e.dtype(1); {
+	case m >= mmaMinRows && (dt == graph.F16 || dt == graph.BF16):
+		e.add(matmulMMALaunch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
+	case vecWeights(e.in[1], dt, k):
+		e.add(matvec8Launch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
+	default:
+		e.add(matvecLaunch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
+	}
+	return nil
+}
+
+// matvecMaxRows is the rows one pass may hold with every row's result
+// the same bits as alone (InvariantRows: the Group's joint passes are cut
+// there). matvec8, qmatvec and matvec compute each row in an order that
+// depends on k alone, at any m.
+const matvecMaxRows = 64
+
+// mmaMinRows is the fewest rows that go to the tensor cores (matmul.cu),
+// with f16 or bf16 weights: more than a prefill chunk (256 tokens), so
+// that none does. On an H200, matmul.cu took 93 ms for a pass over 65
+// tokens of the TinyLlama-shaped model (about 600 µs per matrix; one tile
+// shape, no pipelining) where matvec8 takes a few (docs/BENCHMARKS.md).
+const mmaMinRows = 257
+
+func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matvec_"+dt.String(), grid1(ceilDiv(n, 4)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+// matvec8Cols is the columns of out a block of matvec8 and qmatvec
+// computes (MV8_COLS, QMV_COLS).
+const matvec8Cols = 8
+
+// matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
+// time; w8 says whether w qualifies (vecWeights).
+func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matvec8_"+dt.String(), grid1(ceilDiv(n, matvec8Cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+// vecWeights reports whether an [n,k] weight of dt at w can be read by
+// matvec8: 16-bit elements, rows of whole 16-byte words, 16-byte aligned.
+// It depends on the weight alone, so every pass over it (decode, verify,
+// joint) uses the same kernel and rows keep their bits.
+func vecWeights(w devptr, dt graph.DType, k int) bool {
+	return (dt == graph.F16 || dt == graph.BF16) && k%8 == 0 && w%16 == 0
+}
+
+func matmulMMALaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return newLaunch("matmul_mma_"+dt.String(), grid2(ceilDiv(n, 32), ceilDiv(m, 64)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}

@@ -1,0 +1,53 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// qembed, qmatmul and dequantize encode the ops over affine-quantized
+// weights (codes, scales, biases).
+func (e *encoder) qembed(op graph.QEmbedOp) error {
+	n, k := e.shape(3).Numel(), e.step.Out.Shape[1]
+	e.add(qembedLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], op.Bits, e.dtype(1), n, k, e.shape(0)[0], op.GroupSize))
+	return nil
+}
+
+func (e *encoder) qmatmul(op graph.QMatMulOp) error {
+	m, k := e.shape(0)[0], e.shape(0)[1]
+	if !codesAligned(e.in[1]) {
+		return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(e.in[1]))
+	}
+	e.add(qmatvecLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], op.Bits, e.dtype(2), m, k, e.shape(1)[0], op.GroupSize))
+	return nil
+}
+
+func (e *encoder) dequantize(op graph.DequantizeOp) error {
+	n, k := e.step.Out.Shape[0], e.step.Out.Shape[1]
+	e.add(dequantLaunch(e.out, e.in[0], e.in[1], e.in[2], op.Bits, e.dtype(1), n, k, op.GroupSize))
+	return nil
+}
+
+func qembedLaunch(out, w, scales, biases, ids devptr, bits int, sdt graph.DType, n, d, v, gs int) *launch {
+	return newLaunch(fmt.Sprintf("qembed_%d_%v", bits, sdt), grid1(n), 128).
+		ptr(out).ptr(w).ptr(scales).ptr(biases).ptr(ids).i32(n).i32(d).i32(v).i32(gs)
+}
+
+// qmatvecLaunch: w must be 16-byte aligned (codesAligned).
+func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
+	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, matvec8Cols)), 128).
+		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
+}
+
+// codesAligned reports whether packed codes at w can be read 16 bytes at
+// a time, as quant.cu does (rows are whole 16-byte chunks for every
+// group size).
+func codesAligned(w devptr) bool { return w%16 == 0 }
+
+// dequantLaunch: DequantizeOp{Bits: bits, GroupSize: gs} of codes w [n,
+// k·bits/32] and scales, biases [n, k/gs] of sdt into out [n,k] f32.
+func dequantLaunch(out, w, scales, biases devptr, bits int, sdt graph.DType, n, k, gs int) *launch {
+	return newLaunch(fmt.Sprintf("dequant_%d_%v", bits, sdt), grid1(ceilDiv(n*k, 256)), 256).
+		ptr(out).ptr(w).ptr(scales).ptr(biases).i32(n).i32(k).i32(gs)
+}
