@@ -183,7 +183,7 @@ func TestGradientFiniteDifferences(t *testing.T) {
 				emb64[i] = float64(emb[i])
 			}
 			b := randomBatch(rng, c, tc.R, tc.T, tc.kl > 0)
-			m := &net{p: p, emb: emb, threads: tc.threads}
+			m := &hostHead{p: p, emb: emb, threads: tc.threads}
 			g := NewParams(c)
 			res := m.forward(b, tc.kl, g)
 			ref := toRef(p)

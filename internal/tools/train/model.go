@@ -41,8 +41,8 @@ func (r *result) add(o result) {
 	}
 }
 
-// net computes the head's teacher-forced loss and its gradient on the host.
-type net struct {
+// hostHead computes the head's teacher-forced loss and its gradient on the host.
+type hostHead struct {
 	p       *Params
 	emb     []float32 // [V, H] the LLM's input embedding table (frozen)
 	threads int
@@ -54,7 +54,7 @@ type net struct {
 }
 
 // stopped reports whether done is closed.
-func (m *net) stopped() bool {
+func (m *hostHead) stopped() bool {
 	select {
 	case <-m.done:
 		return true
@@ -89,47 +89,44 @@ func grow(s []float32, n int) []float32 {
 
 // forward runs the head over b and, if g is not nil, writes the gradient of
 // result.Loss with respect to every parameter into g (overwriting it).
-func (m *net) forward(b *batch, klWeight float32, g *Params) result {
-	p, c := m.p, m.p.Config
-	H, E, V, T, R := c.HiddenSize, c.ExitDim, c.VocabSize, b.T, b.R
+func (m *hostHead) forward(b *batch, klWeight float32, g *Params) result {
+	c := m.p.Config
+	H, V, T, R := c.HiddenSize, c.VocabSize, b.T, b.R
 	N := T * R
-	K := len(p.BlkW)
-	w := &m.w
 	if len(b.ctx) != R*H || len(b.in) != N || len(b.label) != N || (b.soft != nil && len(b.soft) != N*V) {
 		panic(fmt.Sprintf("train: batch of R=%d T=%d: ctx %d, in %d, label %d, soft %d", R, T, len(b.ctx), len(b.in), len(b.label), len(b.soft)))
 	}
+	m.recur(b)
+	m.blocks(b)
+	// Logits and the loss; z becomes dLoss/dz.
+	w := &m.w
+	w.z = grow(w.z, N*V)
+	m.matmul(w.z, V, w.xs[len(m.p.BlkW)], N, m.p.Vocab.Data)
+	res := m.loss(b, klWeight, g != nil)
+	if g == nil {
+		return res
+	}
+	dx0 := m.backBlocks(b, g)
+	if !c.RNN {
+		return res // a running sum of frozen embeddings has no parameters
+	}
+	m.backRecur(b, dx0, g)
+	return res
+}
 
-	// RNN: s_i = silu(rnn_w·e_i + rnn_u·s_{i-1} + b), s_{-1} = 0.
+// recur runs the head's recurrence over b's steps into w.e (embeddings),
+// w.a (pre-activations) and w.s (states): s_i = silu(rnn_w·e_i +
+// rnn_u·s_{i-1} + b), s_{-1} = 0; without an RNN, s_i = e_i + s_{i-1}.
+func (m *hostHead) recur(b *batch) {
+	p, c := m.p, m.p.Config
+	H, T, R := c.HiddenSize, b.T, b.R
+	N := T * R
+	w := &m.w
 	w.e, w.a, w.s = grow(w.e, N*H), grow(w.a, N*H), grow(w.s, N*H)
 	for n, t := range b.in {
 		copy(w.e[n*H:(n+1)*H], m.emb[int(t)*H:(int(t)+1)*H])
 	}
-	if c.RNN {
-		w.wu = grow(w.wu, H*2*H)
-		for o := range H {
-			copy(w.wu[o*2*H:], p.RnnW.Data[o*H:(o+1)*H])
-			copy(w.wu[o*2*H+H:], p.RnnU.Data[o*H:(o+1)*H])
-		}
-		w.cat = grow(w.cat, R*2*H)
-		clear(w.cat)
-		for i := range T {
-			for r := range R {
-				copy(w.cat[r*2*H:], w.e[(i*R+r)*H:(i*R+r+1)*H])
-				if i > 0 {
-					copy(w.cat[r*2*H+H:], w.s[((i-1)*R+r)*H:((i-1)*R+r+1)*H])
-				}
-			}
-			a := w.a[i*R*H : (i+1)*R*H]
-			m.matmul(a, H, w.cat, R, w.wu) // a = [e | s]·[W | U]ᵀ
-			for r := range R {
-				row := a[r*H : (r+1)*H]
-				hostmath.Axpy(row, 1, p.RnnB.Data)
-				for j, v := range row {
-					w.s[(i*R+r)*H+j] = silu(v)
-				}
-			}
-		}
-	} else {
+	if !c.RNN {
 		for i := range T {
 			for j := range R * H {
 				v := w.e[i*R*H+j]
@@ -139,9 +136,43 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 				w.s[i*R*H+j] = v
 			}
 		}
+		return
 	}
+	w.wu = grow(w.wu, H*2*H)
+	for o := range H {
+		copy(w.wu[o*2*H:], p.RnnW.Data[o*H:(o+1)*H])
+		copy(w.wu[o*2*H+H:], p.RnnU.Data[o*H:(o+1)*H])
+	}
+	w.cat = grow(w.cat, R*2*H)
+	clear(w.cat)
+	for i := range T {
+		for r := range R {
+			copy(w.cat[r*2*H:], w.e[(i*R+r)*H:(i*R+r+1)*H])
+			if i > 0 {
+				copy(w.cat[r*2*H+H:], w.s[((i-1)*R+r)*H:((i-1)*R+r+1)*H])
+			}
+		}
+		a := w.a[i*R*H : (i+1)*R*H]
+		m.matmul(a, H, w.cat, R, w.wu) // a = [e | s]·[W | U]ᵀ
+		for r := range R {
+			row := a[r*H : (r+1)*H]
+			hostmath.Axpy(row, 1, p.RnnB.Data)
+			for j, v := range row {
+				w.s[(i*R+r)*H+j] = silu(v)
+			}
+		}
+	}
+}
 
-	// x = [h; s], optionally projected to E.
+// blocks makes each row's input x0 = [h; s] (w.x0), projects it to E when
+// the head has an input projection (w.xs[0]), and runs the residual blocks
+// x = x + silu(W·x + b) (pre-activations in w.pre, outputs in w.xs[1:]).
+func (m *hostHead) blocks(b *batch) {
+	p, c := m.p, m.p.Config
+	H, E, T, R := c.HiddenSize, c.ExitDim, b.T, b.R
+	N := T * R
+	K := len(p.BlkW)
+	w := &m.w
 	w.x0 = grow(w.x0, N*2*H)
 	for i := range T {
 		for r := range R {
@@ -164,7 +195,6 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 		w.xs[0] = grow(w.xs[0], N*E)
 		copy(w.xs[0], w.x0)
 	}
-	// Residual blocks: x = x + silu(W·x + b).
 	for k := range K {
 		w.pre[k] = grow(w.pre[k], N*E)
 		w.xs[k+1] = grow(w.xs[k+1], N*E)
@@ -174,15 +204,17 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 			w.xs[k+1][j] = w.xs[k][j] + silu(v)
 		}
 	}
-	// Logits and the loss; z becomes dLoss/dz.
-	w.z = grow(w.z, N*V)
-	m.matmul(w.z, V, w.xs[K], N, p.Vocab.Data)
-	res := m.loss(b, klWeight, g != nil)
-	if g == nil {
-		return res
-	}
+}
 
-	// Backward. dVocab = dzᵀ·x_K, dx = dz·Vocab.
+// backBlocks writes the gradients of the output projection, the residual
+// blocks and the input projection into g, from dLoss/dz in w.z, and
+// returns dLoss/dx0.
+func (m *hostHead) backBlocks(b *batch, g *Params) []float32 {
+	p, c := m.p, m.p.Config
+	H, E, V, N := c.HiddenSize, c.ExitDim, c.VocabSize, b.T*b.R
+	K := len(p.BlkW)
+	w := &m.w
+	// dVocab = dzᵀ·x_K, dx = dz·Vocab.
 	w.ta = transpose(w.ta, w.z, N, V)        // [V, N]
 	w.tb = transpose(w.tb, w.xs[K], N, E)    // [E, N]
 	m.matmul(g.Vocab.Data, E, w.ta, V, w.tb) // [V, E]
@@ -205,21 +237,26 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 		m.matmul(tmp, E, dpre, N, w.tw)
 		hostmath.Axpy(w.dx, 1, tmp)
 	}
-	dx0 := w.dx
-	if p.InW != nil {
-		w.ta = transpose(w.ta, w.dx, N, E)
-		w.tb = transpose(w.tb, w.x0, N, 2*H)
-		m.matmul(g.InW.Data, 2*H, w.ta, E, w.tb)
-		colSum(g.InB.Data, w.dx)
-		w.tw = transpose(w.tw, p.InW.Data, E, 2*H)
-		w.dx0 = grow(w.dx0, N*2*H)
-		m.matmul(w.dx0, 2*H, w.dx, N, w.tw)
-		dx0 = w.dx0
+	if p.InW == nil {
+		return w.dx
 	}
-	if !c.RNN {
-		return res // a running sum of frozen embeddings has no parameters
-	}
-	// Through time: ds_i = dx0[i][H:] + da_{i+1}·U; da_i = ds_i ⊙ silu'(a_i).
+	w.ta = transpose(w.ta, w.dx, N, E)
+	w.tb = transpose(w.tb, w.x0, N, 2*H)
+	m.matmul(g.InW.Data, 2*H, w.ta, E, w.tb)
+	colSum(g.InB.Data, w.dx)
+	w.tw = transpose(w.tw, p.InW.Data, E, 2*H)
+	w.dx0 = grow(w.dx0, N*2*H)
+	m.matmul(w.dx0, 2*H, w.dx, N, w.tw)
+	return w.dx0
+}
+
+// backRecur writes the RNN's gradients into g from dLoss/dx0, back through
+// time: ds_i = dx0[i][H:] + da_{i+1}·U; da_i = ds_i ⊙ silu'(a_i).
+func (m *hostHead) backRecur(b *batch, dx0 []float32, g *Params) {
+	p, c := m.p, m.p.Config
+	H, T, R := c.HiddenSize, b.T, b.R
+	N := T * R
+	w := &m.w
 	w.da = grow(w.da, N*H)
 	w.tw = transpose(w.tw, p.RnnU.Data, H, H)
 	tmp := w.tmp[:R*H]
@@ -250,13 +287,12 @@ func (m *net) forward(b *batch, klWeight float32, g *Params) result {
 	} else {
 		clear(g.RnnU.Data)
 	}
-	return res
 }
 
 // loss turns w.z (logits) into the per-step losses and, with grad, into
 // dLoss/dz: (softmax(z) − onehot(label))/count_i + klWeight·(softmax(z) −
 // p_LLM)/count_i for every row with a label, zero elsewhere.
-func (m *net) loss(b *batch, klWeight float32, grad bool) result {
+func (m *hostHead) loss(b *batch, klWeight float32, grad bool) result {
 	V, T, R := m.p.Config.VocabSize, b.T, b.R
 	N := T * R
 	w := &m.w
@@ -350,7 +386,7 @@ func (m *net) loss(b *batch, klWeight float32, grad bool) result {
 
 // matmul is hostmath.MatMul (y = x·wᵀ, x [m, k], w [n, k]) with the rows
 // of x split across the threads.
-func (m *net) matmul(y []float32, ldy int, x []float32, rows int, wt []float32) {
+func (m *hostHead) matmul(y []float32, ldy int, x []float32, rows int, wt []float32) {
 	k := len(x) / max(rows, 1)
 	n := len(wt) / max(k, 1)
 	if m.stopped() {
@@ -371,7 +407,7 @@ func (m *net) matmul(y []float32, ldy int, x []float32, rows int, wt []float32) 
 }
 
 // parallel calls f over [0, n) in up to m.threads contiguous chunks.
-func (m *net) parallel(n int, f func(lo, hi int)) {
+func (m *hostHead) parallel(n int, f func(lo, hi int)) {
 	t := max(1, min(m.threads, n))
 	if t == 1 {
 		f(0, n)

@@ -159,7 +159,7 @@ type Trainer struct {
 	e      *redrafter.Engine
 	p, g   *Params
 	opt    *adamW
-	net    *net
+	head   *hostHead
 	output []float32 // [V, H] the LLM's output projection, for soft targets
 	train  []seq
 	eval   []seq
@@ -254,7 +254,7 @@ func Train(ctx context.Context, e *redrafter.Engine, o Options) (*Report, error)
 		t.opt = newAdamW(t.p, o.WeightDecay)
 	}
 	t.g = NewParams(cfg)
-	t.net = &net{p: t.p, emb: emb, threads: o.Threads}
+	t.head = &hostHead{p: t.p, emb: emb, threads: o.Threads}
 	t.rep.Params = t.p.Count()
 
 	start := time.Now()
@@ -424,8 +424,8 @@ func (t *Trainer) makeBatch(seqs []seq, rows []uint64, soft bool) *batch {
 	}
 	if soft {
 		b.soft = make([]float32, T*R*V)
-		t.net.matmul(b.soft, V, teacherH, T*R, t.output) // the LLM's logits: lm_head(hidden)
-		t.net.parallel(T*R, func(lo, hi int) {
+		t.head.matmul(b.soft, V, teacherH, T*R, t.output) // the LLM's logits: lm_head(hidden)
+		t.head.parallel(T*R, func(lo, hi int) {
 			for k := lo; k < hi; k++ {
 				row := b.soft[k*V : (k+1)*V]
 				if b.label[k] < 0 {
@@ -474,7 +474,7 @@ func (t *Trainer) evaluate() Eval {
 	var acc result
 	for lo := 0; lo < len(t.erows); lo += t.o.Batch {
 		b := t.makeBatch(t.eval, t.erows[lo:min(lo+t.o.Batch, len(t.erows))], false)
-		acc.add(t.net.forward(b, 0, nil))
+		acc.add(t.head.forward(b, 0, nil))
 	}
 	ev := Eval{Step: t.step, Acc: make([]float64, len(acc.Count))}
 	for i, n := range acc.Count {
@@ -498,14 +498,14 @@ func (t *Trainer) loop(ctx context.Context) error {
 		t.rep.Final, last = ev, &ev
 	}
 	var ema, emaNorm, emaW float64 // bias-corrected moving averages of the loss and gradient norm
-	t.net.done = ctx.Done()
-	defer func() { t.net.done = nil }()
+	t.head.done = ctx.Done()
+	defer func() { t.head.done = nil }()
 	for t.step < o.Steps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		b := t.makeBatch(t.train, t.batchRows(t.step), o.KLWeight > 0)
-		res := t.net.forward(b, float32(o.KLWeight), t.g)
+		res := t.head.forward(b, float32(o.KLWeight), t.g)
 		if err := ctx.Err(); err != nil {
 			return err // the pass was cut short: nothing of it is kept
 		}
