@@ -263,6 +263,11 @@ type ModelInfo struct {
 	TrainedContext int
 	// KVCache is the KV cache's element type, "f32" or "f16".
 	KVCache string
+	// Template is the built-in chat template ("vicuna", "llama2", "chatml"
+	// or "llama3") that the model's own (Engine.ChatTemplate) matches, the
+	// one Chat uses by default; "" when it has none we recognise, and Chat
+	// then uses vicuna.
+	Template string
 }
 
 // Model describes the loaded model.
@@ -273,7 +278,8 @@ func (e *Engine) Model() ModelInfo {
 		kv = "f16"
 	}
 	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
-		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv}
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv,
+		Template: tokenizer.DetectTemplate(e.ChatTemplate)}
 }
 
 // Backend is the name of the backend the engine runs on ("cpu", "metal", ...).

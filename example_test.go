@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // The README's example: load a model and a draft head, then stream a
@@ -112,13 +111,15 @@ func ExampleDraftOptions() {
 	// autoregressive has no draft stats: true
 }
 
-// A chat: render the whole conversation with the model family's template
-// each turn and generate in one Session. Its KV cache keeps what earlier
-// turns computed, and a turn runs only what follows the longest prefix its
-// prompt shares with the cache: here the second turn reuses the first
-// prompt's 41 tokens and runs 52 of its 93 (the reply is re-read, since
-// the template frames it differently from how it was generated).
-func ExampleSession_Generate() {
+// A chat: send the whole conversation each turn to Session.Chat, which
+// frames it with the model's chat template (the demo model names none, so
+// vicuna; ModelInfo.Template says which) and generates the reply. The
+// session's KV cache keeps what earlier turns computed, and a turn runs
+// only what follows the longest prefix its prompt shares with the cache:
+// here the second turn reuses the first prompt's 41 tokens and runs 52 of
+// its 93 (the reply is re-read, since the template frames it differently
+// from how it was generated).
+func ExampleSession_Chat() {
 	e, err := redrafter.Load("models/stories260K/stories260K.gguf", redrafter.Options{Backend: "cpu"})
 	if err != nil {
 		log.Fatal(err)
@@ -129,25 +130,15 @@ func ExampleSession_Generate() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	tmpl := tokenizer.DetectTemplate(e.ChatTemplate)
-	if tmpl == "" {
-		tmpl = "vicuna" // the demo model has no template; the CLI's chat guesses the same
-	}
-	// The rendered text holds the template's special tokens; a template that
-	// writes BOS itself must not get a second one.
-	opt := redrafter.GenerateOptions{MaxTokens: 24, ParseSpecial: true, NoBOS: tokenizer.TemplateAddsBOS(tmpl)}
-	msgs := []tokenizer.Message{{Role: "system", Content: "You tell short stories."}}
+	opt := redrafter.ChatOptions{GenerateOptions: redrafter.GenerateOptions{MaxTokens: 24}} // Template "": the model's, else vicuna
+	msgs := []redrafter.Message{{Role: "system", Content: "You tell short stories."}}
 	for _, question := range []string{"Who is Lily?", "What does she like?"} {
-		msgs = append(msgs, tokenizer.Message{Role: "user", Content: question})
-		prompt, err := tokenizer.RenderChat(tmpl, msgs, true)
+		msgs = append(msgs, redrafter.Message{Role: "user", Content: question})
+		res, err := s.Chat(context.Background(), msgs, opt, nil)
 		if err != nil {
 			log.Fatal(err)
 		}
-		res, err := s.Generate(context.Background(), prompt, opt, nil)
-		if err != nil {
-			log.Fatal(err)
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: res.Text})
+		msgs = append(msgs, redrafter.Message{Role: "assistant", Content: res.Text})
 		fmt.Printf("%s %q (%d prompt tokens run, %d cached)\n", question, res.Text, res.Stats.PromptTokens, len(s.Tokens()))
 	}
 	// Output:

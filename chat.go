@@ -1,0 +1,124 @@
+package redrafter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	// Role is "system" (a first message that sets the system prompt),
+	// "user" or "assistant". Vicuna and Llama-2 also want user and
+	// assistant to alternate after the system message.
+	Role    string
+	Content string
+}
+
+// ChatOptions control one chat turn (Session.Chat).
+type ChatOptions struct {
+	// Template names the chat template that frames the conversation:
+	// "vicuna", "llama2", "chatml" or "llama3"; "" or "auto" is the one the
+	// model's metadata names (ModelInfo.Template), else vicuna.
+	Template string
+	// GenerateOptions control the reply. Chat sets ParseSpecial and NoBOS
+	// itself (the template's markers are special tokens, and a template that
+	// writes BOS gets no second one); their values here are ignored.
+	GenerateOptions
+}
+
+// Chat generates the assistant's reply to msgs, framed by the chat
+// template and followed by the opening of the assistant's turn. Send the
+// whole conversation each turn, the reply included: as with Generate, the
+// session's KV cache keeps the prefix that did not change, so a turn runs
+// only what is new. The Result is the reply's, as Generate's.
+//
+// An empty conversation, a role other than system, user or assistant, an
+// unknown template name, or messages the template cannot frame (Vicuna and
+// Llama-2 want user and assistant to alternate) is an error before any work.
+func (s *Session) Chat(ctx context.Context, msgs []Message, opt ChatOptions, onText func(string) error) (*Result, error) {
+	if s.state == nil || s.e.runner == nil {
+		return nil, ErrClosed
+	}
+	prompt, hasBOS, err := s.e.renderChat(msgs, opt.Template)
+	if err != nil {
+		return nil, err
+	}
+	g := opt.GenerateOptions
+	g.ParseSpecial = true
+	g.NoBOS = hasBOS
+	return s.Generate(ctx, prompt, g, onText)
+}
+
+// RenderChat is the text Chat frames msgs in with the named template (see
+// ChatOptions.Template), ending with the opening of the assistant's turn:
+// to show or log a prompt. Its special-token text ("<|im_start|>", "</s>")
+// stands for those tokens; ChatTokens gives the ids Chat runs.
+func (e *Engine) RenderChat(msgs []Message, template string) (string, error) {
+	prompt, _, err := e.renderChat(msgs, template)
+	return prompt, err
+}
+
+// ChatTokens are the token ids Chat would run for msgs with the named
+// template (the BOS token included): their number measures a conversation
+// against Context before it is sent, to drop old turns when it no longer
+// fits.
+func (e *Engine) ChatTokens(msgs []Message, template string) ([]int32, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	prompt, hasBOS, err := e.renderChat(msgs, template)
+	if err != nil {
+		return nil, err
+	}
+	return e.tok.EncodeSpecial(prompt, !hasBOS), nil
+}
+
+// chatTemplate resolves a template name: "" and "auto" become the model's
+// own, else vicuna (the CLI's chat guesses the same, with a warning).
+func (e *Engine) chatTemplate(name string) (string, error) {
+	switch name {
+	case tokenizer.TemplateVicuna, tokenizer.TemplateLlama2, tokenizer.TemplateChatML, tokenizer.TemplateLlama3:
+		return name, nil
+	case "", "auto":
+		if t := tokenizer.DetectTemplate(e.ChatTemplate); t != "" {
+			return t, nil
+		}
+		return tokenizer.TemplateVicuna, nil
+	}
+	return "", fmt.Errorf("redrafter: chat template %q: want vicuna, llama2, chatml, llama3 or auto", name)
+}
+
+// renderChat renders msgs with a template name and says whether the text
+// already starts with BOS (Llama-2's and Llama-3's do), which then must not
+// be added again.
+//
+// Issue #36 will tokenize message content as plain text (a user's
+// "<|im_start|>" then stays text); msgs arrive structured so that it can be
+// done here, in ChatTokens and Chat, without changing their signatures.
+func (e *Engine) renderChat(msgs []Message, template string) (prompt string, hasBOS bool, err error) {
+	if len(msgs) == 0 {
+		return "", false, errors.New("redrafter: no messages")
+	}
+	tmpl, err := e.chatTemplate(template)
+	if err != nil {
+		return "", false, err
+	}
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			// ChatML and Llama-3 would frame any role; refuse them all alike.
+			return "", false, fmt.Errorf("redrafter: message %d: role %q: want system, user or assistant", i, m.Role)
+		}
+		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+	}
+	// The template's own error names it and the message at fault.
+	if prompt, err = tokenizer.RenderChat(tmpl, tm, true); err != nil {
+		return "", false, err
+	}
+	return prompt, tokenizer.TemplateAddsBOS(tmpl), nil
+}
