@@ -33,7 +33,6 @@ import (
 	// The GPU on Apple Silicon for backend "auto" (NULL); elsewhere it does
 	// not open and the CPU runs.
 	_ "github.com/seed9b8f47b1/redrafter/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // The library's version; redrafter.h's REDRAFTER_VERSION_* say the same.
@@ -443,8 +442,8 @@ func (s *session) generateOptions(copts *C.rd_cgenerate_options) (redrafter.Gene
 
 // generate runs one generation on a live session, with the callback bridged
 // and rd_session_cancel wired to its context, and fills result.
-func generate(h C.rd_session, prompt string, opt redrafter.GenerateOptions, s *session,
-	cb C.rd_token_callback, user unsafe.Pointer, result *C.rd_result) error {
+func generate(h C.rd_session, s *session, cb C.rd_token_callback, user unsafe.Pointer, result *C.rd_result,
+	run func(ctx context.Context, onText func(string) error) (*redrafter.Result, error)) error {
 	if result != nil {
 		*result = C.rd_result{reason: C.RD_REASON_ERROR}
 	}
@@ -483,10 +482,10 @@ func generate(h C.rd_session, prompt string, opt redrafter.GenerateOptions, s *s
 			return nil
 		}
 	}
-	res, err := s.s.Generate(ctx, prompt, opt, onText)
+	res, err := run(ctx, onText)
 	if res == nil {
 		if err == nil {
-			err = errors.New("redrafter: no result") // not reached: Generate returns one or an error
+			err = errors.New("redrafter: no result") // not reached: Generate and Chat return one or an error
 		}
 		if errors.Is(err, redrafter.ErrClosed) {
 			return fail(C.RD_ERR_HANDLE, "%v", err)
@@ -555,7 +554,9 @@ func rd_session_generate(h C.rd_session, cprompt *C.rd_cchar, copts *C.rd_cgener
 		if err != nil {
 			return err
 		}
-		return generate(h, prompt, opt, s, cb, user, result)
+		return generate(h, s, cb, user, result, func(ctx context.Context, onText func(string) error) (*redrafter.Result, error) {
+			return s.s.Generate(ctx, prompt, opt, onText)
+		})
 	})
 }
 
@@ -575,43 +576,29 @@ func rd_session_cancel(h C.rd_session, errOut **C.char) C.rd_status {
 	})
 }
 
-// renderChat renders C messages with a template name (NULL or "auto": the
-// model's own, else vicuna) and says whether the text already holds BOS.
-func renderChat(e *redrafter.Engine, cmsgs *C.rd_cmessage, n C.size_t, ctmpl *C.rd_cchar) (prompt string, hasBOS bool, err error) {
+// chatMessages converts C messages and a template name (NULL: "auto");
+// the API checks the roles and the name, and renders.
+func chatMessages(cmsgs *C.rd_cmessage, n C.size_t, ctmpl *C.rd_cchar) ([]redrafter.Message, string, error) {
 	if cmsgs == nil || n == 0 {
-		return "", false, fail(C.RD_ERR_ARGUMENT, "redrafter: no messages")
+		return nil, "", fail(C.RD_ERR_ARGUMENT, "redrafter: no messages")
 	}
 	tmpl := "auto"
 	if ctmpl != nil {
 		tmpl = C.GoString((*C.char)(unsafe.Pointer(ctmpl)))
-	}
-	switch tmpl {
-	case "vicuna", "llama2", "chatml", "llama3":
-	case "auto":
-		tmpl = tokenizer.DetectTemplate(e.ChatTemplate)
 		if tmpl == "" {
-			tmpl = "vicuna"
+			// The Go API takes "" for auto (ChatOptions' zero value); here
+			// only NULL is, as the header says and as it always was.
+			return nil, "", fail(C.RD_ERR_ARGUMENT, "redrafter: chat template %q: want vicuna, llama2, chatml, llama3 or auto", tmpl)
 		}
-	default:
-		return "", false, fail(C.RD_ERR_ARGUMENT, "redrafter: chat template %q: want vicuna, llama2, chatml, llama3 or auto", tmpl)
 	}
-	msgs := make([]tokenizer.Message, n)
+	msgs := make([]redrafter.Message, n)
 	for i, m := range unsafe.Slice((*C.rd_message)(unsafe.Pointer(cmsgs)), int(n)) {
 		if m.role == nil || m.content == nil {
-			return "", false, fail(C.RD_ERR_ARGUMENT, "redrafter: message %d has a NULL role or content", i)
+			return nil, "", fail(C.RD_ERR_ARGUMENT, "redrafter: message %d has a NULL role or content", i)
 		}
-		msgs[i] = tokenizer.Message{Role: C.GoString(m.role), Content: C.GoString(m.content)}
-		switch msgs[i].Role {
-		case "system", "user", "assistant":
-		default:
-			return "", false, fail(C.RD_ERR_ARGUMENT, "redrafter: message %d: role %q: want system, user or assistant", i, msgs[i].Role)
-		}
+		msgs[i] = redrafter.Message{Role: C.GoString(m.role), Content: C.GoString(m.content)}
 	}
-	prompt, err = tokenizer.RenderChat(tmpl, msgs, true)
-	if err != nil {
-		return "", false, fail(C.RD_ERR_ARGUMENT, "%v", err)
-	}
-	return prompt, tokenizer.TemplateAddsBOS(tmpl), nil
+	return msgs, tmpl, nil
 }
 
 //export rd_chat_render
@@ -630,9 +617,13 @@ func rd_chat_render(h C.rd_engine, cmsgs *C.rd_cmessage, n C.size_t, ctmpl *C.rd
 			return err
 		}
 		defer release()
-		prompt, _, err := renderChat(eng.e, cmsgs, n, ctmpl)
+		msgs, tmpl, err := chatMessages(cmsgs, n, ctmpl)
 		if err != nil {
 			return err
+		}
+		prompt, err := eng.e.RenderChat(msgs, tmpl)
+		if err != nil {
+			return fail(C.RD_ERR_ARGUMENT, "%v", err)
 		}
 		*out = C.CString(prompt)
 		return nil
@@ -658,16 +649,26 @@ func rd_session_chat(h C.rd_session, cmsgs *C.rd_cmessage, n C.size_t, ctmpl *C.
 		if err != nil {
 			return err
 		}
-		prompt, hasBOS, err := renderChat(s.eng.e, cmsgs, n, ctmpl)
+		msgs, tmpl, err := chatMessages(cmsgs, n, ctmpl)
+		if err == nil {
+			// A conversation that can never be rendered is RD_ERR_ARGUMENT
+			// even while the session is busy: a caller told RD_ERR_BUSY
+			// would retry a call that cannot succeed.
+			if _, rerr := s.eng.e.RenderChat(msgs, tmpl); rerr != nil {
+				err = fail(C.RD_ERR_ARGUMENT, "%v", rerr)
+			}
+		}
 		release()
 		if err != nil {
 			return err
 		}
-		// The rendered conversation carries the special tokens, and templates
-		// that write BOS themselves must not get a second one (as the CLI's chat).
-		opt.ParseSpecial = true
-		opt.NoBOS = hasBOS
-		return generate(h, prompt, opt, s, cb, user, result)
+		// Session.Chat renders as rd_chat_render does, parses the template's
+		// special tokens and adds no second BOS (as the CLI's chat); a
+		// conversation it refuses comes back without a Result, which
+		// generate reports as RD_ERR_ARGUMENT.
+		return generate(h, s, cb, user, result, func(ctx context.Context, onText func(string) error) (*redrafter.Result, error) {
+			return s.s.Chat(ctx, msgs, redrafter.ChatOptions{Template: tmpl, GenerateOptions: opt}, onText)
+		})
 	})
 }
 
