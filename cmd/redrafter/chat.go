@@ -76,10 +76,8 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			if w := templateWarning(template, e.ChatTemplate); w != "" {
 				slog.Warn(w)
 			}
-			// The rendered conversation carries the special tokens; templates
-			// that write BOS themselves must not get a second one.
-			opt.ParseSpecial = true
-			opt.NoBOS = tokenizer.TemplateAddsBOS(tmpl)
+			// Session.Chat parses the template's special tokens and gives a
+			// template that writes BOS itself no second one.
 			c, err := newChat(e, tmpl, system, opt, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -161,7 +159,7 @@ type chat struct {
 	system string
 	// turns are the messages after the system prompt, user and assistant
 	// alternating, oldest first: what the model sees of the conversation.
-	turns []tokenizer.Message
+	turns []redrafter.Message
 	// last is the last reply's result, for /stats (nil before the first,
 	// or when a stopped reply came back without one); lastStopped says
 	// that reply was stopped by Ctrl-C.
@@ -247,8 +245,8 @@ func drain(ch <-chan os.Signal) {
 // fit in the context is refused with a message and the chat goes on; Ctrl-C
 // stops the reply and the chat goes on; any other error ends the chat.
 func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signal) error {
-	user := tokenizer.Message{Role: "user", Content: text}
-	prompt, err := c.fit(user)
+	user := redrafter.Message{Role: "user", Content: text}
+	msgs, err := c.fit(user)
 	if err != nil {
 		var tooLong *messageTooLongError
 		if errors.As(err, &tooLong) {
@@ -272,7 +270,7 @@ func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signa
 		}
 	}()
 	var shown strings.Builder
-	res, err := c.s.Generate(turnCtx, prompt, c.opt, func(t string) error {
+	res, err := c.s.Chat(turnCtx, msgs, redrafter.ChatOptions{Template: c.tmpl, GenerateOptions: c.opt}, func(t string) error {
 		shown.WriteString(t)
 		_, err := fmt.Fprint(c.out, t)
 		return err
@@ -285,7 +283,7 @@ func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signa
 			// the tokens decided so far, so the next turn reuses it.
 			c.last, c.lastStopped = res, true
 			if reply := strings.TrimSpace(shown.String()); reply != "" {
-				c.turns = append(c.turns, tokenizer.Message{Role: "assistant", Content: reply})
+				c.turns = append(c.turns, redrafter.Message{Role: "assistant", Content: reply})
 			} else {
 				c.turns = c.turns[:len(c.turns)-1]
 			}
@@ -295,7 +293,7 @@ func (c *chat) turn(ctx context.Context, text string, interrupts <-chan os.Signa
 		return err
 	}
 	c.last, c.lastStopped = res, false
-	c.turns = append(c.turns, tokenizer.Message{Role: "assistant", Content: strings.TrimSpace(res.Text)})
+	c.turns = append(c.turns, redrafter.Message{Role: "assistant", Content: strings.TrimSpace(res.Text)})
 	return nil
 }
 
@@ -318,65 +316,63 @@ func (c *chat) replyRoom() int {
 	return room
 }
 
-// render gives the prompt for the system prompt and turns, and its length
-// in tokens as Session.Generate will encode it.
-func (c *chat) render(turns []tokenizer.Message) (string, int, error) {
-	msgs := make([]tokenizer.Message, 0, len(turns)+1)
+// messages is the conversation Session.Chat gets: the system prompt, if
+// any, and turns.
+func (c *chat) messages(turns []redrafter.Message) []redrafter.Message {
+	msgs := make([]redrafter.Message, 0, len(turns)+1)
 	if c.system != "" {
-		msgs = append(msgs, tokenizer.Message{Role: "system", Content: c.system})
+		msgs = append(msgs, redrafter.Message{Role: "system", Content: c.system})
 	}
-	msgs = append(msgs, turns...)
-	prompt, err := tokenizer.RenderChat(c.tmpl, msgs, true)
-	if err != nil {
-		return "", 0, err
-	}
-	return prompt, len(c.e.Tokenizer().EncodeSpecial(prompt, !c.opt.NoBOS)), nil
+	return append(msgs, turns...)
+}
+
+// count is the length in tokens of the conversation of the system prompt
+// and turns, as Session.Chat will run it.
+func (c *chat) count(turns []redrafter.Message) (int, error) {
+	ids, err := c.e.ChatTokens(c.messages(turns), c.tmpl)
+	return len(ids), err
 }
 
 // fit appends the user message to the turns, dropping the oldest turns when
 // the conversation and room for the reply would not fit in the context, and
-// returns the prompt to send.
-func (c *chat) fit(user tokenizer.Message) (string, error) {
+// returns the messages to send.
+func (c *chat) fit(user redrafter.Message) ([]redrafter.Message, error) {
 	ctxLen := c.e.Context()
-	alone := []tokenizer.Message{user}
-	prompt, n, err := c.render(alone)
+	n, err := c.count([]redrafter.Message{user})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if n >= ctxLen {
-		return "", &messageTooLongError{n, ctxLen}
+		return nil, &messageTooLongError{n, ctxLen}
 	}
-	with := func(kept []tokenizer.Message) []tokenizer.Message {
-		return append(append(make([]tokenizer.Message, 0, len(kept)+1), kept...), user)
+	with := func(kept []redrafter.Message) []redrafter.Message {
+		return append(append(make([]redrafter.Message, 0, len(kept)+1), kept...), user)
 	}
 	if len(c.turns) > 0 {
-		if prompt, n, err = c.render(with(c.turns)); err != nil {
-			return "", err
+		if n, err = c.count(with(c.turns)); err != nil {
+			return nil, err
 		}
 	}
 	if n+c.replyRoom() <= ctxLen || len(c.turns) == 0 {
 		c.turns = with(c.turns)
-		return prompt, nil
+		return c.messages(c.turns), nil
 	}
 	// Drop the fewest oldest turns (user and reply) that bring the
-	// conversation down to half the context, or all of them. Each render
+	// conversation down to half the context, or all of them. Each count
 	// encodes the conversation, so search rather than drop one at a time.
 	old := len(c.turns) / 2
 	var failed error
 	drop := 1 + sort.Search(old, func(i int) bool {
-		_, n, err := c.render(with(c.turns[2*(i+1):]))
+		n, err := c.count(with(c.turns[2*(i+1):]))
 		if err != nil && failed == nil {
 			failed = err
 		}
 		return n <= ctxLen/2
 	})
 	if failed != nil {
-		return "", failed
+		return nil, failed
 	}
 	drop = min(drop, old)
-	if prompt, _, err = c.render(with(c.turns[2*drop:])); err != nil {
-		return "", err
-	}
 	c.turns = with(c.turns[2*drop:])
 	if c.dropped == 0 {
 		fmt.Fprintf(c.errOut, "context full: dropped the oldest %s (the context holds %d tokens); older turns are dropped as needed from now on\n",
@@ -385,7 +381,7 @@ func (c *chat) fit(user tokenizer.Message) (string, error) {
 		slog.Debug("context full: dropped the oldest turns", "turns", drop, "context", ctxLen)
 	}
 	c.dropped += drop
-	return prompt, nil
+	return c.messages(c.turns), nil
 }
 
 // plural is "1 turn" or "n turns".

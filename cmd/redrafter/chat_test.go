@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.
@@ -119,7 +118,7 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, firstPrompt, _ := c.render([]tokenizer.Message{{Role: "user", Content: text}})
+	firstPrompt, _ := c.count([]redrafter.Message{{Role: "user", Content: text}})
 	if err := c.turn(context.Background(), text, interrupts); err != nil {
 		t.Fatalf("the interrupted turn ended the chat: %v", err)
 	}
@@ -148,7 +147,7 @@ func TestChatInterruptStopsReplyOnly(t *testing.T) {
 	}
 	// The cache kept the interrupted turn: the second prefill ran only what
 	// came after the first prompt.
-	_, n, _ := c.render(c.turns[:3])
+	n, _ := c.count(c.turns[:3])
 	if reused := n - c.last.Stats.PromptTokens; reused < firstPrompt {
 		t.Errorf("the second turn reused %d cached tokens, less than the first prompt's %d", reused, firstPrompt)
 	}
@@ -321,7 +320,7 @@ func TestChatLongerThanContext(t *testing.T) {
 		}
 		if c.dropped > before {
 			drops++
-			_, n, _ := c.render(c.turns[:len(c.turns)-1])
+			n, _ := c.count(c.turns[:len(c.turns)-1])
 			if reused := n - c.last.Stats.PromptTokens; reused < systemTokens {
 				t.Errorf("turn %d dropped turns and reused %d cached tokens, fewer than the system prompt's %d", turn, reused, systemTokens)
 			}
@@ -336,7 +335,7 @@ func TestChatLongerThanContext(t *testing.T) {
 	if out.String() == "" {
 		t.Error("no replies on stdout")
 	}
-	prompt, _, _ := c.render(c.turns[:len(c.turns)-1])
+	prompt, _ := c.e.RenderChat(c.messages(c.turns[:len(c.turns)-1]), c.tmpl)
 	if !strings.HasPrefix(prompt, system+" USER:") {
 		t.Errorf("the system prompt was dropped: %q", prompt)
 	}
