@@ -21,7 +21,18 @@
 //	import _ "github.com/seed9b8f47b1/redrafter/backend/cuda"
 //
 // A Session keeps a conversation's KV cache between turns so a chat re-reads
-// only what is new.
+// only what is new. Session.Chat generates the assistant's reply to a
+// conversation of Messages, framed by a built-in chat template ("vicuna",
+// "llama2", "chatml", "llama3"; by default the one the model's metadata
+// names, ModelInfo.Template, else vicuna); send the whole conversation each
+// turn, the replies included:
+//
+//	msgs = append(msgs, redrafter.Message{Role: "user", Content: question})
+//	res, err := s.Chat(ctx, msgs, redrafter.ChatOptions{}, onText)
+//	msgs = append(msgs, redrafter.Message{Role: "assistant", Content: res.Text})
+//
+// Engine.ChatTokens measures a conversation against Context (to drop old
+// turns before it no longer fits), and Engine.RenderChat shows its text.
 //
 // Errors, not panics: options without meaning (MaxTokens < 0, a negative
 // or NaN temperature, TopK < 0, TopP outside [0, 1]) fail before any work;
