@@ -109,7 +109,7 @@ func probeScript(e *Engine) ([]float32, error) {
 // into <unk>s and NaN logits.
 func TestConcurrentSessions(t *testing.T) {
 	graph.RegisterForTest(t, "metal-fake-concurrent", func() (graph.Backend, error) {
-		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
+		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}, metal.Fake{Reference: cpu.NewReference()}), nil
 	})
 	q4 := ggufQ4(t, randomModel(t, 128, 2, 4, 2, 256, 31), formats.Q4_0)
 	q4bit := quantizedModel(t, stories, 4, 32)

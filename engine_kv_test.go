@@ -3,6 +3,7 @@ package redrafter
 import (
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
@@ -12,7 +13,7 @@ import (
 // choice wins on both.
 func TestDefaultKVCacheByBackend(t *testing.T) {
 	graph.RegisterForTest(t, "metal-fake-kv", func() (graph.Backend, error) {
-		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16}), nil
+		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16}, metal.Fake{Reference: cpu.NewReference()}), nil
 	})
 	for _, c := range []struct{ backend, kv, want string }{
 		{"cpu", "", "f32"}, {"metal-fake-kv", "", "f16"}, {"metal-fake-kv", "f32", "f32"}, {"cpu", "f16", "f16"},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
@@ -171,7 +172,7 @@ func runGroup(t *testing.T, g *Group, holdFirstPass bool) [][]*Result {
 // make test runs it under -race.
 func TestGroupSessionsEqualAlone(t *testing.T) {
 	graph.RegisterForTest(t, "metal-fake-group", func() (graph.Backend, error) {
-		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16}), nil
+		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16}, metal.Fake{Reference: cpu.NewReference()}), nil
 	})
 	for _, backend := range []string{"cpu", "metal-fake-group"} {
 		t.Run(backend, func(t *testing.T) {

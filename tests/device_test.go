@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/testenv"
@@ -16,7 +17,7 @@ import (
 // see; "metal-fake" has the tests' small policy.
 func init() {
 	graph.Register("metal-fake-default", func() (graph.Backend, error) {
-		return metal.NewFake(metal.DefaultPolicy(metal.DeviceInfo{})), nil
+		return metal.NewFake(metal.DefaultPolicy(metal.DeviceInfo{}), metal.Fake{Reference: cpu.NewReference()}), nil
 	})
 }
 

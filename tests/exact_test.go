@@ -50,7 +50,7 @@ func TestGoldenGreedyStories260K(t *testing.T) {
 // and buffer boundaries are crossed.
 func init() {
 	graph.Register("metal-fake", func() (graph.Backend, error) {
-		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
+		return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}, metal.Fake{Reference: cpu.NewReference()}), nil
 	})
 	// The CPU at other thread counts than the machine's: rows split over a
 	// different number of workers must not change a bit (1 thread, and 3,

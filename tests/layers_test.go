@@ -27,7 +27,7 @@ const (
 	api      layer = "api"      // the module root, package redrafter
 	tool     layer = "tool"     // internal/tools/...: the API, model and leaves, never a backend
 	service  layer = "service"  // internal/server/: the API, model and leaves, never a backend (as tools)
-	program  layer = "program"  // cmd/...: anything
+	program  layer = "program"  // cmd/... and internal/cmd/... (developer programs): anything
 	suite    layer = "suite"    // tests/: anything (end-to-end tests)
 )
 
@@ -71,6 +71,8 @@ func layerOf(pkg string) (layer, bool) {
 			return tool, true
 		case "server":
 			return service, true
+		case "cmd":
+			return program, true
 		}
 	case "backend":
 		return register, true

@@ -68,8 +68,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"generate", "--model", stories, "--kv-cache", "f8"}, `KV cache type "f8"`},
 		{[]string{"chat", "--model", stories, "--template", "alpaca"}, "--template"},
 		{[]string{"inspect"}, "accepts 1 arg"},
-		{[]string{"selftest"}, "use --backend metal"},
-		{[]string{"selftest", "--backend", "metal"}, "Metal is not available on this system"},
+		{[]string{"selftest", "--backend", "metal"}, "go run ./internal/cmd/gpucheck --backend metal"},
 	} {
 		out, _, err := run(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

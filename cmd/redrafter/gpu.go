@@ -3,71 +3,28 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 )
 
-// endProgress ends selftest's progress line on a terminal.
-func endProgress() {
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		fmt.Fprintln(os.Stderr)
-	}
-}
-
-func newSelftestCmd(g *globalFlags) *cobra.Command {
-	var seed uint64
-	cmd := &cobra.Command{
-		Use:   "selftest --backend metal|cuda",
-		Short: "Run every GPU kernel once against the CPU reference and print a verdict per kernel",
-		Args:  cobra.NoArgs,
+// newSelftestCmd answers the command that ran the GPU self-test, which
+// moved to the developer program internal/cmd/gpucheck so that this
+// binary links neither the op cases nor the fake devices it plans with.
+func newSelftestCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "selftest",
+		Short:  "Moved: the GPU self-test is go run ./internal/cmd/gpucheck in a clone",
+		Hidden: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			progress := func(done, total int) {}
-			if term.IsTerminal(int(os.Stderr.Fd())) {
-				progress = func(done, total int) { fmt.Fprintf(os.Stderr, "\rselftest: %d/%d cases", done, total) }
-			}
-			var ok bool
-			switch g.backend {
-			case "metal":
-				be, err := metal.Open()
-				if err != nil {
-					return err
-				}
-				defer be.Close()
-				vs, err := metal.SelfTest(be, seed, progress)
-				if err != nil {
-					return err
-				}
-				endProgress()
-				ok = metal.WriteSelfTest(cmd.OutOrStdout(), be.Device(), vs)
-			case "cuda":
-				be, err := cuda.Open()
-				if err != nil {
-					return err
-				}
-				defer be.Close()
-				vs, err := cuda.SelfTest(be, seed, progress)
-				if err != nil {
-					return err
-				}
-				endProgress()
-				ok = cuda.WriteSelfTest(cmd.OutOrStdout(), be.Device(), vs)
-			default:
-				return fmt.Errorf("selftest checks a GPU backend: use --backend metal or --backend cuda (got %q)", g.backend)
-			}
-			if !ok {
-				return errors.New("selftest: some kernels disagree with the CPU reference (see the table)")
-			}
-			return nil
+			return errors.New("selftest moved out of redrafter: in a clone of the repository, run " +
+				"`go run ./internal/cmd/gpucheck --backend metal` on a Mac or " +
+				"`go run -tags cuda ./internal/cmd/gpucheck --backend cuda` with an NVIDIA GPU")
 		},
 	}
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the random inputs")
-	return cmd
 }
 
 func newDevicesCmd() *cobra.Command {

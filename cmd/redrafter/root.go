@@ -51,7 +51,7 @@ func newRootCmd() *cobra.Command {
 	pf.StringVar(&g.backend, "backend", envvar.Backend.Or("auto"), "compute backend: auto, cpu, metal or cuda (env "+envvar.Backend.Name()+")")
 	pf.IntVar(&g.threads, "threads", 0, fmt.Sprintf("CPU threads, at most 4× the CPUs (%d here) (0: all cores)", maxThreads()))
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level on stderr: debug, info (progress of long commands), warn or error")
-	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newServeCmd(g), newInspectCmd(), newSelftestCmd(g), newDevicesCmd())
+	root.AddCommand(newGenerateCmd(g), newChatCmd(g), newServeCmd(g), newInspectCmd(), newSelftestCmd(), newDevicesCmd())
 	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
 	root.AddCommand(newBenchCmd(g), newDevCmd(g))
 	root.AddCommand(newQuantizeCmd(), newPerplexityCmd(g))

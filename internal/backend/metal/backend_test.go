@@ -21,7 +21,7 @@ func chain(g *graph.Graph, x *graph.Array, n int) *graph.Array {
 }
 
 func TestBarriersOnlyWhereBuffersConflict(t *testing.T) {
-	be := NewFake(Policy{FirstCommit: 100, OpsPerBuffer: 100, MatvecMaxRows: 4})
+	be := newReferenceFake(Policy{FirstCommit: 100, OpsPerBuffer: 100, MatvecMaxRows: 4})
 	g := graph.New()
 	x := g.Input("x", graph.F32, 4, 8)
 	// Four independent SiLUs of x, then a chain that joins them.
@@ -98,7 +98,7 @@ func TestCommitPolicy(t *testing.T) {
 // commits the same command buffers, each run waits, and the results match
 // the CPU reference. Freed buffers go back to the pool and are reused.
 func TestPlanCache(t *testing.T) {
-	be := NewFake(Policy{FirstCommit: 3, OpsPerBuffer: 5, MatvecMaxRows: 4})
+	be := newReferenceFake(Policy{FirstCommit: 3, OpsPerBuffer: 5, MatvecMaxRows: 4})
 	ref := cpu.NewReference()
 	run := func(be graph.Backend, in []float32) []float32 {
 		g := graph.New()
@@ -154,7 +154,7 @@ func TestPlanCache(t *testing.T) {
 }
 
 func TestUseAfterFree(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
 	x := g.Input("x", graph.F32, 8)
 	y := graph.SiLU(x)
@@ -172,7 +172,7 @@ func TestUseAfterFree(t *testing.T) {
 }
 
 func TestUnsupportedShapesAreErrors(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
 	q := g.Input("q", graph.F32, 1, 1, 300)
 	k := g.Input("k", graph.F32, 1, 4, 300)
@@ -230,7 +230,7 @@ func TestDefaultPolicyAndBeam(t *testing.T) {
 // TestSupportsEveryOp checks that the backend claims every graph op for the
 // dtypes the graph builders produce, and refuses dtypes it has no kernel for.
 func TestSupportsEveryOp(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	f32 := []graph.DType{graph.F32, graph.F32, graph.F32, graph.I32, graph.I32}
 	for _, op := range graph.AllOps() {
 		in := f32
@@ -271,14 +271,13 @@ func TestSupportsEveryOp(t *testing.T) {
 // so a file the compiler refuses is an error at open (naming the file,
 // with the log) and "auto" can fall back to the CPU.
 func TestBuildKernels(t *testing.T) {
-	if err := NewFake(DefaultPolicy(DeviceInfo{})).BuildKernels(); err != nil {
+	if err := newReferenceFake(DefaultPolicy(DeviceInfo{})).BuildKernels(); err != nil {
 		t.Fatalf("fake device: %v", err)
 	}
-	dev := newFakeDevice()
-	dev.refuse = map[string]error{
+	dev := newFakeDevice(Fake{Refuse: map[string]error{
 		"rope.metal":  errors.New("compiling internal/backend/metal/shaders/rope.metal: error: bad rope"),
 		"quant.metal": errors.New("compiling internal/backend/metal/shaders/quant.metal: error: bad quant"),
-	}
+	}})
 	be := newBackend(dev, DefaultPolicy(DeviceInfo{}))
 	err := be.BuildKernels()
 	if err == nil || !strings.Contains(err.Error(), "bad rope") || !strings.Contains(err.Error(), "bad quant") {
@@ -301,7 +300,7 @@ func TestAppleFamily(t *testing.T) {
 // Close releases every pipeline the backend built, as it does the pooled
 // buffers.
 func TestCloseReleasesPipelines(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	g := graph.New()
 	x := g.Input("x", graph.F32, 8)
 	p, err := graph.Compile(be, graph.Add(graph.SiLU(x), x))

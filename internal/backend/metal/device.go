@@ -2,8 +2,9 @@ package metal
 
 // The device seam: what the backend needs from Metal. device_darwin.go
 // implements it over the purego binding; fake.go implements it on any OS
-// by running each dispatch with the CPU reference (or, in tests, the
-// emulated kernel), so that the encoder can be tested without a Mac.
+// by running each step on a reference backend the caller passes (the CPU's,
+// in tests) or each dispatch through the caller's executor (the emulated
+// kernel), so that the encoder can be tested without a Mac.
 
 // device is one GPU with its command queue and compiled kernels.
 type device interface {

@@ -18,7 +18,8 @@ type dispatch struct {
 	reads, writes []span
 
 	// step is the graph step this dispatch implements (part of parts); a
-	// fake device runs the step itself when it sees the last part.
+	// fake device with a reference backend runs the step on it when it
+	// sees the last part.
 	step        *graph.Step
 	part, parts int
 }

@@ -10,8 +10,10 @@
 //
 // The host code talks to Metal through purego (internal/mtl), without cgo,
 // so it cross-compiles and vets from any machine. On Linux, NewFake runs the
-// same encoder over a fake device that executes every dispatch with the CPU
-// reference, and the metaltest package runs the real kernels, compiled as
-// C++, through the emulator in internal/backend/metal/emu. docs/METAL.md says what a
-// first run on a Mac should check.
+// same encoder over a fake device that executes every step on a reference
+// backend its caller passes (tests pass the CPU's; this package imports no
+// other backend), and the metaltest package runs the real kernels, compiled
+// as C++, through the emulator in internal/backend/metal/emu. The GPU
+// self-test is package metalcheck. docs/METAL.md says what a first run on a
+// Mac should check.
 package metal

@@ -56,8 +56,7 @@ func newEmuBackend(tb testing.TB, override map[string]string) (*Backend, *emuExe
 func newEmuBackendMode(tb testing.TB, override map[string]string, m emuMode) (*Backend, *emuExec) {
 	tb.Helper()
 	exec, ran := NewEmulatorForTest(tb, override, m.contract, m.orders)
-	dev := newFakeDevice()
-	dev.exec = func(d *Dispatch) error {
+	dev := newFakeDevice(Fake{Exec: func(d *Dispatch) error {
 		if err := exec(d); err != nil {
 			return err
 		}
@@ -65,7 +64,7 @@ func newEmuBackendMode(tb testing.TB, override map[string]string, m emuMode) (*B
 		executed.ran[d.Kernel]++
 		executed.Unlock()
 		return nil
-	}
+	}})
 	return newBackend(dev, DefaultPolicy(dev.info())), &emuExec{ran}
 }
 

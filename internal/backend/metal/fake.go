@@ -6,35 +6,45 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
+// Fake says what a fake device (NewFake) does with the dispatches it is
+// given. The backend to run them on comes from the caller, so that this
+// package imports no other backend.
+type Fake struct {
+	// Reference, if set, runs the graph step each group of dispatches
+	// implements, over the same memory: tests of code above the backend
+	// (engines, samplers) pass the CPU reference backend. It must wrap
+	// aligned host memory without copying or read results back (as
+	// graph.Backend's WrapHost and Read).
+	Reference graph.Backend
+	// Exec, if set, runs each dispatch itself, instead of Reference: the
+	// hook through which tests run the kernels off a Mac (package
+	// metaltest runs them emulated on the CPU). It must leave the results
+	// of the buffers marked Write in their Data; an error it returns is
+	// the command buffer's.
+	Exec func(d *Dispatch) error
+	// Refuse maps a .metal file to the error its compilation gives, so
+	// that tests see what a Mac user sees when Apple's compiler refuses
+	// a file.
+	Refuse map[string]error
+}
+
 // NewFake returns a Metal backend over a fake device that runs on any OS:
-// the encoder, scheduler, buffer pool and plan cache are the real ones, and
-// each dispatch is executed by running its graph step on the CPU reference
-// backend. Dispatches between two barriers are executed in reverse order,
-// and the fake checks that none of them conflict, so a missing barrier
-// shows up as a wrong result or an error. For tests of code above the
-// backend (engines, samplers) that must not depend on a Mac.
-func NewFake(p Policy) *Backend {
-	return newBackend(newFakeDevice(), p)
+// the encoder, scheduler, buffer pool and plan cache are the real ones,
+// and dispatches are executed as x says. Dispatches between two barriers
+// are executed in reverse order, and the fake checks that none of them
+// conflict, so a missing barrier shows up as a wrong result or an error.
+// With neither x.Reference nor x.Exec the device executes nothing, which
+// is enough to learn which kernels a plan dispatches (a GPU self-test
+// does, for a case that failed before it ran).
+func NewFake(p Policy, x Fake) *Backend {
+	return newBackend(newFakeDevice(x), p)
 }
 
-// NewFakeWith is NewFake with every dispatch executed by exec instead of
-// the CPU reference: the hook through which tests run the kernels
-// themselves off a Mac (package metaltest runs them emulated on the CPU).
-// exec is called once per dispatch, each barrier group in reverse order as
-// NewFake does, and must leave the results of the buffers marked Write in
-// their Data; an error it returns is the command buffer's.
-func NewFakeWith(p Policy, exec func(d *Dispatch) error) *Backend {
-	f := newFakeDevice()
-	f.exec = exec
-	return newBackend(f, p)
-}
-
-// Dispatch is one kernel launch, as NewFakeWith's executor receives it.
+// Dispatch is one kernel launch, as a fake device's Exec receives it.
 type Dispatch struct {
 	Kernel string // the kernel's name in the library, e.g. "matvec_nt_f16"
 	File   string // the .metal file of package shaders that defines it, e.g. "matvec.metal"
@@ -72,16 +82,10 @@ func FakeEvents(b *Backend) []string {
 }
 
 type fakeDevice struct {
-	ref     *cpu.Backend
+	x       Fake
 	kernels map[string]bool
 	// params holds each kernel's buffer parameters by index, as declared.
 	params map[string]map[int]string
-	// exec runs one dispatch; nil means the CPU reference.
-	exec func(d *Dispatch) error
-	// refuse maps a .metal file to the error its compilation gives, so
-	// that tests can see what a Mac user sees when Apple's compiler
-	// refuses a file.
-	refuse map[string]error
 
 	mu        sync.Mutex
 	events    []string
@@ -95,12 +99,12 @@ type fakeDevice struct {
 	wraps [][2]uintptr
 }
 
-func newFakeDevice() *fakeDevice {
+func newFakeDevice(x Fake) *fakeDevice {
 	lib, err := msl.Library()
 	if err != nil {
 		panic(err) // the embedded sources are part of the binary
 	}
-	f := &fakeDevice{ref: cpu.NewReference(), kernels: map[string]bool{}, params: map[string]map[int]string{}}
+	f := &fakeDevice{x: x, kernels: map[string]bool{}, params: map[string]map[int]string{}}
 	for _, k := range lib {
 		f.kernels[k.Name] = true
 		f.params[k.Name] = map[int]string{}
@@ -117,9 +121,12 @@ func (f *fakeDevice) info() DeviceInfo {
 	if f.inf != nil {
 		return *f.inf
 	}
-	name := "fake (CPU reference)"
-	if f.exec != nil {
+	name := "fake (executes nothing)"
+	switch {
+	case f.x.Exec != nil:
 		name = "fake (custom executor)"
+	case f.x.Reference != nil:
+		name = "fake (" + f.x.Reference.Name() + " reference)"
 	}
 	return DeviceInfo{Name: name, Architecture: "fake_g", Family: "fake", UnifiedMemory: true,
 		WorkingSet: 1 << 32, MaxBuffer: 1 << 31}
@@ -198,7 +205,7 @@ func (p *fakePipeline) release() {
 }
 
 func (f *fakeDevice) pipeline(name string) (pipeline, error) {
-	if err := f.refuse[kernelFamily(name)+".metal"]; err != nil {
+	if err := f.x.Refuse[kernelFamily(name)+".metal"]; err != nil {
 		return nil, err
 	}
 	if !f.kernels[name] {
@@ -292,10 +299,10 @@ func (f *fakeDevice) run(d *dispatch) error {
 			}
 		}
 	}
-	if f.exec != nil {
-		return f.exec(d.export())
-	}
-	if d.part != d.parts-1 {
+	switch {
+	case f.x.Exec != nil:
+		return f.x.Exec(d.export())
+	case f.x.Reference == nil || d.part != d.parts-1:
 		return nil
 	}
 	return f.runReference(d.step)
@@ -317,7 +324,7 @@ func (d *dispatch) export() *Dispatch {
 	return x
 }
 
-// runReference runs a graph step on the CPU reference backend over the same
+// runReference runs a graph step on the reference backend over the same
 // memory (the CPU backend wraps aligned host memory without copying).
 func (f *fakeDevice) runReference(s *graph.Step) error {
 	wrapOp := func(o graph.Operand) (graph.Operand, error) {
@@ -325,7 +332,7 @@ func (f *fakeDevice) runReference(s *graph.Step) error {
 		if !ok {
 			return o, fmt.Errorf("fake device: operand buffer %T", o.Buf)
 		}
-		cb, err := f.ref.WrapHost(mb.bytes())
+		cb, err := f.x.Reference.WrapHost(mb.bytes())
 		if err != nil {
 			return o, err
 		}
@@ -342,11 +349,11 @@ func (f *fakeDevice) runReference(s *graph.Step) error {
 			return err
 		}
 	}
-	if err := f.ref.Run(&graph.Plan{Steps: []graph.Step{cs}}); err != nil {
+	if err := f.x.Reference.Run(&graph.Plan{Steps: []graph.Step{cs}}); err != nil {
 		return fmt.Errorf("fake device: %w", err)
 	}
-	// The CPU backend copies memory it cannot use in place; bring the
-	// result back in that case.
+	// A reference that copies memory it cannot use in place (as the CPU
+	// backend does) has the result elsewhere: bring it back.
 	out := s.Out.Buf.(*Buffer).bytes()[s.Out.Off : s.Out.Off+s.Out.Bytes()]
-	return f.ref.Read(cs.Out.Buf, cs.Out.Off, out)
+	return f.x.Reference.Read(cs.Out.Buf, cs.Out.Off, out)
 }

@@ -36,7 +36,7 @@ func generateKV(t *testing.T, backend, kv, prompt string, n int) []int32 {
 func TestGenerationMatchesCPU(t *testing.T) {
 	var be *Backend
 	graph.RegisterForTest(t, "metal-fake", func() (graph.Backend, error) {
-		be = NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4})
+		be = newReferenceFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4})
 		return be, nil
 	})
 	const n = 48

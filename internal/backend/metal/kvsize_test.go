@@ -18,7 +18,7 @@ func kvBytesPerToken(dt graph.DType) int64 {
 }
 
 func fakeWithMemory(workingSet uint64, weights int64) *Backend {
-	f := newFakeDevice()
+	f := newReferenceDevice()
 	f.inf = &DeviceInfo{Name: "fake", WorkingSet: workingSet, MaxBuffer: workingSet / 2, UnifiedMemory: true}
 	b := newBackend(f, DefaultPolicy(*f.inf))
 	b.hostBytes = weights

@@ -39,7 +39,7 @@ func decodeShaped(t *testing.T, be *Backend, layers int) *graph.Plan {
 // each few large weights (or a KV cache) closed a command buffer.
 func TestCommandBuffersPerToken(t *testing.T) {
 	const layers = 16 // 16 × 8 = 128 dispatches per token
-	be := NewFake(DefaultPolicy(DeviceInfo{Name: "Apple M2", Architecture: "applegpu_g14g"}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{Name: "Apple M2", Architecture: "applegpu_g14g"}))
 	p := decodeShaped(t, be, layers)
 	const tokens = 3
 	for range tokens {

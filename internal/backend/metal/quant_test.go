@@ -62,7 +62,7 @@ func TestQuantizedGeneration(t *testing.T) {
 	model, head := quantized4(t)
 	graph.RegisterForTest(t, "cpu-ref-quant", func() (graph.Backend, error) { return cpu.NewReference(), nil })
 	graph.RegisterForTest(t, "metal-fake-quant", func() (graph.Backend, error) {
-		return NewFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
+		return newReferenceFake(Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}), nil
 	})
 	const n = 40
 	prompt := "Once upon a time, there was a little"

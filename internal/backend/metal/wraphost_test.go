@@ -20,7 +20,7 @@ import (
 // allocations on Linux too: whatever the backend keeps or hands the device
 // must lie inside the allocation, or be memory of its own.
 func TestWrapHostKeepsGoPointersInside(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	f := be.dev.(*fakeDevice)
 	var keep [][]byte
 	offsets := map[int]int{}
@@ -69,7 +69,7 @@ func TestWrapHostKeepsGoPointersInside(t *testing.T) {
 // the freed span stops the garbage collector with "found bad pointer in Go
 // heap" (GODEBUG=invalidptr=1, the default), as the old arithmetic did.
 func TestWrapHostGoHeapSurvivesGC(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	var bufs []graph.Buffer
 	var keep [][]byte
 	for range 100 {
@@ -104,7 +104,7 @@ func mapAnon(t *testing.T, n int) []byte {
 }
 
 func TestWrapHostMapped(t *testing.T) {
-	be := NewFake(DefaultPolicy(DeviceInfo{}))
+	be := newReferenceFake(DefaultPolicy(DeviceInfo{}))
 	m := mapAnon(t, 8*fakePage)
 	start := int((fakePage - addr(m)%fakePage) % fakePage) // the first 16 KiB page in the mapping
 	// 4-byte aligned mapped memory is wrapped from the start of its 16 KiB
@@ -173,7 +173,7 @@ func TestRecordMapped(t *testing.T) {
 // view; a tensor or buffer over maxBufferLength is an error that says so
 // (it once fell back to a buffer of the same size, which Metal refuses).
 func TestWrapHostViews(t *testing.T) {
-	f := newFakeDevice()
+	f := newReferenceDevice()
 	f.inf = &DeviceInfo{Name: "fake", WorkingSet: 1 << 30, MaxBuffer: 4*fakePage + 100}
 	be := newBackend(f, DefaultPolicy(*f.inf))
 	m := mapAnon(t, 13*fakePage)

@@ -1,7 +1,7 @@
 // Package opcases holds the op cases of the GPU backends: one-op graphs on
 // fresh random inputs, with odd sizes and tails, that each backend's
-// emulator tests (on Linux) and its SelfTest (on the GPU) run and compare
-// with the CPU reference backend. They are written to reach every kernel
+// emulator tests (on Linux) and its self-test (SelfTest, on the GPU) run
+// and compare with the CPU reference backend, which the caller passes in. They are written to reach every kernel
 // of Metal's library (matvec and matmul shapes, attention's split path,
 // every quantized variant) and of CUDA's; the backends check that they do.
 package opcases

@@ -7,13 +7,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
 // KernelVerdict is the self-test result of one kernel: over every op case
-// that ran it, the worst error against the CPU reference and the fastest
-// run of its largest case.
+// that ran it, the worst error against the reference (the CPU backend, in
+// the GPU self-tests) and the fastest run of its largest case.
 type KernelVerdict struct {
 	Kernel string
 	Cases  int
@@ -35,19 +34,22 @@ type Device struct {
 	// Broken maps kernels known to fail before any case runs (a file the
 	// device's compiler refused) to why; they are reported failed.
 	Broken map[string]string
-	// Launched is the kernels a plan that has run launches, in order.
+	// Launched is the kernels a plan that has run (on Backend or Dry)
+	// launches, in order.
 	Launched func(p *graph.Plan) []string
-	// Planned is the kernels a case would launch, for a case that failed
-	// before running (its plan never ran): they are the ones blamed.
-	Planned func(c Case) []string
+	// Dry is a backend of Backend's kind over a fake device that executes
+	// nothing. A case that failed before running (its plan never ran) is
+	// run on it to learn which kernels it would launch: they are the ones
+	// blamed.
+	Dry graph.Backend
 }
 
-// SelfTest runs every case once on the device's backend and on the CPU
-// reference and returns a verdict per kernel, in d.Kernels order. A kernel
+// SelfTest runs every case once on the device's backend and on ref, the
+// reference (package opcases imports no backend: the caller passes the
+// CPU's), and returns a verdict per kernel, in d.Kernels order. A kernel
 // no case reached fails with "not covered". progress, if not nil, is
 // called after each case.
-func SelfTest(d Device, cases []Case, progress func(done, total int)) ([]KernelVerdict, error) {
-	ref := cpu.NewReference()
+func SelfTest(d Device, ref graph.Backend, cases []Case, progress func(done, total int)) ([]KernelVerdict, error) {
 	verdicts := map[string]*KernelVerdict{}
 	largest := map[string]int{}
 	for _, k := range d.Kernels {
@@ -56,7 +58,7 @@ func SelfTest(d Device, cases []Case, progress func(done, total int)) ([]KernelV
 	for i, c := range cases {
 		want, err := Eval(ref, c)
 		if err != nil {
-			return nil, fmt.Errorf("selftest: %s on the CPU: %w", c.Name, err)
+			return nil, fmt.Errorf("selftest: %s on the reference (%s): %w", c.Name, ref.Name(), err)
 		}
 		got, kernels, elapsed, size, runErr := timedCase(d, c)
 		msg, rel := "", 0.0
@@ -65,7 +67,7 @@ func SelfTest(d Device, cases []Case, progress func(done, total int)) ([]KernelV
 		} else {
 			msg = runErr.Error()
 			if len(kernels) == 0 {
-				kernels = d.Planned(c)
+				kernels = planned(d, c)
 			}
 		}
 		for _, k := range kernels {
@@ -99,6 +101,19 @@ func SelfTest(d Device, cases []Case, progress func(done, total int)) ([]KernelV
 		out = append(out, *v)
 	}
 	return out, nil
+}
+
+// planned is the kernels case c launches on d.Dry: those its plan was
+// encoded into, even when the dry run itself fails.
+func planned(d Device, c Case) []string {
+	outs, _ := c.Build(d.Dry, graph.New())
+	p, err := graph.Compile(d.Dry, outs...)
+	if err != nil {
+		return nil
+	}
+	defer p.Free()
+	_ = p.Run() // encodes the plan; what it launched is known either way
+	return d.Launched(p)
 }
 
 // timedCase runs a case twice (the first run compiles and encodes the

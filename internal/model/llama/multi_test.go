@@ -166,7 +166,7 @@ func TestJointForwardEqualsAlone(t *testing.T) {
 		{"cpu-f16", func(*testing.T) graph.Backend { return cpu.New(2) }, graph.F16},
 		{"reference", func(*testing.T) graph.Backend { return cpu.NewReference() }, graph.F32},
 		{"metal-fake", func(*testing.T) graph.Backend {
-			return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16})
+			return metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 16}, metal.Fake{Reference: cpu.NewReference()})
 		}, graph.F16},
 		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }, graph.F16},
 		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }, graph.F16},

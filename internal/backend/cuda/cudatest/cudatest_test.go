@@ -15,6 +15,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudacheck"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
@@ -86,7 +87,7 @@ func flagRun() string {
 	return ""
 }
 
-// TestSelfTestEmulated runs `redrafter selftest --backend cuda`'s check on
+// TestSelfTestEmulated runs `go run -tags cuda ./internal/cmd/gpucheck`'s check on
 // the emulated device: every kernel covered, every verdict ok, and the
 // report says so.
 func TestSelfTestEmulated(t *testing.T) {
@@ -95,12 +96,12 @@ func TestSelfTestEmulated(t *testing.T) {
 	}
 	be := NewEmulated(t)
 	defer be.Close()
-	vs, err := cuda.SelfTest(be, 1, nil)
+	vs, err := cudacheck.SelfTest(be, cpu.NewReference(), 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if !cuda.WriteSelfTest(&buf, be.Device(), vs) {
+	if !cudacheck.Write(&buf, be.Device(), vs) {
 		t.Errorf("self-test failed on the emulated device:\n%s", buf.String())
 	}
 	if want := fmt.Sprintf("%d passed, 0 failed", len(vs)); !strings.Contains(buf.String(), want) {

@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudacheck"
 )
 
 // openGPU opens GPU 0 through the real driver, or skips: these tests are
@@ -26,12 +28,12 @@ func openGPU(t *testing.T) *cuda.Backend {
 func TestSelfTestOnGPU(t *testing.T) {
 	be := openGPU(t)
 	defer be.Close()
-	vs, err := cuda.SelfTest(be, 7, nil)
+	vs, err := cudacheck.SelfTest(be, cpu.NewReference(), 7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	ok := cuda.WriteSelfTest(&buf, be.Device(), vs)
+	ok := cudacheck.Write(&buf, be.Device(), vs)
 	t.Logf("\n%s", buf.String())
 	if !ok {
 		t.Error("self-test failed on the GPU")

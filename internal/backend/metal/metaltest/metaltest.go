@@ -1,5 +1,5 @@
 // Package metaltest runs the Metal backend's kernels on any OS, for tests:
-// over the fake device (metal.NewFakeWith), every dispatch is executed by
+// over the fake device (metal.NewFake), every dispatch is executed by
 // its .metal kernel compiled as C++ and run on the CPU by package
 // internal/backend/metal/emu, so host code, grids and kernels are checked together.
 // It needs clang++ 16 or newer: without one, tests that use it are skipped,
@@ -37,14 +37,14 @@ func NewEmulated(tb testing.TB) *metal.Backend {
 	tb.Helper()
 	x := NewEmulator(tb, nil)
 	x.Orders = []core.Order{core.Forward}
-	ref := metal.NewFake(metal.Policy{})
+	ref := metal.NewFake(metal.Policy{}, metal.Fake{})
 	p := metal.DefaultPolicy(ref.Device())
 	ref.Close()
-	return metal.NewFakeWith(p, x.Exec)
+	return metal.NewFake(p, metal.Fake{Exec: x.Exec})
 }
 
 // Emulator executes dispatches with the emulated kernels: the executor for
-// metal.NewFakeWith. It is safe for concurrent use.
+// metal.NewFake. It is safe for concurrent use.
 type Emulator struct {
 	core.Tally
 	b   *emu.Builder

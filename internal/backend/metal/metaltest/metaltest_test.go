@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
 	msl "github.com/seed9b8f47b1/redrafter/internal/backend/metal/shaders"
@@ -34,7 +35,7 @@ func addMul(t *testing.T, be graph.Backend) []float32 {
 // kernels they ran, and run an overriding source instead of the embedded
 // one.
 func TestEmulated(t *testing.T) {
-	want := addMul(t, metal.NewFake(metal.Policy{FirstCommit: 1, OpsPerBuffer: 1}))
+	want := addMul(t, metal.NewFake(metal.Policy{FirstCommit: 1, OpsPerBuffer: 1}, metal.Fake{Reference: cpu.NewReference()}))
 	be := metaltest.NewEmulated(t)
 	defer be.Close()
 	if got := addMul(t, be); !slices.Equal(got, want) {
@@ -50,7 +51,7 @@ func TestEmulated(t *testing.T) {
 		t.Fatalf("elementwise.metal no longer contains %q; update the planted bug", from)
 	}
 	x := metaltest.NewEmulator(t, map[string]string{"elementwise.metal": strings.Replace(raw, from, to, 1)})
-	if got := addMul(t, metal.NewFakeWith(metal.Policy{FirstCommit: 1, OpsPerBuffer: 1}, x.Exec)); slices.Equal(got, want) {
+	if got := addMul(t, metal.NewFake(metal.Policy{FirstCommit: 1, OpsPerBuffer: 1}, metal.Fake{Exec: x.Exec})); slices.Equal(got, want) {
 		t.Errorf("the planted bug (%q → %q) went unnoticed: %v", from, to, got)
 	}
 	if ran, want := x.Ran(), map[string]int{"elementwise_add_f32": 1, "elementwise_mul_f32": 1}; !maps.Equal(ran, want) {
