@@ -14,17 +14,14 @@ import (
 
 // The backends sit side by side: internal/backend/{cpu,metal,cuda} import
 // none of each other, and what they share (internal/backend/emu, opcases)
-// imports none of them, except in tests.
+// imports none of them, except in tests. Where one needs another's work
+// (the Metal fake device's reference, the self-tests' reference), the
+// caller passes it in as a graph.Backend.
 var specificBackends = []string{"cpu", "metal", "cuda"}
 
 // sidewaysAllowed are the sideways imports not yet removed, each a debt
-// with its reason; the list only shrinks.
-var sidewaysAllowed = map[string]string{
-	// metal.NewFake runs each dispatch on the CPU reference backend.
-	"internal/backend/metal -> internal/backend/cpu": "the fake device's reference executor (fake.go)",
-	// The GPU self-test compares each op case with the CPU reference.
-	"internal/backend/opcases -> internal/backend/cpu": "SelfTest's reference backend (selftest.go)",
-}
+// with its reason ("from -> to": "why"). It is empty, and stays so.
+var sidewaysAllowed = map[string]string{}
 
 // backendOf returns the specific backend a package belongs to ("" for a
 // shared package under internal/backend/), and whether it is under
@@ -87,6 +84,11 @@ func TestPlantedSidewaysImportsAreCaught(t *testing.T) {
 		{"internal/backend/cpu", "cpu", "internal/backend/metal/shaders"},
 		{"internal/backend/emu", "emu", "internal/backend/cuda/shaders"},
 		{"internal/backend/opcases", "opcases", "internal/backend/metal"},
+		// The two debts paid off: the Metal fake device's reference and
+		// the self-test's.
+		{"internal/backend/metal", "metal", "internal/backend/cpu"},
+		{"internal/backend/opcases", "opcases", "internal/backend/cpu"},
+		{"internal/backend/metal/metalcheck", "metalcheck", "internal/backend/cpu"},
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -110,13 +112,15 @@ func TestPlantedSidewaysImportsAreCaught(t *testing.T) {
 	}
 }
 
-// testOnly are the path elements of packages that exist for tests: the
-// kernel emulators and their harnesses, fake devices, and testenv.
-var testOnly = []string{"emu", "metaltest", "cudatest", "testenv"}
+// testOnly are the path elements of packages that exist for tests and
+// developers: the kernel emulators and their harnesses, testenv, the op
+// cases and the GPU self-tests over them (run by internal/cmd/gpucheck).
+// A package whose name ends in "fake" is one too.
+var testOnly = []string{"emu", "metaltest", "cudatest", "testenv", "opcases", "metalcheck", "cudacheck"}
 
 // TestProgramsLinkNoTestSupport checks that the two programs link no
-// emulator, test harness, fake device package or testenv, on Linux, on
-// macOS and with the cuda tag.
+// emulator, test harness, fake device package, op cases, self-test or
+// testenv, on Linux, on macOS and with the cuda tag.
 func TestProgramsLinkNoTestSupport(t *testing.T) {
 	for _, env := range [][]string{{"GOOS=linux"}, {"GOOS=darwin", "CGO_ENABLED=0"}, {"GOOS=linux", "-tags=cuda"}} {
 		args := []string{"list", "-deps"}
