@@ -5,6 +5,7 @@
 # driver: build the binaries where Go is, with
 #
 #   go build -tags cuda -o BIN/redrafter ./cmd/redrafter
+#   go build -tags cuda -o BIN/gpucheck ./internal/cmd/gpucheck
 #   go test -c -tags cuda -o BIN/cudatest.test ./internal/backend/cuda/cudatest
 #
 # then, in the repository root on the GPU machine:
@@ -29,6 +30,7 @@ bin=${1:?usage: cuda-device-check.sh BIN OUT_DIR [HEAD_SMALL]}
 out=${2:?usage: cuda-device-check.sh BIN OUT_DIR [HEAD_SMALL]}
 small_head=${3:-}
 r=$bin/redrafter
+gpucheck=$bin/gpucheck # the GPU self-test (internal/cmd/gpucheck)
 mkdir -p "$out" .cache
 stories=models/stories260K/stories260K.gguf
 prompts=models/stories260K/distill/prompts-heldout.txt
@@ -62,7 +64,7 @@ bench() {
 
 step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
 step devices 60 "$r" devices
-step selftest 120 "$r" selftest --backend cuda --seed 3
+step selftest 120 "$gpucheck" --backend cuda --seed 3
 step tests 150 "$bin/cudatest.test" -test.run 'OnGPU' -test.v -test.count=1
 step demo 120 "$r" generate --backend cuda --model "$stories" --prompt "Once upon a time" --max-tokens 128 --stats \
 	--drafter models/stories260K/drafter --beam-width 4 --beam-length 5
@@ -71,8 +73,8 @@ step demo 120 "$r" generate --backend cuda --model "$stories" --prompt "Once upo
 # (memcheck) and shared-memory races between warps (racecheck), which the
 # emulator, running a block's threads in lockstep, cannot see.
 if command -v compute-sanitizer >/dev/null; then
-	step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 "$r" selftest --backend cuda
-	step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 1 "$r" selftest --backend cuda
+	step memcheck 60 compute-sanitizer --tool memcheck --error-exitcode 1 "$gpucheck" --backend cuda
+	step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 1 "$gpucheck" --backend cuda
 fi
 
 tl=.cache/tinyllama-shaped-f16.gguf
