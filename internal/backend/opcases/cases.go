@@ -443,6 +443,26 @@ func Eval(be graph.Backend, c Case) ([]any, error) {
 	return res, err
 }
 
+// Check runs case c on be and on the reference backend ref and describes
+// how be's outputs differ from the reference's beyond the case's tolerance
+// (Compare), "" when they agree. A failure of be (its kernel does not
+// compile, a launch fails, thread orders disagree) is a difference too, and
+// comes back as its message; a failure of the reference is err. It is the
+// check every GPU backend's emulated kernel tests run, shared so that they
+// judge the same way.
+func Check(be, ref graph.Backend, c Case) (diff string, err error) {
+	want, err := Eval(ref, c)
+	if err != nil {
+		return "", fmt.Errorf("%s on the reference: %w", c.Name, err)
+	}
+	got, err := Eval(be, c)
+	if err != nil {
+		return err.Error(), nil
+	}
+	diff, _ = Compare(got, want, c.Tol, c.Floor)
+	return diff, nil
+}
+
 // ReadOutputs reads each output as []float32 (an f16 KV cache as its exact
 // float values) or []int32.
 func ReadOutputs(p *graph.Plan, outs []*graph.Array) ([]any, error) {

@@ -36,16 +36,10 @@ func TestOpCases(t *testing.T) {
 	ref := cpu.NewReference()
 	for _, c := range opcases.All(rand.New(rand.NewPCG(1, 14))) {
 		t.Run(c.Name, func(t *testing.T) {
-			want, err := opcases.Eval(ref, c)
-			if err != nil {
-				t.Fatalf("cpu: %v", err)
-			}
-			got, err := opcases.Eval(be, c)
-			if err != nil {
-				t.Fatalf("cuda: %v", err)
-			}
-			if msg, _ := opcases.Compare(got, want, c.Tol, c.Floor); msg != "" {
-				t.Error(msg)
+			if diff, err := opcases.Check(be, ref, c); err != nil {
+				t.Fatal(err)
+			} else if diff != "" {
+				t.Errorf("cuda: %s", diff)
 			}
 		})
 	}
