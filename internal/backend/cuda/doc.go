@@ -4,9 +4,10 @@
 // named after its .cu file (matmul.go, norm.go, ...: grid, block and the
 // parameter bytes for CU_LAUNCH_PARAM_BUFFER_POINTER),
 // the Backend that encodes a plan as launches on one stream with one wait
-// per Run (backend.go, encode.go), and two drivers under it: the real one
+// per Run (backend.go, encode.go), and the driver under it: the real one
 // over libcuda.so.1 through purego (driver_linux.go and internal/cu, build
-// tag cuda, which also registers "cuda" with graph.Open) and a fake one
-// (fake.go) whose launches package cudatest runs on the emulator (emu/), so
-// that everything but the GPU itself is tested on any machine.
+// tag cuda, which also registers "cuda" with graph.Open), or any Driver
+// given to NewWithDriver (seam.go): the tests give package cudafake's,
+// whose launches package cudatest runs on the emulator (emu/), so that
+// everything but the GPU itself is tested on any machine.
 package cuda

@@ -2,8 +2,9 @@ package cuda
 
 // driver is what the backend needs of the CUDA driver. Two implement it:
 // the real one over libcuda.so.1 (driver_linux.go, build tag cuda), and
-// the fake (fake.go), whose memory is host memory and whose launches are
-// executed by a function the tests give (package cudatest runs each on the
+// any other Driver given to NewWithDriver (seam.go), such as package
+// cudafake's, whose memory is host memory and whose launches are executed
+// by a function the tests give (package cudatest runs each on the
 // emulated kernels). Everything above it, the plan encoder and the launch
 // arguments included, is the same code on both.
 type driver interface {

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -119,53 +118,3 @@ func (d *emuDevice) ranNames() []string {
 }
 
 var _ = graph.F32
-
-// emuExec returns an executor for NewFake that runs each launch on its
-// emulated kernel (package cudatest does the same for other packages).
-func emuExec(t *testing.T) func(l *Launch) error {
-	b := emu.ForTest(t)
-	return func(l *Launch) error {
-		src, err := shaders.Source(l.File)
-		if err != nil {
-			return err
-		}
-		names, err := shaders.Kernels(l.File)
-		if err != nil {
-			return err
-		}
-		prog, err := b.Build(l.File, src, names)
-		if err != nil {
-			return err
-		}
-		el := &emu.Launch{Kernel: l.Kernel, Grid: l.Grid, Block: l.Block, Params: l.Params, Orders: []core.Order{core.Forward}}
-		for _, x := range l.Buffers {
-			el.Buffers = append(el.Buffers, emu.Buffer{Base: x.Base, Data: x.Data})
-		}
-		return prog.Run(el)
-	}
-}
-
-// TestReadBandwidth runs bench's bandwidth probe on the emulated device:
-// it launches, waits and reports a rate; and a cancelled context stops it.
-func TestReadBandwidth(t *testing.T) {
-	be := NewFake(emuExec(t))
-	defer be.Close()
-	allocs := func() int { return len(be.drv.(*fakeDriver).allocs) }
-	before := allocs()
-	bw, err := be.readBandwidth(context.Background(), 1<<16, 1)
-	if err != nil || bw <= 0 {
-		t.Fatalf("read bandwidth %v, %v", bw, err)
-	}
-	t.Logf("emulated: %.3g bytes/s", bw)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := be.readBandwidth(ctx, 1<<16, 1); err != context.Canceled {
-		t.Errorf("cancelled: %v", err)
-	}
-	if s := be.Stats(); s.Launches != 0 {
-		t.Errorf("the probe shows in the plans' counters: %+v", s)
-	}
-	if n := allocs(); n != before {
-		t.Errorf("%d device allocations after the probe, %d before", n, before)
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
@@ -24,7 +25,7 @@ import (
 func SelfTest(be *cuda.Backend, ref graph.Backend, seed uint64, progress func(done, total int)) ([]opcases.KernelVerdict, error) {
 	// Cases that fail before running are planned on a fake driver, which
 	// runs none of its launches.
-	dry := cuda.NewFake(func(*cuda.Launch) error { return nil })
+	dry := cudafake.NewBackend(nil)
 	defer dry.Close()
 	d := opcases.Device{Backend: be, Launched: cuda.Launched, Dry: dry}
 	for _, f := range shaders.Files() {

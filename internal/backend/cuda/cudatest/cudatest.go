@@ -1,5 +1,5 @@
 // Package cudatest runs the CUDA backend's kernels on any machine, for
-// tests: over the fake driver (cuda.NewFake), every launch is executed by
+// tests: over the fake driver (package cudafake), every launch is executed by
 // its .cu kernel compiled as C++ and run on the CPU by package
 // internal/backend/cuda/emu, so the backend's host code, launch geometry and
 // kernels are checked together. It needs clang++ 16 or newer: without one,
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
@@ -44,7 +45,7 @@ func Builder(tb testing.TB) *emu.Builder {
 // more about the host code.
 func NewEmulated(tb testing.TB) *cuda.Backend {
 	tb.Helper()
-	return cuda.NewFake(NewEmulator(tb, nil).Exec)
+	return cudafake.NewBackend(NewEmulator(tb, nil).Exec)
 }
 
 // Emulator executes launches with the emulated kernels. It is safe for
@@ -67,7 +68,7 @@ func NewEmulator(tb testing.TB, override map[string]string) *Emulator {
 
 // Exec runs one launch through its emulated kernel, leaving the results
 // in l's buffers.
-func (x *Emulator) Exec(l *cuda.Launch) error {
+func (x *Emulator) Exec(l *cudafake.Launch) error {
 	src, err := x.src.Source(l.File)
 	if err != nil {
 		return err

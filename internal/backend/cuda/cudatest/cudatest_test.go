@@ -14,8 +14,8 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudacheck"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // files must be launched by some case.
 func TestOpCases(t *testing.T) {
 	x := NewEmulator(t, nil)
-	be := cuda.NewFake(x.Exec)
+	be := cudafake.NewBackend(x.Exec)
 	defer be.Close()
 	ref := cpu.NewReference()
 	for _, c := range opcases.All(rand.New(rand.NewPCG(1, 14))) {
@@ -110,7 +110,7 @@ func TestSelfTestEmulated(t *testing.T) {
 func TestLaunchFailureNamesKernel(t *testing.T) {
 	x := NewEmulator(t, nil)
 	fail := true
-	be := cuda.NewFake(func(l *cuda.Launch) error {
+	be := cudafake.NewBackend(func(l *cudafake.Launch) error {
 		if fail && l.Kernel == "rms_norm_f32" {
 			return errors.New("unspecified launch failure")
 		}

@@ -1,0 +1,73 @@
+package cuda
+
+// Driver is a CUDA driver other than NVIDIA's, for NewWithDriver: package
+// cudafake's, whose memory is host memory and whose launches its caller
+// runs (the tests run each on the emulated kernels). Addresses are device
+// addresses (CUdeviceptr).
+type Driver interface {
+	// Info describes the device.
+	Info() DeviceInfo
+	// Alloc returns n bytes of zeroed device memory.
+	Alloc(n int) (uint64, error)
+	// Free releases memory from Alloc.
+	Free(p uint64)
+	// Upload copies src to device address dst (synchronously).
+	Upload(dst uint64, src []byte) error
+	// Download copies from device address src into dst (synchronously,
+	// after every launch queued before it).
+	Download(dst []byte, src uint64) error
+	// Launch queues a kernel launch on the backend's stream.
+	Launch(l *Launch) error
+	// Sync waits until every queued launch has finished, and reports the
+	// first failure among them.
+	Sync() error
+	// Close releases the device.
+	Close()
+}
+
+// Launch is one kernel launch as a Driver receives it.
+type Launch struct {
+	Kernel string // e.g. "matvec_f16"
+	// File is the .cu file of package shaders that defines the kernel,
+	// e.g. "matvec.cu", or "" if none does (the driver reports
+	// CUDA_ERROR_NOT_FOUND).
+	File  string
+	Grid  [3]int // blocks
+	Block [3]int // threads per block
+	// Params are the kernel's arguments as CU_LAUNCH_PARAM_BUFFER_POINTER
+	// passes them.
+	Params []byte
+	// Pointers are the pointer arguments among Params, in order.
+	Pointers []uint64
+}
+
+// NewWithDriver returns a CUDA backend over d: the encoder, the launch
+// arguments and the stream discipline are the same code as over NVIDIA's
+// driver (Open).
+func NewWithDriver(d Driver) *Backend { return newBackend(driverSeam{d}) }
+
+// driverSeam is a Driver as the backend's driver.
+type driverSeam struct{ d Driver }
+
+func (s driverSeam) info() DeviceInfo                  { return s.d.Info() }
+func (s driverSeam) free(p devptr)                     { s.d.Free(uint64(p)) }
+func (s driverSeam) upload(dst devptr, b []byte) error { return s.d.Upload(uint64(dst), b) }
+func (s driverSeam) download(b []byte, src devptr) error {
+	return s.d.Download(b, uint64(src))
+}
+func (s driverSeam) sync() error { return s.d.Sync() }
+func (s driverSeam) close()      { s.d.Close() }
+
+func (s driverSeam) alloc(n int) (devptr, error) {
+	p, err := s.d.Alloc(n)
+	return devptr(p), err
+}
+
+func (s driverSeam) launch(l *launch) error {
+	ptrs := make([]uint64, len(l.ptrs))
+	for i, p := range l.ptrs {
+		ptrs[i] = uint64(p)
+	}
+	return s.d.Launch(&Launch{Kernel: l.kernel, File: kernelFiles[l.kernel], Grid: l.grid, Block: l.block,
+		Params: l.params, Pointers: ptrs})
+}
