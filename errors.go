@@ -2,8 +2,6 @@ package redrafter
 
 import (
 	"errors"
-	"fmt"
-	"math"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
@@ -23,15 +21,9 @@ type NonFiniteError struct {
 	Value float32 // NaN, +Inf or -Inf
 }
 
-func (e *NonFiniteError) Error() string {
-	v := "NaN"
-	if math.IsInf(float64(e.Value), 1) {
-		v = "+Inf"
-	} else if math.IsInf(float64(e.Value), -1) {
-		v = "-Inf"
-	}
-	return fmt.Sprintf("llama: the model produced %s %s at position %d (entry %d); its weights may hold NaN or Inf", v, e.What, e.Pos, e.Index)
-}
+// Error is the model's own message: the two types have the same fields,
+// so one formats both.
+func (e *NonFiniteError) Error() string { return (*llama.NonFiniteError)(e).Error() }
 
 // publicError makes a model's non-finite error that err holds findable as
 // a *NonFiniteError (the model's own type is internal), keeping err's
@@ -41,7 +33,8 @@ func publicError(err error) error {
 	if !errors.As(err, &nf) {
 		return err
 	}
-	return &nonFinite{err: err, public: &NonFiniteError{What: nf.What, Pos: nf.Pos, Index: nf.Index, Value: nf.Value}}
+	public := NonFiniteError(*nf)
+	return &nonFinite{err: err, public: &public}
 }
 
 // nonFinite is an error holding a model's non-finite error, as it came and
