@@ -324,6 +324,13 @@ static void test_bad_input(const char *model, const char *drafter, const char *w
     err = NULL;
     expect_status("beam_length 1", rd_engine_load(model, &lo, &bad, &err), RD_ERR_ARGUMENT, &err, "beam_length");
     rd_load_options_init(&lo, NULL);
+    lo.threads = INT32_MAX; /* once an out-of-memory abort of the host process */
+    err = NULL;
+    expect_status("threads INT32_MAX", rd_engine_load(model, &lo, &bad, &err), RD_ERR_ARGUMENT, &err, "threads");
+    lo.threads = -1;
+    err = NULL;
+    expect_status("threads -1", rd_engine_load(model, &lo, &bad, &err), RD_ERR_ARGUMENT, &err, "threads");
+    rd_load_options_init(&lo, NULL);
     lo.struct_size = 8;
     err = NULL;
     expect_status("load options not from rd_load_options_init", rd_engine_load(model, &lo, &bad, &err), RD_ERR_ARGUMENT, &err, "struct_size");
