@@ -398,3 +398,14 @@ func Reshape(x *Array, shape ...int) *Array {
 	mustf(s.Numel() == x.shape.Numel(), "Reshape: %v to %v", x.shape, s)
 	return node(ReshapeOp{Shape: s}, x.dtype, s, x)
 }
+
+// WrittenSources lists the sources, by index, that op writes in place
+// besides its result. A GPU backend orders its kernels by what each reads
+// and writes (barriers, graph edges): a step writes its result and these.
+func WrittenSources(op Op) []int {
+	switch op.(type) {
+	case KVWriteOp, KVCompactOp:
+		return []int{0} // the cache, which the result also is
+	}
+	return nil
+}
