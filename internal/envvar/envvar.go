@@ -10,6 +10,8 @@
 //	                                 metal or cuda (default auto)
 //	REDRAFTER_CPU_TILES              off: the CPU backend does not repack 4/8-bit weights for its
 //	                                 tile kernel; any other value, or unset: it does
+//	REDRAFTER_FUSED_LAYERS           off: models build unfused layers (17 ops) on GPU backends too,
+//	                                 for comparison; any other value, or unset: fused (6 ops)
 //	REDRAFTER_METAL_FIRST_COMMIT     dispatches in the first Metal command buffer (default 10)
 //	REDRAFTER_METAL_OPS_PER_BUFFER   dispatches per later command buffer (default 40; 20 on
 //	                                 phones, 50 on Pro, Max and Ultra)
@@ -114,6 +116,10 @@ const APIKey Text = "REDRAFTER_API_KEY"
 // product then runs the row kernels. Any other value, or none, leaves
 // repacking on (the default).
 const CPUTiles Switch = "REDRAFTER_CPU_TILES"
+
+// FusedLayers, REDRAFTER_FUSED_LAYERS, is read when a model is bound to a
+// backend: off keeps a GPU backend on the unfused layer graph.
+const FusedLayers Switch = "REDRAFTER_FUSED_LAYERS"
 
 // The Metal backend's command-buffer policy, read each time a Metal backend
 // is opened (metal.Policy.WithEnv); each overrides the default of the

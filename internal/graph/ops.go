@@ -203,7 +203,8 @@ func AllOps() []Op {
 		SiLUOp{}, SwiGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
 		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1},
-		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1}}
+		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1},
+		LinearOp{Norm: true, Eps: 1e-5}, RoPEKVWriteOp{Heads: 1, KVHeads: 1}}
 }
 
 func isFloatWeight(d DType) bool { return d == F32 || d == F16 || d == BF16 }
@@ -406,6 +407,8 @@ func WrittenSources(op Op) []int {
 	switch op.(type) {
 	case KVWriteOp, KVCompactOp:
 		return []int{0} // the cache, which the result also is
+	case RoPEKVWriteOp:
+		return []int{2, 3} // the key and value caches
 	}
 	return nil
 }

@@ -305,6 +305,10 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 		acceptChains(i32(s.Out), i32(in[0]), i32(in[1]), op.Width)
 	case graph.QMatMulOp:
 		return b.qmatmul(s.Out, in, op, prep)
+	case graph.LinearOp:
+		return b.linear(s.Out, in, op)
+	case graph.RoPEKVWriteOp:
+		return b.ropeKVWrite(s.Out, in, op)
 	case graph.QEmbedOp:
 		return b.qembed(s.Out, in, op)
 	case graph.DequantizeOp:

@@ -133,7 +133,7 @@ func All(r *rand.Rand) []Case {
 	for _, family := range []func(*rand.Rand) []Case{
 		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
 		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
-		quantCases, drafterCases, chainsCases,
+		quantCases, drafterCases, chainsCases, fusedCases,
 	} {
 		cs = append(cs, family(r)...)
 	}

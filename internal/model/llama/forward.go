@@ -2,7 +2,6 @@ package llama
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
@@ -48,31 +47,9 @@ func (s *State) AddForward(g *graph.Graph, tokens, pos, kvLen, end, rows *graph.
 	m := r.Model
 	n := tokens.Shape()[0]
 	f := &forwardGraph{tokens: tokens, pos: pos, kvLen: kvLen, end: end, rows: rows}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	x := graph.Embed(r.weight(g, &m.Embed), f.tokens) // x = embed_tokens(tokens)      [n, dim]
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		h := graph.RMSNorm(x, r.weight(g, &l.AttnNorm), c.NormEps) // h = input_layernorm(x)
-		q := graph.MatMul(h, r.weight(g, &l.Q))                    // q = q_proj(h)            [n, heads*hd]
-		k := graph.MatMul(h, r.weight(g, &l.K))                    // k = k_proj(h)            [n, kvHeads*hd]
-		v := graph.MatMul(h, r.weight(g, &l.V))                    // v = v_proj(h)            [n, kvHeads*hd]
-		if c.QKVBias {
-			q = graph.Add(q, r.weight(g, &l.QBias))
-			k = graph.Add(k, r.weight(g, &l.KBias))
-			v = graph.Add(v, r.weight(g, &l.VBias))
-		}
-		q = graph.RoPE(graph.Reshape(q, n, c.Heads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		k = graph.RoPE(graph.Reshape(k, n, c.KVHeads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
-		kc := graph.KVWrite(s.kv(g, i, 0), k, f.kvLen) // cache.update(k, v)
-		vc := graph.KVWrite(s.kv(g, i, 1), v, f.kvLen)
-		a := graph.Attention(q, kc, vc, f.kvLen, f.end, scale) // sdpa(q, k, v, tree mask)   [n, heads, hd]
-		a = graph.Reshape(a, n, c.Heads*c.HeadDim)
-		x = graph.Add(x, graph.MatMul(a, r.weight(g, &l.O)))     // x = x + o_proj(a)
-		h = graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x)
-		gate := graph.MatMul(h, r.weight(g, &l.Gate))
-		up := graph.MatMul(h, r.weight(g, &l.Up))
-		x = graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
+		x = r.addLayer(g, x, f.pos, i, []segment{{lo: 0, hi: n, k: s.kv(g, i, 0), v: s.kv(g, i, 1), kvLen: f.kvLen, end: f.end}})
 	}
 	x = graph.GatherRows(x, f.rows)                              // only the rows asked for
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]

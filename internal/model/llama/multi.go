@@ -2,7 +2,6 @@ package llama
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -308,37 +307,15 @@ func (r *Runner) buildJoint(reqs []*Request, n, nOut int) (*jointGraph, error) {
 		at += len(q.Batch.Tokens)
 	}
 	f.starts = append(f.starts, at)
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	x := graph.Embed(r.weight(g, &m.Embed), f.tokens)
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		h := graph.RMSNorm(x, r.weight(g, &l.AttnNorm), c.NormEps)
-		q := graph.MatMul(h, r.weight(g, &l.Q))
-		k := graph.MatMul(h, r.weight(g, &l.K))
-		v := graph.MatMul(h, r.weight(g, &l.V))
-		if c.QKVBias {
-			q = graph.Add(q, r.weight(g, &l.QBias))
-			k = graph.Add(k, r.weight(g, &l.KBias))
-			v = graph.Add(v, r.weight(g, &l.VBias))
-		}
-		q = graph.RoPE(graph.Reshape(q, n, c.Heads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		k = graph.RoPE(graph.Reshape(k, n, c.KVHeads, c.HeadDim), f.pos, r.invFreq, c.RopeNeoX)
-		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
-		parts := make([]*graph.Array, len(reqs))
+		segs := make([]segment, len(f.states))
 		for j, s := range f.states {
 			lo, hi := f.starts[j], f.starts[j+1]
-			kvLen := graph.Slice(f.kvLen, j, j+1)
-			kc := graph.KVWrite(r.cacheVar(g, s, i, 0), graph.Slice(k, lo, hi), kvLen)
-			vc := graph.KVWrite(r.cacheVar(g, s, i, 1), graph.Slice(v, lo, hi), kvLen)
-			a := graph.Attention(graph.Slice(q, lo, hi), kc, vc, kvLen, graph.Slice(f.end, lo, hi), scale)
-			parts[j] = graph.Reshape(a, 1, (hi-lo)*c.Heads*c.HeadDim)
+			segs[j] = segment{lo: lo, hi: hi, k: r.cacheVar(g, s, i, 0), v: r.cacheVar(g, s, i, 1),
+				kvLen: graph.Slice(f.kvLen, j, j+1), end: graph.Slice(f.end, lo, hi)}
 		}
-		a := graph.Reshape(concatAll(parts), n, c.Heads*c.HeadDim)
-		x = graph.Add(x, graph.MatMul(a, r.weight(g, &l.O)))
-		h = graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps)
-		gate := graph.MatMul(h, r.weight(g, &l.Gate))
-		up := graph.MatMul(h, r.weight(g, &l.Up))
-		x = graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down)))
+		x = r.addLayer(g, x, f.pos, i, segs)
 	}
 	x = graph.GatherRows(x, f.rows)
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
@@ -17,6 +18,10 @@ type Runner struct {
 	// attention reads, at a rounding of keys and values to halves.
 	KVCache graph.DType
 	invFreq []float32
+	scale   float32 // attention's, 1/√headDim
+	// fused holds each layer's joined weights when the backend runs fused
+	// layers (fusesLayers); nil builds the unfused graph.
+	fused []fusedLayer
 }
 
 // kvType is the KV caches' element type.
@@ -27,17 +32,60 @@ func (r *Runner) kvType() graph.DType {
 	return graph.F32
 }
 
-// Bind wraps the model's weights for be.
-func Bind(m *Model, be graph.Backend) (*Runner, error) {
-	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq()}
-	if err := r.Add(m.weightsOf()...); err != nil {
+// Bind wraps the model's weights for be, with the layers fused where be
+// runs fused layers (a GPU backend; see graph.FusedLayers).
+func Bind(m *Model, be graph.Backend) (*Runner, error) { return BindFused(m, be, fusesLayers(be)) }
+
+// BindFused is Bind with the choice of fused layers made by the caller (a
+// test comparing both graphs on one backend). Fused layers need Q, K and V
+// (and gate and up) joined into one matrix each: that copy is made here,
+// and the backend is given the joined matrices instead of the parts.
+func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
+	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq(),
+		scale: float32(1 / math.Sqrt(float64(m.Config.HeadDim)))}
+	ws := m.weightsOf()
+	if fused {
+		var err error
+		if r.fused, err = m.joinLayers(be); err != nil {
+			return nil, err
+		}
+		joined := map[*Weight]bool{}
+		for i := range m.Layers {
+			l, f := &m.Layers[i], &r.fused[i]
+			if f.QKV.Present() {
+				joined[&l.Q], joined[&l.K], joined[&l.V] = true, true, true
+				joined[&l.QBias], joined[&l.KBias], joined[&l.VBias] = true, true, true
+				ws = append(ws, &f.QKV)
+				if f.QKVBias.Present() {
+					ws = append(ws, &f.QKVBias)
+				}
+			}
+			if f.GateUp.Present() {
+				joined[&l.Gate], joined[&l.Up] = true, true
+				ws = append(ws, &f.GateUp)
+			}
+		}
+		ws = slices.DeleteFunc(ws, func(w *Weight) bool { return joined[w] })
+	}
+	if err := r.Add(ws...); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
+// Fused reports whether the runner builds fused layers.
+func (r *Runner) Fused() bool { return r.fused != nil }
+
 func (r *Runner) weight(g *graph.Graph, w *Weight) *graph.Array { return r.Array(g, w) }
+
+// optWeight is weight, or nil for an absent one.
+func (r *Runner) optWeight(g *graph.Graph, w *Weight) *graph.Array {
+	if !w.Present() {
+		return nil
+	}
+	return r.Array(g, w)
+}
 
 // KVBytes is the size of a KV cache of capacity tokens, all layers, keys
 // and values; an error when it does not fit in an int64.

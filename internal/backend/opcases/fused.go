@@ -1,0 +1,135 @@
+package opcases
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// linearVariants are the fusions a layer uses (norm before Q·K·V, with or
+// without Qwen's bias; norm and SwiGLU over gate·up; the residual after
+// the O and down products) and one more (bias and residual), each checked
+// on every weight type.
+var linearVariants = []struct {
+	name                         string
+	norm, bias, swiglu, residual bool
+}{
+	{"norm", true, false, false, false},
+	{"norm+bias", true, true, false, false},
+	{"norm+swiglu", true, false, true, false},
+	{"residual", false, false, false, true},
+	{"bias+residual", false, true, false, true},
+}
+
+// fusedCases returns the cases of the fused layer ops: LinearOp on float
+// and quantized weights at matvec row counts (1, a verification pass) and
+// past them (a prefill chunk, which takes the matrix kernels), and
+// RoPEKVWrite into f32 and f16 caches, NeoX and adjacent pairs, partial
+// rotary, grouped heads.
+func fusedCases(r *rand.Rand) []Case {
+	var cs []Case
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for vi, v := range linearVariants {
+			for _, s := range [][3]int{{1, 136, 24}, {5, 70, 9}, {300, 40, 12}} {
+				m, k, n := s[0], s[1], s[2]
+				w := Weights(r, dt, wantRows(n, v.swiglu)*k)
+				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), vi, m, k, n,
+					func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+						wa := g.Input("w", dt, wantRows(n, v.swiglu), k)
+						in[wa] = w
+						return wa
+					}))
+			}
+		}
+	}
+	for _, bits := range []int{4, 8} {
+		for vi, v := range linearVariants {
+			for si, s := range [][4]int{{1, 256, 17, 64}, {5, 128, 10, 32}, {40, 384, 7, 128}} {
+				m, k, n, gs := s[0], s[1], s[2], s[3]
+				dt := []graph.DType{graph.F16, graph.BF16, graph.F32}[(vi+si)%3]
+				q := RandQuant(r, wantRows(n, v.swiglu), k, bits, gs, dt)
+				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", v.name, bits, gs, dt, m, k, n), TolF32, vi, m, k, n,
+					func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+						return q.Inputs(g, in, wantRows(n, v.swiglu), k, bits, gs, dt)
+					}))
+			}
+		}
+	}
+	return append(cs, ropeKVWriteCases(r)...)
+}
+
+// wantRows is the rows of w for n outputs: gate and up rows with SwiGLU.
+func wantRows(n int, swiglu bool) int {
+	if swiglu {
+		return 2 * n
+	}
+	return n
+}
+
+// linearCase is one LinearOp case of variant vi over x [m,k] with n
+// outputs; weight declares w. Its floor bounds the error's denominator by
+// what a product of these magnitudes can round to: |w| <= 1, and a
+// normalised row's values are at most √k times its weight's.
+func linearCase(r *rand.Rand, name string, tol float64, vi, m, k, n int, weight func(g *graph.Graph, in map[*graph.Array]any) *graph.Array) Case {
+	v := linearVariants[vi]
+	x, gain := RandF32(r, m*k, 2), RandF32(r, k, 1)
+	bias, res := RandF32(r, wantRows(n, v.swiglu), 1), RandF32(r, m*n, 4)
+	bound := maxRowAbsSum(x, k)
+	if v.norm {
+		bound = math.Sqrt(float64(k)) * float64(k)
+	}
+	if v.swiglu {
+		bound *= bound
+	}
+	return Case{Name: name, Tol: tol, Floor: bound, Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+		xa := g.Input("x", graph.F32, m, k)
+		in := map[*graph.Array]any{xa: x}
+		f := graph.Fusion{SwiGLU: v.swiglu, Eps: 1e-5}
+		if v.norm {
+			f.Norm = g.Input("gain", graph.F32, k)
+			in[f.Norm] = gain
+		}
+		w := weight(g, in)
+		if v.bias {
+			f.Bias = g.Input("bias", graph.F32, wantRows(n, v.swiglu))
+			in[f.Bias] = bias
+		}
+		if v.residual {
+			f.Residual = g.Input("residual", graph.F32, m, n)
+			in[f.Residual] = res
+		}
+		return []*graph.Array{graph.Linear(xa, w, f)}, in
+	}}
+}
+
+// ropeKVWriteCases returns the cases of RoPEKVWrite: the rotated queries
+// and both caches after the write are compared.
+func ropeKVWriteCases(r *rand.Rand) []Case {
+	var cs []Case
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		for _, neox := range []bool{true, false} {
+			for _, s := range [][6]int{{1, 4, 2, 16, 8, 9}, {6, 2, 1, 18, 6, 0}, {5, 6, 2, 64, 32, 40}} {
+				m, h, kvh, d, p, past := s[0], s[1], s[2], s[3], s[4], s[5]
+				c := past + m + 2
+				qkv, pos := RandF32(r, m*(h+2*kvh)*d, 1), RandInts(r, m, 0, 300)
+				kc, vc := RandF32(r, kvh*c*d, 1), RandF32(r, kvh*c*d, 1)
+				inv := make([]float32, p)
+				for j := range inv {
+					inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(d)))
+				}
+				name := fmt.Sprintf("RoPEKVWrite/%v/neox=%v/M%d_H%d_KVH%d_D%d_P%d_at%d", dt, neox, m, h, kvh, d, p, past)
+				cs = append(cs, Case{Name: name, Tol: TolF32, Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					ka := varOf(be, g, "k", slices.Clone(kc), dt, kvh, c, d)
+					va := varOf(be, g, "v", slices.Clone(vc), dt, kvh, c, d)
+					xa, pa, la := g.Input("qkv", graph.F32, m, (h+2*kvh)*d), g.Input("pos", graph.I32, m), g.Input("kvLen", graph.I32, 1)
+					q := graph.RoPEKVWrite(xa, pa, ka, va, la, h, kvh, inv, neox)
+					return []*graph.Array{q, ka, va}, map[*graph.Array]any{xa: qkv, pa: pos, la: []int32{int32(past)}}
+				}})
+			}
+		}
+	}
+	return cs
+}

@@ -1,0 +1,223 @@
+package llama
+
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// fusedLayer holds a layer's weights joined for the fused ops
+// (graph.LinearOp, graph.RoPEKVWriteOp): Q, K and V as one matrix (and
+// their biases as one vector), gate and up as one. A part whose weights
+// cannot be joined (different types, as in some GGUF quantization mixes)
+// has no Data and is built unfused.
+type fusedLayer struct {
+	QKV, QKVBias, GateUp Weight
+	// OResidual and DownResidual are set when the backend adds the
+	// residual in the O and down products (LinearOp with Residual).
+	OResidual, DownResidual bool
+}
+
+// fusesLayers reports whether model code should build fused layers for
+// be: a GPU backend that says it runs them as single kernels, unless
+// REDRAFTER_FUSED_LAYERS=off.
+func fusesLayers(be graph.Backend) bool {
+	f, ok := be.(graph.FusedLayers)
+	return ok && f.FusesLayers() && !envvar.FusedLayers.Off()
+}
+
+// linearSupported reports whether be runs a LinearOp over w with the
+// norm (and bias, or SwiGLU) of a joined layer part: a backend may run the
+// fused ops on some weight types only, and the parts it cannot run stay
+// unfused.
+func linearSupported(be graph.Backend, w, bias *Weight, swiglu bool) bool {
+	op := graph.LinearOp{Norm: true, Bias: bias.Present(), SwiGLU: swiglu}
+	if q := w.Quant; q != nil {
+		op.Bits, op.GroupSize = q.Bits, q.GroupSize
+	}
+	return be.Supports(op, linearTypes(op, w))
+}
+
+// residualSupported reports whether be adds the residual in a LinearOp
+// over w.
+func residualSupported(be graph.Backend, w *Weight) bool {
+	op := graph.LinearOp{Residual: true}
+	if q := w.Quant; q != nil {
+		op.Bits, op.GroupSize = q.Bits, q.GroupSize
+	}
+	return be.Supports(op, linearTypes(op, w))
+}
+
+// linearTypes are the source types of op over w (op's Bits are set from w).
+func linearTypes(op graph.LinearOp, w *Weight) []graph.DType {
+	in := []graph.DType{graph.F32}
+	if op.Norm {
+		in = append(in, graph.F32)
+	}
+	if q := w.Quant; q != nil {
+		in = append(in, graph.U32, q.Scales.DType, q.Biases.DType)
+	} else {
+		in = append(in, w.DType)
+	}
+	if op.Bias {
+		in = append(in, graph.F32)
+	}
+	if op.Residual {
+		in = append(in, graph.F32)
+	}
+	return in
+}
+
+// joinLayers joins every layer's weights for the fused ops that be runs.
+func (m *Model) joinLayers(be graph.Backend) ([]fusedLayer, error) {
+	out := make([]fusedLayer, len(m.Layers))
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		var err error
+		if out[i].QKV, err = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V); err != nil {
+			return nil, err
+		}
+		if m.Config.QKVBias && out[i].QKV.Present() {
+			if out[i].QKVBias, err = joinRows(fmt.Sprintf("blk.%d.attn_qkv.bias", i), &l.QBias, &l.KBias, &l.VBias); err != nil {
+				return nil, err
+			}
+			if !out[i].QKVBias.Present() {
+				out[i].QKV = Weight{}
+			}
+		}
+		if out[i].GateUp, err = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up); err != nil {
+			return nil, err
+		}
+		f := &out[i]
+		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, false) {
+			f.QKV, f.QKVBias = Weight{}, Weight{}
+		}
+		if f.GateUp.Present() && !linearSupported(be, &f.GateUp, &Weight{}, true) {
+			f.GateUp = Weight{}
+		}
+		f.OResidual, f.DownResidual = residualSupported(be, &l.O), residualSupported(be, &l.Down)
+	}
+	return out, nil
+}
+
+// joinRows stacks weights of one type along their first dimension (rows of
+// a [N,K] matrix, or a vector) into a new, owned weight. It returns an
+// absent Weight when they differ in type, quantization or row length, and
+// an error only for sizes no memory holds.
+func joinRows(name string, ws ...*Weight) (Weight, error) {
+	first := ws[0]
+	for _, w := range ws {
+		if !w.Present() || w.DType != first.DType || len(w.Shape) != len(first.Shape) ||
+			(len(w.Shape) == 2 && w.Shape[1] != first.Shape[1]) || (w.Quant == nil) != (first.Quant == nil) {
+			return Weight{}, nil
+		}
+		if q, q0 := w.Quant, first.Quant; q != nil && (q.Bits != q0.Bits || q.GroupSize != q0.GroupSize ||
+			q.Symmetric != q0.Symmetric || q.Scales.DType != q0.Scales.DType || q.Biases.DType != q0.Biases.DType) {
+			return Weight{}, nil
+		}
+	}
+	join := func(name string, part func(w *Weight) *Weight) Weight {
+		shape := append(graph.Shape(nil), part(first).Shape...)
+		shape[0] = 0
+		size := 0
+		for _, w := range ws {
+			shape[0] += part(w).Shape[0]
+			size += len(part(w).Data)
+		}
+		data := make([]byte, 0, size)
+		for _, w := range ws {
+			data = append(data, part(w).Data...)
+		}
+		return Weight{Name: name, DType: part(first).DType, Shape: shape, Data: data, Owned: true}
+	}
+	j := join(name, func(w *Weight) *Weight { return w })
+	if q := first.Quant; q != nil {
+		j.Quant = &Quant{Bits: q.Bits, GroupSize: q.GroupSize, Symmetric: q.Symmetric,
+			Scales: join(name+".scales", func(w *Weight) *Weight { return &w.Quant.Scales }),
+			Biases: join(name+".biases", func(w *Weight) *Weight { return &w.Quant.Biases })}
+	}
+	return j, nil
+}
+
+// segment is the part of a pass's rows that one sequence owns: rows lo..hi-1
+// attend over its caches of the current layer.
+type segment struct {
+	lo, hi     int
+	k, v       *graph.Array // the layer's caches
+	kvLen, end *graph.Array // [1], [hi-lo]
+}
+
+// addLayer adds transformer block i over x [n, dim] to g and returns the
+// new residual stream. caches gives, for layer i, each sequence's rows and
+// caches: one segment for a State's pass, one per request in a joint pass.
+// Fused layers (a GPU backend) take six ops; unfused ones seventeen, each
+// with its PyTorch equivalent in the comments.
+func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []segment) *graph.Array {
+	c := &r.Model.Config
+	l := &r.Model.Layers[i]
+	n := x.Shape()[0]
+	attention := func(q *graph.Array, s segment) *graph.Array { // sdpa(q, k, v, tree mask) [n, heads*hd]
+		a := graph.Attention(q, s.k, s.v, s.kvLen, s.end, r.scale)
+		return graph.Reshape(a, 1, (s.hi-s.lo)*c.Heads*c.HeadDim)
+	}
+	var a *graph.Array
+	if f := r.fused; f != nil && f[i].QKV.Present() {
+		// qkv = [q_proj; k_proj; v_proj](input_layernorm(x)), then RoPE and
+		// cache.update(k, v) in one op.
+		qkv := graph.Linear(x, r.weight(g, &f[i].QKV), graph.Fusion{Norm: r.weight(g, &l.AttnNorm), Eps: c.NormEps,
+			Bias: r.optWeight(g, &f[i].QKVBias)})
+		parts := make([]*graph.Array, len(segs))
+		for j, s := range segs {
+			q := graph.RoPEKVWrite(slice(qkv, s.lo, s.hi, n), slice(pos, s.lo, s.hi, n), s.k, s.v, s.kvLen,
+				c.Heads, c.KVHeads, r.invFreq, c.RopeNeoX)
+			parts[j] = attention(q, s)
+		}
+		a = graph.Reshape(concatAll(parts), n, c.Heads*c.HeadDim)
+	} else {
+		h := graph.RMSNorm(x, r.weight(g, &l.AttnNorm), c.NormEps) // h = input_layernorm(x)
+		q := graph.MatMul(h, r.weight(g, &l.Q))                    // q = q_proj(h)            [n, heads*hd]
+		k := graph.MatMul(h, r.weight(g, &l.K))                    // k = k_proj(h)            [n, kvHeads*hd]
+		v := graph.MatMul(h, r.weight(g, &l.V))                    // v = v_proj(h)            [n, kvHeads*hd]
+		if c.QKVBias {
+			q = graph.Add(q, r.weight(g, &l.QBias))
+			k = graph.Add(k, r.weight(g, &l.KBias))
+			v = graph.Add(v, r.weight(g, &l.VBias))
+		}
+		q = graph.RoPE(graph.Reshape(q, n, c.Heads, c.HeadDim), pos, r.invFreq, c.RopeNeoX)
+		k = graph.RoPE(graph.Reshape(k, n, c.KVHeads, c.HeadDim), pos, r.invFreq, c.RopeNeoX)
+		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
+		parts := make([]*graph.Array, len(segs))
+		for j, s := range segs {
+			s.k = graph.KVWrite(s.k, slice(k, s.lo, s.hi, n), s.kvLen) // cache.update(k, v)
+			s.v = graph.KVWrite(s.v, slice(v, s.lo, s.hi, n), s.kvLen)
+			parts[j] = attention(slice(q, s.lo, s.hi, n), s)
+		}
+		a = graph.Reshape(concatAll(parts), n, c.Heads*c.HeadDim)
+	}
+	if f := r.fused; f != nil && f[i].OResidual {
+		x = graph.Linear(a, r.weight(g, &l.O), graph.Fusion{Residual: x}) // x = x + o_proj(a)
+	} else {
+		x = graph.Add(x, graph.MatMul(a, r.weight(g, &l.O)))
+	}
+	if f := r.fused; f != nil && f[i].GateUp.Present() {
+		// x = x + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x)
+		gu := graph.Linear(x, r.weight(g, &f[i].GateUp), graph.Fusion{Norm: r.weight(g, &l.FFNNorm), Eps: c.NormEps, SwiGLU: true})
+		if f[i].DownResidual {
+			return graph.Linear(gu, r.weight(g, &l.Down), graph.Fusion{Residual: x})
+		}
+		return graph.Add(x, graph.MatMul(gu, r.weight(g, &l.Down)))
+	}
+	h := graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x)
+	gate := graph.MatMul(h, r.weight(g, &l.Gate))
+	up := graph.MatMul(h, r.weight(g, &l.Up))
+	return graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
+}
+
+// slice is rows lo..hi-1 of a, or a itself when they are all n of them.
+func slice(a *graph.Array, lo, hi, n int) *graph.Array {
+	if lo == 0 && hi == n {
+		return a
+	}
+	return graph.Slice(a, lo, hi)
+}
