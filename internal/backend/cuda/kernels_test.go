@@ -305,12 +305,24 @@ func kernelCases(r *rand.Rand) []kcase {
 			err := d.run(kvCompactLaunch(cp, d.alloc(b([]int32{int32(past)})), d.alloc(b(idx)), dt, len(idx), rowlen, c, dd))
 			return []any{d.cache(cp, dt)}, err
 		})
-		// Attention: decode, a causal chain, and a random tree.
+		// Attention: decode, a causal chain, and a random tree in one chunk;
+		// then decode and trees over long contexts, where the split kernel
+		// (split) and the one that walks the chunks (walk) both run, with
+		// the chunk boundaries inside the new keys, a head dim past 128
+		// (a lane's second group of dims) and grouped-query heads.
 		for _, s := range []struct {
 			kind             string
 			n, h, kvh, d, pa int
-		}{{"decode", 1, 4, 2, 40, 37}, {"chain", 6, 4, 4, 64, 5}, {"tree", 9, 6, 2, 33, 20}} {
+			path             string // "" (one chunk), "split" or "walk"
+		}{{"decode", 1, 4, 2, 40, 37, ""}, {"chain", 6, 4, 4, 64, 5, ""}, {"tree", 9, 6, 2, 33, 20, ""},
+			{"decode", 1, 4, 2, 40, 1000, "split"}, {"decode", 1, 4, 2, 40, 2100, "walk"},
+			{"tree", 6, 4, 1, 64, 2046, "split"}, {"tree", 6, 4, 1, 64, 1020, "walk"},
+			{"decode", 1, 2, 1, 160, 1030, "split"}} {
 			cc := s.pa + s.n + 3
+			name := fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa)
+			if s.path != "" {
+				name += "_" + s.path
+			}
 			k, v := opcases.RandF32(r, cc*s.kvh*s.d, 1), opcases.RandF32(r, cc*s.kvh*s.d, 1)
 			var kd, vd any = k, v
 			if dt == graph.F16 {
@@ -325,7 +337,7 @@ func kernelCases(r *rand.Rand) []kcase {
 				end = opcases.RandomTree(r, s.n)
 			}
 			scale := float32(1 / math.Sqrt(float64(s.d)))
-			add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa), tolF32, func(be graph.Backend) ([]any, error) {
+			add(name, tolF32, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 					ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
@@ -335,10 +347,27 @@ func kernelCases(r *rand.Rand) []kcase {
 				})
 			}, func(d *emuDevice) ([]any, error) {
 				out := d.alloc(zeros(s.n * s.h * s.d))
-				l, err := attentionLaunch(out, d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd)), d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end)), dt, s.n, s.h, s.kvh, s.d, cc, scale)
+				qp, kp, vp := d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd))
+				lp, ep := d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end))
+				if s.path != "split" {
+					l, err := attentionLaunch(out, qp, kp, vp, lp, ep, dt, s.n, s.h, s.kvh, s.d, cc, scale)
+					if err != nil {
+						return nil, err
+					}
+					err = d.run(l)
+					return []any{d.f32s(out)}, err
+				}
+				scratch := d.alloc(make([]byte, attnScratchBytes(s.n, s.h, s.d, attnChunks(cc))))
+				l, err := attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, s.n, s.h, s.kvh, s.d, cc, scale)
 				if err != nil {
 					return nil, err
 				}
+				// Twice, as a plan runs: the first run must leave the
+				// counts zero, or the second merges nothing.
+				if err := d.run(l); err != nil {
+					return nil, err
+				}
+				clear(d.bytes(out))
 				err = d.run(l)
 				return []any{d.f32s(out)}, err
 			})

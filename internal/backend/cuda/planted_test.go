@@ -17,9 +17,17 @@ import (
 func TestHarnessCatchesPlantedBugs(t *testing.T) {
 	for _, bug := range []struct{ file, from, to, cases string }{
 		// The warps' softmax states are merged before every warp stored its own.
-		{"attention.cu", "\tsync_threads();\n\tfloat m = wm[0];", "\tfloat m = wm[0];", "Attention/f32/tree/N9_H6_KVH2_D33_past20"},
+		{"attention.cu", "\tsync_threads();\n\tm = ATT_NEG;", "\tm = ATT_NEG;", "Attention/f32/tree/N9_H6_KVH2_D33_past20"},
 		// A tree token sees its new keys as if the tree were a chain.
-		{"attention.cu", "if (end[j] < i) continue;", "if (j > i) continue;", "Attention/f16/tree/N9_H6_KVH2_D33_past20"},
+		{"attention.cu", "count += end[j] >= qi ? 1 : 0;", "count += 1;", "Attention/f16/tree/N9_H6_KVH2_D33_past20"},
+		// The split's merge drops the last chunk.
+		{"attention.cu", "for (int c = 0; c < p; c++) {", "for (int c = 0; c < p - 1; c++) {", "Attention/f32/decode/N1_H4_KVH2_D40_past1000_split"},
+		// Merging chunks, the running sum is not rescaled to the new maximum.
+		{"attention.cu", "l = cu_fma(l, a, lp * b);", "l = l + lp;", "Attention/f16/decode/N1_H4_KVH2_D40_past2100_walk"},
+		// The last block leaves the counts as they are: the next run's never reach p.
+		{"attention.cu", "if (sh.last) count[pair] = 0;", "", "Attention/f16/tree/N6_H4_KVH1_D64_past2046_split"},
+		// A chunk that starts inside the new keys takes them as a chain.
+		{"attention.cu", "sh.rows[kvlen + rank - c0] = kvlen + j;", "sh.rows[kvlen + rank - c0] = kvlen + rank;", "Attention/f32/tree/N6_H4_KVH1_D64_past2046_split"},
 		// The quantized matvec takes the scale of the row's first group.
 		{"quant.cu", "const u64 g = j * u64(4 * per) / u64(gs);", "const u64 g = 0;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
 		// Top-k forgets that an equal value after the previous choice is next.

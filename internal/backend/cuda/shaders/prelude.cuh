@@ -11,7 +11,8 @@
 // the emulator and the host code find kernels by it), DEVICE, SHARED,
 // threadIdx/blockIdx/blockDim/gridDim (1-D blocks of a multiple of 32
 // threads), sync_threads(), the warp shuffles, the tensor-core mma_f16 and
-// mma_bf16, the 16-byte loads ld_v4_u32/ld_v4_f32, the math functions
+// mma_bf16, the 16-byte loads ld_v4_u32/ld_v4_f32, atomic_add_i32 and
+// thread_fence, the math functions
 // below and the f16/bf16 storage types. Math is float only.
 #pragma once
 
@@ -33,6 +34,13 @@ DEVICE void sync_threads() { __syncthreads(); }
 DEVICE float shfl_xor(float v, int mask) { return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, mask, 0x1f); }
 DEVICE int shfl_xor(int v, int mask) { return __nvvm_shfl_sync_bfly_i32(0xffffffffu, v, mask, 0x1f); }
 DEVICE float shfl_idx(float v, int lane) { return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, lane, 0x1f); }
+// atomic_add_i32 adds v to *p atomically and returns the old value;
+// thread_fence orders this thread's global memory accesses before and
+// after it for every thread of the device (membar.gl). Together they let
+// the last block of a group find out that it is last and read what the
+// others wrote (attention.cu).
+DEVICE int atomic_add_i32(int *p, int v) { return __nvvm_atom_add_gen_i(p, v); }
+DEVICE void thread_fence() { __nvvm_membar_gl(); }
 DEVICE int shfl_idx(int v, int lane) { return __nvvm_shfl_sync_idx_i32(0xffffffffu, v, lane, 0x1f); }
 
 // exp and log from the hardware's base-2 approximations (about 2 ulp);
@@ -134,6 +142,14 @@ DEVICE float shfl_xor(float v, int mask) { return cu_shfl_xor(v, mask); }
 DEVICE int shfl_xor(int v, int mask) { return cu_shfl_xor(v, mask); }
 DEVICE float shfl_idx(float v, int lane) { return cu_shfl_idx(v, lane); }
 DEVICE int shfl_idx(int v, int lane) { return cu_shfl_idx(v, lane); }
+// Blocks run one after another, so the emulator's atomics need no more
+// than a read and a write, and its fence nothing.
+DEVICE int atomic_add_i32(int *p, int v) {
+	const int old = *p;
+	*p = old + v;
+	return old;
+}
+DEVICE void thread_fence() {}
 
 DEVICE float cu_exp(float x) { return std::exp(x); }
 DEVICE float cu_log(float x) { return std::log(x); }
