@@ -22,11 +22,21 @@ const (
 	qmvSimdgroups    = 2   // QMV_SIMDGROUPS
 	qmvMaxM          = 8   // QMV_MAX_M
 	qmvValues        = 16  // QMV_VALUES
+
+	// The LINEAR_ bits of MatmulArgs.Fuse and QuantArgs.Fuse.
+	linearNorm     = 1 // LINEAR_NORM
+	linearBias     = 2 // LINEAR_BIAS
+	linearSwiGLU   = 4 // LINEAR_SWIGLU
+	linearResidual = 8 // LINEAR_RESIDUAL
 )
 
 // MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ; Vec4 = 1 when rows can be read
-// 4 elements at a time (see vec4Aligned).
-type MatmulArgs struct{ M, N, K, Vec4 int32 }
+// 4 elements at a time (see vec4Aligned); Fuse (linear* bits) and Eps:
+// what the matvec folds in (LinearOp).
+type MatmulArgs struct {
+	M, N, K, Vec4, Fuse int32
+	Eps                 float32
+}
 
 // EmbedArgs: out[N,D] = table[ids[N]], table [V,D].
 type EmbedArgs struct{ N, D, V int32 }
@@ -76,7 +86,15 @@ type DraftArgs struct {
 type ChainsArgs struct{ N, W, L, Depth int32 }
 
 // QuantArgs: affine-quantized w [N,K] in groups of G; M rows of x or ids.
-type QuantArgs struct{ M, N, K, G, Vec4 int32 }
+// Fuse and Eps as in MatmulArgs (qmv).
+type QuantArgs struct {
+	M, N, K, G, Vec4, Fuse int32
+	Eps                    float32
+}
+
+// RoPEKVArgs: qkv [M,(H+2·KVH)·D], the first 2·P dims of each query and key
+// head rotated, caches [KVH,C,D].
+type RoPEKVArgs struct{ M, H, KVH, D, P, C int32 }
 
 // argStructs maps each args.h struct name to a value of its Go mirror, for
 // the layout test.
@@ -94,6 +112,7 @@ var argStructs = map[string]any{
 	"QuantArgs":       QuantArgs{},
 	"DraftArgs":       DraftArgs{},
 	"ChainsArgs":      ChainsArgs{},
+	"RoPEKVArgs":      RoPEKVArgs{},
 }
 
 // argConstants maps each args.h #define to its Go mirror.
@@ -115,4 +134,8 @@ var argConstants = map[string]int{
 	"QMV_SIMDGROUPS":    qmvSimdgroups,
 	"QMV_MAX_M":         qmvMaxM,
 	"QMV_VALUES":        qmvValues,
+	"LINEAR_NORM":       linearNorm,
+	"LINEAR_BIAS":       linearBias,
+	"LINEAR_SWIGLU":     linearSwiGLU,
+	"LINEAR_RESIDUAL":   linearResidual,
 }

@@ -284,6 +284,21 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return hasKernel("gather", "rows", dt(0))
 	case graph.RNNStepOp:
 		return dt(0) == graph.F32 && dt(1) == graph.F32 && dt(2) == dt(3) && dt(4) == graph.F32 && hasKernel("drafter", "rnn", dt(2))
+	case graph.LinearOp:
+		src := op.Sources()
+		for _, i := range []int{src.X, src.Norm, src.Bias, src.Residual} {
+			if i >= 0 && dt(i) != graph.F32 {
+				return false
+			}
+		}
+		if op.Bits > 0 {
+			return b.Supports(graph.QMatMulOp{Bits: op.Bits, GroupSize: op.GroupSize},
+				[]graph.DType{graph.F32, dt(src.Weight), dt(src.Weight + 1), dt(src.Weight + 2)})
+		}
+		return b.Supports(graph.MatMulOp{}, []graph.DType{graph.F32, dt(src.Weight)})
+	case graph.RoPEKVWriteOp:
+		return dt(0) == graph.F32 && dt(1) == graph.I32 && dt(2) == dt(3) && dt(4) == graph.I32 &&
+			hasKernel("kv", "ropeneox", dt(2)) && hasKernel("kv", "ropeadjacent", dt(2))
 	case graph.ReshapeOp, graph.SliceOp:
 		return true
 	case graph.WarpLogSoftmaxOp:
@@ -302,6 +317,11 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 	}
 	return false
 }
+
+// FusesLayers implements graph.FusedLayers: LinearOp and RoPEKVWriteOp are
+// single dispatches here at decode (linear.go, kv.go), and a decode step's
+// cost is mostly launches, so model code should build fused layers.
+func (b *Backend) FusesLayers() bool { return true }
 
 // planState is what a plan keeps between runs.
 type planState struct {

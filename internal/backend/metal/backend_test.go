@@ -247,6 +247,10 @@ func TestSupportsEveryOp(t *testing.T) {
 			in = []graph.DType{graph.I32, graph.F32}
 		case graph.BeamChainsOp, graph.AcceptChainsOp:
 			in = []graph.DType{graph.I32, graph.I32}
+		case graph.LinearOp: // x, the norm's gain, an f16 weight
+			in = []graph.DType{graph.F32, graph.F32, graph.F16}
+		case graph.RoPEKVWriteOp: // qkv, pos, f16 caches, kvLen
+			in = []graph.DType{graph.F32, graph.I32, graph.F16, graph.F16, graph.I32}
 		}
 		if !be.Supports(op, in) {
 			t.Errorf("Supports(%v, %v) = false", op, in)
@@ -260,6 +264,27 @@ func TestSupportsEveryOp(t *testing.T) {
 	if !be.Supports(graph.KVWriteOp{}, []graph.DType{graph.F16, graph.F32, graph.I32}) ||
 		!be.Supports(graph.AttentionOp{}, []graph.DType{graph.F32, graph.F16, graph.F16, graph.I32, graph.I32}) {
 		t.Error("an f16 KV cache is not supported")
+	}
+	// The fused layer ops: every weight type, f32 and f16 caches; no bf16
+	// cache, no caches of two types, no f16 activations.
+	q := graph.LinearOp{Norm: true, Bias: true, SwiGLU: true, Residual: true, Bits: 4, GroupSize: 64}
+	for _, c := range []struct {
+		op   graph.Op
+		in   []graph.DType
+		want bool
+	}{
+		{graph.LinearOp{Residual: true}, []graph.DType{graph.F32, graph.BF16, graph.F32}, true},
+		{q, []graph.DType{graph.F32, graph.F32, graph.U32, graph.BF16, graph.BF16, graph.F32, graph.F32}, true},
+		{q, []graph.DType{graph.F32, graph.F32, graph.U32, graph.BF16, graph.F16, graph.F32, graph.F32}, false},
+		{graph.LinearOp{Norm: true}, []graph.DType{graph.F32, graph.F16, graph.F16}, false},
+		{graph.LinearOp{}, []graph.DType{graph.F16, graph.F16}, false},
+		{graph.RoPEKVWriteOp{}, []graph.DType{graph.F32, graph.I32, graph.F32, graph.F32, graph.I32}, true},
+		{graph.RoPEKVWriteOp{}, []graph.DType{graph.F32, graph.I32, graph.BF16, graph.BF16, graph.I32}, false},
+		{graph.RoPEKVWriteOp{}, []graph.DType{graph.F32, graph.I32, graph.F16, graph.F32, graph.I32}, false},
+	} {
+		if got := be.Supports(c.op, c.in); got != c.want {
+			t.Errorf("Supports(%v, %v) = %v, want %v", c.op, c.in, got, c.want)
+		}
 	}
 	if be.Supports(graph.KVWriteOp{}, []graph.DType{graph.BF16, graph.F32, graph.I32}) ||
 		be.Supports(graph.AttentionOp{}, []graph.DType{graph.F32, graph.F16, graph.F32, graph.I32, graph.I32}) {

@@ -48,6 +48,10 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.qembed(op)
 	case graph.DequantizeOp:
 		err = e.dequantize(op)
+	case graph.LinearOp:
+		err = e.linear(op)
+	case graph.RoPEKVWriteOp:
+		err = e.ropeKVWrite(op)
 	default:
 		err = fmt.Errorf("no kernel for %v", s.Op)
 	}

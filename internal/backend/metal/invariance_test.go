@@ -118,40 +118,58 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 // TestMatvecRowsIndependentOfBatch: through the emulated kernels, each row
 // of a verification-sized product (up to MatvecMaxRows rows, matvec) has
 // the bits of the same row alone (a decode step), for float and 4-bit
-// weights.
+// weights, plain (MatMul) and with every fusion of a LinearOp (the norm's
+// Σx² and the epilogue must not depend on the rows batched either).
 func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 13))
 	const k, n = 128, 37
-	q := opcases.RandQuant(r, n, k, 4, 64, graph.F16)
-	w := opcases.Weights(r, graph.F16, n*k)
-	for _, quantized := range []bool{false, true} {
-		for _, m := range []int{5, 13} {
-			x := opcases.RandF32(r, m*k, 1)
-			product := func(x []float32, rows int) []float32 {
-				g := graph.New()
-				xa := g.Input("x", graph.F32, rows, k)
-				in := map[*graph.Array]any{xa: x}
-				var wa *graph.Array
-				if quantized {
-					wa = q.Inputs(g, in, n, k, 4, 64, graph.F16)
-				} else {
-					wa = g.Input("w", graph.F16, n, k)
-					in[wa] = w
-				}
-				out := graph.MatMul(xa, wa)
-				res := make([]float32, rows*n)
-				if err := graph.Eval(be, in, func(p *graph.Plan) error { return p.Read(out, res) }, out); err != nil {
-					t.Fatal(err)
-				}
-				return res
+	// 2n rows: the fused product's SwiGLU takes n gate rows and n up rows.
+	q := opcases.RandQuant(r, 2*n, k, 4, 64, graph.F16)
+	w := opcases.Weights(r, graph.F16, 2*n*k)
+	gain, bias := opcases.RandF32(r, k, 1), opcases.RandF32(r, 2*n, 1)
+	for _, fused := range []bool{false, true} {
+		for _, quantized := range []bool{false, true} {
+			ms := []int{5, 13}
+			if fused {
+				ms = ms[1:] // one batch size keeps the emulated runs few
 			}
-			all := product(x, m)
-			for i := range m {
-				one := product(x[i*k:(i+1)*k], 1)
-				for j := range one {
-					if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
-						t.Fatalf("4-bit %v, m=%d: row %d col %d: batched %v, alone %v", quantized, m, i, j, all[i*n+j], one[j])
+			for _, m := range ms {
+				x, res := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*n, 1)
+				product := func(x, res []float32, rows int) []float32 {
+					g := graph.New()
+					xa := g.Input("x", graph.F32, rows, k)
+					in := map[*graph.Array]any{xa: x}
+					var wa *graph.Array
+					if quantized {
+						wa = q.Inputs(g, in, 2*n, k, 4, 64, graph.F16)
+					} else {
+						wa = g.Input("w", graph.F16, 2*n, k)
+						in[wa] = w
+					}
+					var out *graph.Array
+					if fused {
+						f := graph.Fusion{Eps: 1e-5, SwiGLU: true, Norm: g.Input("gain", graph.F32, k),
+							Bias: g.Input("bias", graph.F32, 2*n), Residual: g.Input("res", graph.F32, rows, n)}
+						in[f.Norm], in[f.Bias], in[f.Residual] = gain, bias, res
+						out = graph.Linear(xa, wa, f)
+					} else {
+						out = graph.MatMul(xa, wa)
+					}
+					got := make([]float32, out.Shape().Numel())
+					if err := graph.Eval(be, in, func(p *graph.Plan) error { return p.Read(out, got) }, out); err != nil {
+						t.Fatal(err)
+					}
+					return got
+				}
+				all := product(x, res, m)
+				cols := len(all) / m // n fused, 2n plain
+				for i := range m {
+					one := product(x[i*k:(i+1)*k], res[i*n:(i+1)*n], 1)
+					for j := range one {
+						if math.Float32bits(one[j]) != math.Float32bits(all[i*cols+j]) {
+							t.Fatalf("fused %v, 4-bit %v, m=%d: row %d col %d: batched %v, alone %v", fused, quantized, m, i, j, all[i*cols+j], one[j])
+						}
 					}
 				}
 			}

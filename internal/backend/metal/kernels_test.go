@@ -49,7 +49,7 @@ func TestKernels(t *testing.T) {
 			r := rand.New(rand.NewPCG(s, 5))
 			be, x := newEmuBackendMode(t, nil, m)
 			ref := cpu.NewReference()
-			for _, c := range opcases.All(r) {
+			for _, c := range allCases(r) {
 				t.Run(c.Name, func(t *testing.T) {
 					if diff, err := opcases.Check(be, ref, c); err != nil {
 						t.Fatal(err)
@@ -72,47 +72,86 @@ func TestKernels(t *testing.T) {
 // TestHarnessCatchesPlantedBug plants a wrong index in a copy of a kernel
 // and checks that the same cases now fail.
 func TestHarnessCatchesPlantedBug(t *testing.T) {
-	for _, bug := range []struct{ file, from, to, cases string }{
+	for _, bug := range []struct{ file, from, to, cases, header string }{
 		// The w tile is staged from x's tile rows.
-		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130"},
+		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130", ""},
 		// qmm takes the scale of the wrong group.
-		{"quant.metal", "const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);", "const ulong g = ulong(n) * ulong(K / GS);", "QMatMul/4-bit/g64/f32/M40_K256_N19"},
+		{"quant.metal", "const ulong g = ulong(n) * ulong(K / GS) + ulong(k0 / GS);", "const ulong g = ulong(n) * ulong(K / GS);", "QMatMul/4-bit/g64/f32/M40_K256_N19", ""},
 		// matvec's 4-wide path reads the first row of x for every row.
-		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11"},
+		{"matvec.metal", "load4(xr[j] + k, xv[j]);", "load4(xr[0] + k, xv[j]);", "MatMul/f16/M4_K260_N11", ""},
 		// Attention forgets to rescale the values when a block raises the maximum.
-		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300"},
+		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300", ""},
 		// Attention takes the new tokens' rows as if the tree were a chain.
-		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270"},
+		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270", ""},
 		// Concat reads b with a's row stride.
-		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9"},
+		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9", ""},
 		// The RNN step reads the state where it should read the embedding.
-		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37"},
+		{"drafter.metal", "ev[j] = e[xrow[j] + ulong(k)];", "ev[j] = s[xrow[j] + ulong(k)];", "RNNStep/bf16/M9_K100_N37", ""},
 		// The warp leaves the K-th largest value's repeats out of the sum.
-		{"reduce.metal", "if (!(y < kth)) {", "if (y > kth) {", "WarpLogSoftmax/M3_V64_K7_masked-3_tiestrue"},
+		{"reduce.metal", "if (!(y < kth)) {", "if (y > kth) {", "WarpLogSoftmax/M3_V64_K7_masked-3_tiestrue", ""},
 		// BeamTop reads every beam's continuations from row 0.
-		{"reduce.metal", "const int row = one_row ? 0 : b;", "const int row = 0;", "BeamTop/B4_R4_V257_W4_tiesfalse"},
+		{"reduce.metal", "const int row = one_row ? 0 : b;", "const int row = 0;", "BeamTop/B4_R4_V257_W4_tiesfalse", ""},
 		// BeamChains copies each beam's own chain instead of the one it extends.
-		{"chains.metal", "int src = int(sel[i]);", "int src = i;", "BeamChains/W4_L5_depth4"},
+		{"chains.metal", "int src = int(sel[i]);", "int src = i;", "BeamChains/W4_L5_depth4", ""},
 		// AcceptChains breaks ties between threads toward the higher beam.
-		{"chains.metal", "(sn == n && sb < b)", "(sn == n && sb > b)", "AcceptChains/W70_L3_top1_tiestrue"},
+		{"chains.metal", "(sn == n && sb < b)", "(sn == n && sb > b)", "AcceptChains/W70_L3_top1_tiestrue", ""},
 		// AcceptChains compares a draft with the argmax after it, not before.
-		{"chains.metal", "== int(argmax[prev])", "== int(argmax[1 + i * c + k])", "AcceptChains/W4_L5_top4_tiesfalse"},
+		{"chains.metal", "== int(argmax[prev])", "== int(argmax[1 + i * c + k])", "AcceptChains/W4_L5_top4_tiesfalse", ""},
 		// The quantized matvec forgets to multiply the bias by the x sum.
-		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		{"quant.metal", "acc[r][j] += fma(s[r], d, b[r] * xsum);", "acc[r][j] += fma(s[r], d, b[r]);", "QMatMul/4-bit/g32/f16/M3_K96_N9", ""},
 		// The pre-scaled x of qmv is off by one place in a 16-bit half.
-		{"quant.metal", "xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));", "xs[i] = v * (1.0f / float(1u << uint(BITS * ((i + 1) % PER_HALF))));", "QMatMul/4-bit/g64/bf16/M1_K128_N5"},
+		{"quant.metal", "xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));", "xs[i] = v * (1.0f / float(1u << uint(BITS * ((i + 1) % PER_HALF))));", "QMatMul/4-bit/g64/bf16/M1_K128_N5", ""},
+		// The fused matvec's norm sums the squares of x after the gain.
+		{"matvec.metal", "ss[j] = fma(xv[j][i], xv[j][i], ss[j]);\n\t\t\t\t\txv[j][i] *= gv[i];", "xv[j][i] *= gv[i];\n\t\t\t\t\tss[j] = fma(xv[j][i], xv[j][i], ss[j]);", "Linear/norm/f32/M5_K70_N9", ""},
+		// The fused matvec's SwiGLU takes the gate for the up half too.
+		{"matvec.metal", "const float up = swiglu ? sums[up_slot][j] : 0.0f;", "const float up = swiglu ? sums[r][j] : 0.0f;", "Linear/all/f32/M1_K136_N24", ""},
+		// SwiGLU reads its up rows from the gate half of the weight.
+		{"quant.metal", "return r < half_rows ? min(n0 + r, N - 1) : N + min(n0 + r - half_rows, N - 1);", "return r < half_rows ? min(n0 + r, N - 1) : min(n0 + r - half_rows, N - 1);", "Linear/all/8-bit/g32/f16/M5_K128_N10", "common.h"},
+		// qmv folds the first gain of a lane's values into all of them.
+		{"quant.metal", "v *= g[i];", "v *= g[0];", "Linear/norm/4-bit/g64/f16/M1_K256_N17", ""},
+		// The residual of row 0 is added to every row.
+		{"matvec.metal", "y = res[ulong(m) * ulong(N) + ulong(n)] + y;", "y = res[ulong(n)] + y;", "Linear/residual/f16/M5_K70_N9", "common.h"},
+		// The up half takes the gate half's bias.
+		{"matvec.metal", "up += bias[N + n];", "up += bias[n];", "Linear/all/f32/M5_K64_N9", "common.h"},
+		// The bias is added before the norm's scale.
+		{"quant.metal", "y *= scale;\n\t\tup *= scale;\n\t}\n\tif ((fuse & LINEAR_BIAS) != 0) {\n\t\ty += bias[n];", "y *= scale;\n\t\tup *= scale;\n\t}\n\tif ((fuse & LINEAR_BIAS) != 0) {\n\t\ty += bias[n] * scale;", "Linear/all/4-bit/g64/f16/M1_K256_N17", "common.h"},
+		// RoPEKVWrite writes the keys into the value cache.
+		{"kv.metal", "device T *cache = key ? kcache : vcache;", "device T *cache = vcache;", "RoPEKVWrite/f16/neox=true/M1_H4_KVH2_D16_P8_at9", ""},
+		// RoPEKVWrite caches the keys unrotated.
+		{"kv.metal", "if (h < args.H + args.KVH && i < 2 * args.P) {", "if (h < args.H && i < 2 * args.P) {", "RoPEKVWrite/f32/neox=false/M5_H6_KVH2_D64_P32_at40", ""},
+		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
+		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
 	} {
 		raw, err := msl.Raw(bug.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(raw, bug.from) {
+		src := strings.Replace(raw, bug.from, bug.to, 1)
+		if bug.header != "" {
+			// The bug is in a header the file includes (maybe through
+			// another): the file with its includes inlined, the planted
+			// header among them, is the override.
+			planted := false
+			src, err = msl.Inline(bug.file, raw, func(name string) (string, error) {
+				s, err := msl.Raw(name)
+				if err == nil && name == bug.header && strings.Contains(s, bug.from) {
+					s, planted = strings.Replace(s, bug.from, bug.to, 1), true
+				}
+				return s, err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !planted {
+				t.Fatalf("%s (through %s) no longer contains %q; update the planted bug", bug.header, bug.file, bug.from)
+			}
+		} else if !strings.Contains(raw, bug.from) {
 			t.Fatalf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
 		}
-		be, _ := newEmuBackend(t, map[string]string{bug.file: strings.Replace(raw, bug.from, bug.to, 1)})
+		be, _ := newEmuBackend(t, map[string]string{bug.file: src})
 		ref := cpu.NewReference()
 		found := false
-		for _, c := range opcases.All(rand.New(rand.NewPCG(1, 2))) {
+		for _, c := range allCases(rand.New(rand.NewPCG(1, 2))) {
 			if c.Name != bug.cases {
 				continue
 			}

@@ -12,15 +12,32 @@ import (
 // (32×32 tiles of 8×8 simdgroup matrices).
 func (e *encoder) matmul() error {
 	x, w, out := e.step.In[0], e.step.In[1], e.step.Out
+	if x.Shape[0] <= e.b.policy.MatvecMaxRows {
+		return e.matvec(x, w, out, plain(x))
+	}
+	return e.matmulTiles(x, w, out)
+}
+
+// matvec launches matvec.metal for out [M,N] = x·wᵀ with f folded in
+// (linear.go); N is out's columns (half w's rows with SwiGLU).
+func (e *encoder) matvec(x, w, out graph.Operand, f fusion) error {
+	m, k, n := x.Shape[0], x.Shape[1], out.Shape[1]
+	aligned := []graph.Operand{x, w}
+	if f.bits&linearNorm != 0 {
+		aligned = append(aligned, f.gain)
+	}
+	args := MatmulArgs{M: i32(m), N: i32(n), K: i32(k), Vec4: e.vec4(k, aligned...), Fuse: f.bits, Eps: f.eps}
+	rows := matvecRowsFor(m)
+	per := f.outputsPer(matvecRows) * matvecSimdgroups
+	return e.launch(kernelName("matvec", matvecVariant(rows), w.DType), args,
+		[3]int{(n + per - 1) / per, (m + rows - 1) / rows, 1}, threads1D(32*matvecSimdgroups), nil,
+		rd(x), rd(w), wr(out), rd(f.gain), rd(f.bias), rd(f.res))
+}
+
+// matmulTiles launches matmul.metal for out = x·wᵀ.
+func (e *encoder) matmulTiles(x, w, out graph.Operand) error {
 	m, k, n := x.Shape[0], x.Shape[1], w.Shape[0]
 	args := MatmulArgs{M: i32(m), N: i32(n), K: i32(k), Vec4: e.vec4(k, x, w)}
-	if m <= e.b.policy.MatvecMaxRows {
-		rows := matvecRowsFor(m)
-		per := matvecRows * matvecSimdgroups
-		return e.launch(kernelName("matvec", matvecVariant(rows), w.DType), args,
-			[3]int{(n + per - 1) / per, (m + rows - 1) / rows, 1}, threads1D(32*matvecSimdgroups), nil,
-			rd(x), rd(w), wr(out))
-	}
 	shared := sharedBytes(max((matmulBM+matmulBN)*matmulBK, matmulBM*matmulBN))
 	return e.launch(kernelName("matmul", "nt", w.DType), args,
 		[3]int{(n + matmulBN - 1) / matmulBN, (m + matmulBM - 1) / matmulBM, 1}, threads1D(matmulThreads),

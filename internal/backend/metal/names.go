@@ -28,6 +28,8 @@ var kernelFamilies = append([]kernelEntry{
 	{"attention", "reduce", []graph.DType{graph.F32}}, // by the partials' type
 	{"kv", "write", []graph.DType{graph.F32, graph.F16}},
 	{"kv", "compact", []graph.DType{graph.F32, graph.F16}},
+	{"kv", "ropeneox", []graph.DType{graph.F32, graph.F16}}, // RoPEKVWrite
+	{"kv", "ropeadjacent", []graph.DType{graph.F32, graph.F16}},
 	{"elementwise", "silu", []graph.DType{graph.F32}},
 	{"elementwise", "swiglu", []graph.DType{graph.F32}},
 	{"elementwise", "add", []graph.DType{graph.F32}},

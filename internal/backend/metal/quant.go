@@ -36,21 +36,46 @@ func qmvVariant(bits, groupSize, rows int) string {
 }
 
 func (e *encoder) qmatmul(op graph.QMatMulOp) error {
-	x, w, s, b, out := e.step.In[0], e.step.In[1], e.step.In[2], e.step.In[3], e.step.Out
-	m, k, n := x.Shape[0], x.Shape[1], w.Shape[0]
-	args := QuantArgs{M: i32(m), N: i32(n), K: i32(k), G: i32(op.GroupSize)}
-	if m <= e.b.policy.MatvecMaxRows {
-		rows := matvecRowsFor(m)
-		per := qmvRows * qmvSimdgroups
-		return e.launch(kernelName("quant", qmvVariant(op.Bits, op.GroupSize, rows), s.DType), args,
-			[3]int{(n + per - 1) / per, (m + rows - 1) / rows, 1}, threads1D(32*qmvSimdgroups), nil,
-			rd(x), rd(w), rd(s), rd(b), wr(out))
+	x, out := e.step.In[0], e.step.Out
+	w := qweight{e.step.In[1], e.step.In[2], e.step.In[3], op.Bits, op.GroupSize}
+	if x.Shape[0] <= e.b.policy.MatvecMaxRows {
+		return e.qmv(x, w, out, plain(x))
 	}
-	args.Vec4 = e.vec4(k, x)
+	return e.qmm(x, w, out)
+}
+
+// qweight is a quantized weight's operands (codes, scales, biases) and
+// format.
+type qweight struct {
+	w, s, b         graph.Operand
+	bits, groupSize int
+}
+
+// rows returns rows lo..lo+n of the weight.
+func (q qweight) rows(lo, n int) qweight {
+	return qweight{rowsOf(q.w, lo, n), rowsOf(q.s, lo, n), rowsOf(q.b, lo, n), q.bits, q.groupSize}
+}
+
+// qmv launches quant_qmv for out [M,N] = x·wᵀ with f folded in (linear.go);
+// N is out's columns (half w's rows with SwiGLU).
+func (e *encoder) qmv(x graph.Operand, q qweight, out graph.Operand, f fusion) error {
+	m, k, n := x.Shape[0], x.Shape[1], out.Shape[1]
+	args := QuantArgs{M: i32(m), N: i32(n), K: i32(k), G: i32(q.groupSize), Fuse: f.bits, Eps: f.eps}
+	rows := matvecRowsFor(m)
+	per := f.outputsPer(qmvRows) * qmvSimdgroups
+	return e.launch(kernelName("quant", qmvVariant(q.bits, q.groupSize, rows), q.s.DType), args,
+		[3]int{(n + per - 1) / per, (m + rows - 1) / rows, 1}, threads1D(32*qmvSimdgroups), nil,
+		rd(x), rd(q.w), rd(q.s), rd(q.b), wr(out), rd(f.gain), rd(f.bias), rd(f.res))
+}
+
+// qmm launches quant_qmm for out = x·wᵀ.
+func (e *encoder) qmm(x graph.Operand, q qweight, out graph.Operand) error {
+	m, k, n := x.Shape[0], x.Shape[1], q.w.Shape[0]
+	args := QuantArgs{M: i32(m), N: i32(n), K: i32(k), G: i32(q.groupSize), Vec4: e.vec4(k, x)}
 	shared := sharedBytes(max((matmulBM+matmulBN)*matmulBK, matmulBM*matmulBN))
-	return e.launch(kernelName("quant", qmmVariant(op.Bits, op.GroupSize), s.DType), args,
+	return e.launch(kernelName("quant", qmmVariant(q.bits, q.groupSize), q.s.DType), args,
 		[3]int{(n + matmulBN - 1) / matmulBN, (m + matmulBM - 1) / matmulBM, 1}, threads1D(matmulThreads),
-		[]int{shared}, rd(x), rd(w), rd(s), rd(b), wr(out))
+		[]int{shared}, rd(x), rd(q.w), rd(q.s), rd(q.b), wr(out))
 }
 
 func (e *encoder) qembed(op graph.QEmbedOp) error {

@@ -40,14 +40,27 @@
 #define QMV_MAX_M 8
 #define QMV_VALUES 16
 
+// What a matvec (matvec.metal, quant.metal's qmv) folds around its product
+// (graph.LinearOp), as bits of the args' fuse field: x RMS-normalised with
+// a gain first (eps), a bias added, SwiGLU over the weight's gate and up
+// halves (N is then the output columns, the weight has 2N rows), a
+// residual added last. 0 is the plain product.
+#define LINEAR_NORM 1
+#define LINEAR_BIAS 2
+#define LINEAR_SWIGLU 4
+#define LINEAR_RESIDUAL 8
+
 // out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul). vec4 is 1 when rows of
-// x and w may be read 4 elements at a time: K is a multiple of 4 and both
-// buffers are aligned to 4 elements (the host checks the addresses).
+// x and w (and the norm's gain) may be read 4 elements at a time: K is a
+// multiple of 4 and the buffers are aligned to 4 elements (the host checks
+// the addresses). fuse and eps: the LINEAR_ bits (matvec only).
 struct MatmulArgs {
 	int M;
 	int N;
 	int K;
 	int vec4;
+	int fuse;
+	float eps;
 };
 
 // out[N,D] = table[ids[N]], table [V,D].
@@ -143,11 +156,26 @@ struct GatherArgs {
 
 // Affine-quantized weights [N,K] in groups of G (quant.metal): out[M,N] =
 // x[M,K]·wᵀ (qmv, qmm); out[M,K] = w[ids[M]] (embed); out[N,K] = w (dequant).
-// vec4 (qmm): rows of x may be read 4 floats at a time.
+// vec4 (qmm): rows of x may be read 4 floats at a time. fuse and eps: the
+// LINEAR_ bits (qmv only).
 struct QuantArgs {
 	int M;
 	int N;
 	int K;
 	int G;
 	int vec4;
+	int fuse;
+	float eps;
+};
+
+// RoPEKVWrite (kv.metal): qkv [M,(H+2·KVH)·D] rows; the first 2·P dims of
+// each query and key head rotated; keys and values written at rows kvLen..
+// of the caches [KVH,C,D].
+struct RoPEKVArgs {
+	int M;
+	int H;
+	int KVH;
+	int D;
+	int P;
+	int C;
 };

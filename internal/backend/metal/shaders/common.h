@@ -103,3 +103,83 @@ inline float tg_max(float v, threadgroup float *scratch, uint sgitg, uint lane, 
 	threadgroup_barrier(mem_flags::mem_threadgroup);
 	return r;
 }
+
+// silu is v·σ(v), as SiLU, SwiGLU and the fused products compute it.
+inline float silu(float v) { return v / (1.0f + exp(-v)); }
+
+// linear_out finishes output (m, n) of a product with the LINEAR_ bits of
+// fuse folded in (graph.LinearOp): dot is x·w over column n (the gate's
+// with SwiGLU) and up, with SwiGLU, over column N+n, both taken on x·gain
+// so that the norm's 1/rms (scale) applies here. The steps follow the
+// unfused ops' order (product, bias, SwiGLU, residual), each rounded to
+// f32, so that the result differs from theirs only by where the norm's
+// scale rounds. With fuse 0 it returns dot untouched.
+inline float linear_out(int fuse, float scale, float dot, float up, device const float *bias, device const float *res,
+		int m, int n, int N) {
+	float y = dot;
+	if ((fuse & LINEAR_NORM) != 0) {
+		y *= scale;
+		up *= scale;
+	}
+	if ((fuse & LINEAR_BIAS) != 0) {
+		y += bias[n];
+		if ((fuse & LINEAR_SWIGLU) != 0) {
+			up += bias[N + n];
+		}
+	}
+	if ((fuse & LINEAR_SWIGLU) != 0) {
+		y = silu(y) * up;
+	}
+	if ((fuse & LINEAR_RESIDUAL) != 0) {
+		y = res[ulong(m) * ulong(N) + ulong(n)] + y;
+	}
+	return y;
+}
+
+// linear_row is the row of the weight that slot r of a simdgroup's `rows`
+// reads, for outputs n0.. of N: rows n0.. for a plain product; with SwiGLU
+// the first half of the slots take gate rows n0.., the second half the up
+// rows N+n0.. (the weight holds N gate rows, then N up rows), so that one
+// simdgroup has both halves of each of its outputs. Slots past the end
+// repeat the last row (valid memory, never stored).
+inline int linear_row(bool swiglu, int rows, int r, int n0, int N) {
+	if (!swiglu) {
+		return min(n0 + r, N - 1);
+	}
+	const int half_rows = rows / 2;
+	return r < half_rows ? min(n0 + r, N - 1) : N + min(n0 + r - half_rows, N - 1);
+}
+
+// rope_at is element i (< 2·P) of a head rotated by position p (rope.metal's
+// rotation, shared with kv.metal's fused write so that both round alike):
+// the first 2·P dims of the head are rotated by p·inv_freq[j]; NeoX pairs
+// (j, j+P) as HF checkpoints do, otherwise adjacent pairs (2j, 2j+1) as
+// llama.cpp's permuted weights do.
+template <bool NeoX>
+inline float rope_at(device const float *head, int i, int P, float p, constant float *inv_freq) {
+	int j, i0, i1;
+	bool first;
+	if (NeoX) {
+		j = i < P ? i : i - P;
+		i0 = j;
+		i1 = j + P;
+		first = i < P;
+	} else {
+		j = i / 2;
+		i0 = 2 * j;
+		i1 = 2 * j + 1;
+		first = i % 2 == 0;
+	}
+	const float a = head[i0];
+	const float b = head[i1];
+	// The angle as hi+lo (lo is the rounding error of the product), so that
+	// large positions lose no accuracy: sin(hi+lo) ≈ sin(hi) + lo·cos(hi).
+	const float f = inv_freq[j];
+	const float hi = p * f;
+	const float lo = fma(p, f, -hi);
+	const float s0 = sin(hi);
+	const float c0 = cos(hi);
+	const float s = s0 + lo * c0;
+	const float c = c0 - lo * s0;
+	return first ? a * c - b * s : a * s + b * c;
+}

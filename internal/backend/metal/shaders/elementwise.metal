@@ -3,8 +3,6 @@
 // Grid: (ceil(n/256)); threadgroup: 256.
 #include "common.h"
 
-inline float silu(float v) { return v / (1.0f + exp(-v)); }
-
 template <typename T>
 kernel void elementwise_silu(
 		constant ElementwiseArgs &args [[buffer(0)]],

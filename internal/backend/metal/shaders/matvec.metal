@@ -15,8 +15,19 @@
 // depends on K alone: not on M, the variant, the load width or the
 // compiler's contraction choices. Tree verification needs that to reproduce
 // decode bit for bit.
-// Grid: (ceil(N / (MATVEC_ROWS·MATVEC_SIMDGROUPS)), ceil(M / MAXM));
-// threadgroup: 32·MATVEC_SIMDGROUPS.
+//
+// It also runs graph.LinearOp (args.fuse, LINEAR_ bits): the threadgroup
+// reads all of each row of x anyway, so the norm is a prologue (each lane
+// accumulates Σx² beside its dot products and multiplies x by the gain as
+// it loads it; 1/rms scales the sums at the end) and bias, SwiGLU and
+// residual an epilogue (linear_out). With SwiGLU a simdgroup's slots hold
+// MATVEC_ROWS/2 gate rows and the matching up rows (linear_row). The Σx²
+// is summed in the same fixed order for every row of x, so a row's result
+// still depends on K alone.
+// Grid: (ceil(N / (outputs per simdgroup·MATVEC_SIMDGROUPS)), ceil(M / MAXM)),
+// outputs per simdgroup MATVEC_ROWS, or MATVEC_ROWS/2 with SwiGLU;
+// threadgroup: 32·MATVEC_SIMDGROUPS. buffer(4..6): the gain, bias and
+// residual (bound to anything when their bit is off).
 #include "common.h"
 
 template <typename W, int MAXM>
@@ -25,38 +36,60 @@ kernel void matvec_nt(
 		device const float *x [[buffer(1)]],
 		device const W *w [[buffer(2)]],
 		device float *out [[buffer(3)]],
+		device const float *gain [[buffer(4)]],
+		device const float *bias [[buffer(5)]],
+		device const float *res [[buffer(6)]],
 		uint3 tgpig [[threadgroup_position_in_grid]],
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
-	const int n0 = (int(tgpig.x) * MATVEC_SIMDGROUPS + int(sgitg)) * MATVEC_ROWS;
+	const bool norm = (args.fuse & LINEAR_NORM) != 0;
+	const bool swiglu = (args.fuse & LINEAR_SWIGLU) != 0;
+	const int outs = swiglu ? MATVEC_ROWS / 2 : MATVEC_ROWS; // outputs per simdgroup
+	const int n0 = (int(tgpig.x) * MATVEC_SIMDGROUPS + int(sgitg)) * outs;
 	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
 		return; // the whole simdgroup leaves together
 	}
 	const int K = args.K;
 	const bool vec4 = args.vec4 != 0;
-	// Rows past the end repeat the last one (valid memory) and are not stored.
 	device const W *wr[MATVEC_ROWS];
 	for (int r = 0; r < MATVEC_ROWS; r++) {
-		wr[r] = w + ulong(min(n0 + r, args.N - 1)) * ulong(K);
+		wr[r] = w + ulong(linear_row(swiglu, MATVEC_ROWS, r, n0, args.N)) * ulong(K);
 	}
+	// Rows of x past the end repeat the last one and are not stored.
 	device const float *xr[MAXM];
 	for (int j = 0; j < MAXM; j++) {
 		xr[j] = x + ulong(min(m0 + j, args.M - 1)) * ulong(K);
 	}
 	float acc[MATVEC_ROWS][MAXM];
-	for (int r = 0; r < MATVEC_ROWS; r++) {
-		for (int j = 0; j < MAXM; j++) {
+	float ss[MAXM]; // Σx² of this lane's share of each row of x (the norm)
+	for (int j = 0; j < MAXM; j++) {
+		ss[j] = 0.0f;
+		for (int r = 0; r < MATVEC_ROWS; r++) {
 			acc[r][j] = 0.0f;
 		}
 	}
 	for (int k = 4 * int(lane); k < K; k += 128) {
 		float xv[MAXM][4];
+		float gv[4];
+		if (norm) {
+			if (vec4) {
+				load4(gain + k, gv);
+			} else {
+				load4_tail(gain + k, K - k, gv);
+			}
+		}
 		for (int j = 0; j < MAXM; j++) {
 			if (vec4) {
 				load4(xr[j] + k, xv[j]);
 			} else {
 				load4_tail(xr[j] + k, K - k, xv[j]);
+			}
+			if (norm) {
+				for (int i = 0; i < 4; i++) {
+					ss[j] = fma(xv[j][i], xv[j][i], ss[j]);
+					xv[j][i] *= gv[i];
+				}
 			}
 		}
 		for (int r = 0; r < MATVEC_ROWS; r++) {
@@ -73,11 +106,31 @@ kernel void matvec_nt(
 			}
 		}
 	}
+	float scale[MAXM];
+	for (int j = 0; j < MAXM; j++) {
+		scale[j] = norm ? 1.0f / sqrt(simd_sum(ss[j]) / float(K) + args.eps) : 1.0f;
+	}
+	float sums[MATVEC_ROWS][MAXM];
 	for (int r = 0; r < MATVEC_ROWS; r++) {
 		for (int j = 0; j < MAXM; j++) {
-			const float s = simd_sum(acc[r][j]);
-			if (lane == 0 && n0 + r < args.N && m0 + j < args.M) {
-				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] = s;
+			sums[r][j] = simd_sum(acc[r][j]);
+		}
+	}
+	if (lane != 0) {
+		return;
+	}
+	// Compile-time slot indices (r + half, not r + outs) keep sums in registers.
+	constexpr int half_rows = MATVEC_ROWS / 2;
+	for (int r = 0; r < MATVEC_ROWS; r++) {
+		if (r >= outs) {
+			break;
+		}
+		const int up_slot = r + half_rows < MATVEC_ROWS ? r + half_rows : r;
+		for (int j = 0; j < MAXM; j++) {
+			if (n0 + r < args.N && m0 + j < args.M) {
+				const float up = swiglu ? sums[up_slot][j] : 0.0f;
+				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] =
+						linear_out(args.fuse, scale[j], sums[r][j], up, bias, res, m0 + j, n0 + r, args.N);
 			}
 		}
 	}

@@ -13,8 +13,13 @@
 //              MAXM rows of x, reading every weight once. The group size
 //              GS and MAXM (1, 4 or QMV_MAX_M) are template parameters:
 //              divisions by GS are shifts and the accumulators registers.
-//              Grid: (ceil(N/(QMV_ROWS·QMV_SIMDGROUPS)), ceil(M/MAXM));
-//              threadgroup: 32·QMV_SIMDGROUPS.
+//              It runs graph.LinearOp too (args.fuse, as matvec.metal):
+//              the norm's gain folded into the pre-scaled x, Σx² beside
+//              it, 1/rms and the epilogue (linear_out) at the end.
+//              Grid: (ceil(N/(outputs per simdgroup·QMV_SIMDGROUPS)),
+//              ceil(M/MAXM)), outputs per simdgroup QMV_ROWS, QMV_ROWS/2
+//              with SwiGLU; threadgroup: 32·QMV_SIMDGROUPS; buffer(6..8):
+//              the gain, bias and residual (bound to anything when off).
 //   quant_qmm  the same for many rows of x (prefill): matmul.metal's 64×64
 //              tiles (mma.h), the weight tile dequantized into threadgroup
 //              memory as it is staged, one word of codes and one scale and
@@ -43,18 +48,24 @@ inline float dequant(device const uint *w, device const S *scales, device const 
 }
 
 // qmv_load_x reads QMV_VALUES values of x into xs, pre-scaled for
-// qmv_dot, and returns their plain sum. Codes are masked in place within
+// qmv_dot, and returns their plain sum. With norm, each value is first
+// multiplied by its gain g[i] (the sum too is of x·g, since the bias term
+// b·Σx is over the normalised x) and ss accumulates the plain x². Codes are masked in place within
 // 16-bit halves of their word, never shifted down: code i of a half is
 // worth q·2^(BITS·i) there, so xs[i] is x[i] / 2^(BITS·(i mod codes per
 // half)). Scaling by a power of two is exact, so every product xs·(masked
 // code) is the bits of x·q: the same sums as a shift-and-mask loop, with
 // one multiply per x instead of a shift per code.
 template <int BITS>
-inline float qmv_load_x(device const float *x, thread float *xs) {
+inline float qmv_load_x(device const float *x, bool norm, device const float *g, thread float &ss, thread float *xs) {
 	constexpr int PER_HALF = 16 / BITS;
 	float sum = 0.0f;
 	for (int i = 0; i < QMV_VALUES; i++) {
-		const float v = x[i];
+		float v = x[i];
+		if (norm) {
+			ss = fma(v, v, ss);
+			v *= g[i];
+		}
 		sum += v;
 		xs[i] = v * (1.0f / float(1u << uint(BITS * (i % PER_HALF))));
 	}
@@ -85,13 +96,19 @@ kernel void quant_qmv(
 		device const S *scales [[buffer(3)]],
 		device const S *biases [[buffer(4)]],
 		device float *out [[buffer(5)]],
+		device const float *gain [[buffer(6)]],
+		device const float *lbias [[buffer(7)]],
+		device const float *res [[buffer(8)]],
 		uint3 tgpig [[threadgroup_position_in_grid]],
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
 	constexpr int WORDS = QMV_VALUES * BITS / 32; // words of codes per lane and step
 	constexpr int PER = 32 / BITS;
 	static_assert(GS % QMV_VALUES == 0, "a lane's codes lie in one group");
-	const int n0 = (int(tgpig.x) * QMV_SIMDGROUPS + int(sgitg)) * QMV_ROWS;
+	const bool norm = (args.fuse & LINEAR_NORM) != 0;
+	const bool swiglu = (args.fuse & LINEAR_SWIGLU) != 0;
+	const int outs = swiglu ? QMV_ROWS / 2 : QMV_ROWS; // outputs per simdgroup
+	const int n0 = (int(tgpig.x) * QMV_SIMDGROUPS + int(sgitg)) * outs;
 	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
 		return; // the whole simdgroup leaves together
@@ -106,7 +123,7 @@ kernel void quant_qmv(
 	device const S *sr[QMV_ROWS];
 	device const S *br[QMV_ROWS];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		const ulong n = ulong(min(n0 + r, args.N - 1));
+		const ulong n = ulong(linear_row(swiglu, QMV_ROWS, r, n0, args.N));
 		wr[r] = w + n * ulong(rowWords);
 		sr[r] = scales + n * ulong(groups);
 		br[r] = biases + n * ulong(groups);
@@ -116,8 +133,10 @@ kernel void quant_qmv(
 		xr[j] = x + ulong(min(m0 + j, args.M - 1)) * ulong(K);
 	}
 	float acc[QMV_ROWS][MAXM];
-	for (int r = 0; r < QMV_ROWS; r++) {
-		for (int j = 0; j < MAXM; j++) {
+	float ss[MAXM]; // Σx² of this lane's share of each row of x (the norm)
+	for (int j = 0; j < MAXM; j++) {
+		ss[j] = 0.0f;
+		for (int r = 0; r < QMV_ROWS; r++) {
 			acc[r][j] = 0.0f;
 		}
 	}
@@ -135,18 +154,38 @@ kernel void quant_qmv(
 		}
 		for (int j = 0; j < MAXM; j++) {
 			float xs[QMV_VALUES];
-			const float xsum = qmv_load_x<BITS>(xr[j] + k, xs);
+			const float xsum = qmv_load_x<BITS>(xr[j] + k, norm, gain + k, ss[j], xs);
 			for (int r = 0; r < QMV_ROWS; r++) {
 				const float d = qmv_dot<BITS>(packed[r], xs);
 				acc[r][j] += fma(s[r], d, b[r] * xsum);
 			}
 		}
 	}
+	float scale[MAXM];
+	for (int j = 0; j < MAXM; j++) {
+		scale[j] = norm ? 1.0f / sqrt(simd_sum(ss[j]) / float(K) + args.eps) : 1.0f;
+	}
+	float sums[QMV_ROWS][MAXM];
 	for (int r = 0; r < QMV_ROWS; r++) {
 		for (int j = 0; j < MAXM; j++) {
-			const float v = simd_sum(acc[r][j]);
-			if (lane == 0 && n0 + r < args.N && m0 + j < args.M) {
-				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] = v;
+			sums[r][j] = simd_sum(acc[r][j]);
+		}
+	}
+	if (lane != 0) {
+		return;
+	}
+	// Compile-time slot indices (r + half, not r + outs) keep sums in registers.
+	constexpr int half_rows = QMV_ROWS / 2;
+	for (int r = 0; r < QMV_ROWS; r++) {
+		if (r >= outs) {
+			break;
+		}
+		const int up_slot = r + half_rows < QMV_ROWS ? r + half_rows : r;
+		for (int j = 0; j < MAXM; j++) {
+			if (n0 + r < args.N && m0 + j < args.M) {
+				const float up = swiglu ? sums[up_slot][j] : 0.0f;
+				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] =
+						linear_out(args.fuse, scale[j], sums[r][j], up, lbias, res, m0 + j, n0 + r, args.N);
 			}
 		}
 	}
