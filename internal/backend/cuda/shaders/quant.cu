@@ -17,12 +17,14 @@
 // Codes are never shifted down to bit 0. Within each 16-bit half of a word,
 // code i is masked in place (h & (mask << BITS·i)), worth q·2^(BITS·i), and
 // x was multiplied once by 2^-(BITS·i) (qmv_xscale): both scalings are by
-// powers of two, so x'·(masked code) is exactly x·q and the sums have the
-// bits of the plain shift-and-mask loop. The masked value is below 2^16 and
+// powers of two, so x'·(masked code) is exactly x·q (for |x| ≥ 2^-114, where
+// x' is not subnormal) and the sums have the bits that shifting each code
+// down to bit 0 would give, at a multiply per x instead of a shift per code
+// and column. The masked value is below 2^16 and
 // becomes a float without an integer conversion (qmv_code): cvt.rn.f32.u32
-// issues at a quarter of the rate of logic and float adds on sm_80/sm_90,
-// and it, not memory, bounded the previous kernel (shaders_test.go's
-// TestQMatVecNoCodeConversions keeps it out of the PTX).
+// issues 16 a clock an SM on sm_80 and sm_90, where fmas issue 64 or 128,
+// and with it, not memory, the previous kernel was the limit
+// (quant_ptx_test.go's TestQMatVecNoCodeConversions keeps it out of the PTX).
 //
 // Split: the 4 warps are two column sets of QMV_SET_COLS columns; in a set,
 // thread kt (0..QMV_KTHREADS-1) reads 16-byte chunks (4 words: 32 4-bit or
@@ -58,7 +60,7 @@ template <int BITS> DEVICE float qmv_xscale(int i) {
 // qmv_code is h & mask as a float, for a masked value below 2^23, without
 // an integer-to-float conversion: 0x4B000000 | m are the bits of 2^23 + m
 // (m fills the mantissa), and subtracting 2^23 is exact. A logic op (ptxas
-// merges the and and the or) and an add, both full rate.
+// merges the and and the or) and an add, both at the fma's rate or half.
 DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u | (h & mask)) - 8388608.0f; }
 
 // qmatvec_rows computes rows r0..r0+R of the block's columns.
