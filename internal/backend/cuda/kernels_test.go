@@ -135,10 +135,13 @@ func kernelCases(r *rand.Rand) []kcase {
 			})
 		}
 	}
-	// Quantized: every bits × scale dtype, groups of 32 and 64.
+	// Quantized: every bits × scale dtype, groups of 32, 64 and 128; rows of
+	// x 1 to 4 at a time (qmatvec's passes) and up to matvecMaxRows; k =
+	// 2048, where every thread of a qmatvec block has chunks; odd n, past
+	// one and two column sets of a block.
 	for _, bits := range []int{4, 8} {
 		for _, sdt := range floatDTs {
-			for _, s := range [][4]int{{3, 96, 9, 32}, {1, 256, 5, 64}, {2, 1152, 3, 128}} {
+			for _, s := range [][4]int{{3, 96, 9, 32}, {1, 256, 5, 64}, {2, 1152, 3, 128}, {5, 2048, 9, 64}, {17, 256, 7, 32}, {matvecMaxRows, 128, 3, 128}} {
 				m, k, n, gs := s[0], s[1], s[2], s[3]
 				words := make([]uint32, n*k*bits/32)
 				for i := range words {

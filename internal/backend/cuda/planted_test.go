@@ -30,6 +30,10 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "sh.rows[kvlen + rank - c0] = kvlen + j;", "sh.rows[kvlen + rank - c0] = kvlen + rank;", "Attention/f32/tree/N6_H4_KVH1_D64_past2046_split"},
 		// The quantized matvec takes the scale of the row's first group.
 		{"quant.cu", "const u64 g = j * u64(4 * per) / u64(gs);", "const u64 g = 0;", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// The quantized matvec pre-scales x for the third code of a 16-bit half by 2^-7, not 2^-8.
+		{"quant.cu", "i == 2 ? 0.00390625f", "i == 2 ? 0.0078125f", "QMatMul/4-bit/g32/f16/M3_K96_N9"},
+		// The quantized matvec adds a column set's first warp twice, not its two warps.
+		{"quant.cu", "part[ws][r][c] + part[ws + 1][r][c]", "part[ws][r][c] + part[ws][r][c]", "QMatMul/8-bit/g64/bf16/M5_K2048_N9"},
 		// Top-k forgets that an equal value after the previous choice is next.
 		{"reduce.cu", "(e == pv && i > pi)", "(e == pv && i < pi)", "TopK/M3_V1001_K5_ties"},
 		// Beam top forgets that an equal score after the previous choice is next.

@@ -34,11 +34,25 @@ func qembedLaunch(out, w, scales, biases, ids devptr, bits int, sdt graph.DType,
 		ptr(out).ptr(w).ptr(scales).ptr(biases).ptr(ids).i32(n).i32(d).i32(v).i32(gs)
 }
 
-// qmatvecLaunch: w must be 16-byte aligned (codesAligned).
+// qmatvecLaunch: w must be 16-byte aligned (codesAligned). One row of x
+// (decoding) goes to qmatvec1_*, which holds one row's sums in fewer
+// registers (more blocks an SM); more go to qmatvec_*, which computes 4
+// rows at a time. Both compute a row with the same code, so its bits do
+// not depend on m (TestQMatVecRowsSameBitsAnyM).
 func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
-	return newLaunch(fmt.Sprintf("qmatvec_%d_%v", bits, sdt), grid1(ceilDiv(n, matvec8Cols)), 128).
+	name := "qmatvec"
+	if m == 1 {
+		name = "qmatvec1"
+	}
+	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(ceilDiv(n, matvec8Cols)), 128).
 		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
 }
+
+// qmvKThreads is the threads of a qmatvec block that share a column's row
+// (QMV_KTHREADS in quant.cu), each reading 16-byte chunks of it: a row of
+// k = 2048 codes is 64 chunks at 4 bits and 128 at 8, so none is idle at
+// the model's width (TestQMatVecKSplit).
+const qmvKThreads = 64
 
 // codesAligned reports whether packed codes at w can be read 16 bytes at
 // a time, as quant.cu does (rows are whole 16-byte chunks for every

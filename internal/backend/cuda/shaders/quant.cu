@@ -1,104 +1,174 @@
 // quant.cu: matvec with a 4- or 8-bit affine-quantized weight (MLX layout:
 // codes packed low bits first in u32 words, a scale s and bias b per group
 // of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
-// A block computes QMV_COLS columns for every row (below).
+// qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
+// a block computes QMV_COLS columns for every row (below).
 // Grid: (ceil(n/QMV_COLS)); block: 128 threads (4 warps).
 // dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
 // out[n,k] = float(s·q) + b, one thread per element.
 // Grid: (ceil(n·k/256)); block: 256.
 #include "prelude.cuh"
 
-// As matvec8 (matvec.cu) and for the same reason, a block of 128 threads
-// takes QMV_COLS columns and thread t reads 16-byte chunks (4 words) of
-// codes t, t+128, ... of each column's row. A row of k codes is k·BITS/32
-// words, a multiple of 4 since k is a multiple of the group size (32 or
-// more), and the backend passes w 16-byte aligned. A chunk holds 32
-// (4-bit) or 16 (8-bit) codes, never more than a group, so its scale and
-// bias are read once. A (row, column)'s sum runs over thread t's chunks in
-// order, then the warp's butterfly, then the 4 warps in order: an order
-// that depends on k alone. x is read 16 bytes at a time where it is
-// 16-byte aligned (then every row and chunk is), else one float at a time.
-#define QMV_COLS 8
+// qmatvec follows the scheme of MLX's qmv_fast (and of the Metal backend's
+// quant_qmv): a thread's codes of one 16-byte chunk lie in one group, so a
+// chunk contributes s·Σ(x·q) + b·Σx instead of Σ x·(s·q + b), and the
+// dequantization per code is one fma, not an fma, a multiply and an add.
+//
+// Codes are never shifted down to bit 0. Within each 16-bit half of a word,
+// code i is masked in place (h & (mask << BITS·i)), worth q·2^(BITS·i), and
+// x was multiplied once by 2^-(BITS·i) (qmv_xscale): both scalings are by
+// powers of two, so x'·(masked code) is exactly x·q (for |x| ≥ 2^-114, where
+// x' is not subnormal) and the sums have the bits that shifting each code
+// down to bit 0 would give, at a multiply per x instead of a shift per code
+// and column. The masked value is below 2^16 and
+// becomes a float without an integer conversion (qmv_code): cvt.rn.f32.u32
+// issues 16 a clock an SM on sm_80 and sm_90, where fmas issue 64 or 128,
+// and with it, not memory, the previous kernel was the limit
+// (quant_ptx_test.go's TestQMatVecNoCodeConversions keeps it out of the PTX).
+//
+// Split: the 4 warps are two column sets of QMV_SET_COLS columns; in a set,
+// thread kt (0..QMV_KTHREADS-1) reads 16-byte chunks (4 words: 32 4-bit or
+// 16 8-bit codes) kt, kt+64, ... of each of its columns' rows. At k = 2048
+// a 4-bit row is 64 chunks and an 8-bit row 128, so every thread of the
+// block has one or two whatever the group size (32, 64, 128: a chunk never
+// spans groups); the previous split, 128 threads over 8 columns' chunks,
+// left half of them idle at 4 bits. A row of k codes is k·BITS/32 words, a
+// multiple of 4 since k is a multiple of the group size (32 or more), and
+// the backend passes w 16-byte aligned, so chunks are whole 16-byte loads.
+//
+// Order: a (row, column)'s sum runs over thread kt's chunks in order (in a
+// chunk, codes in k order into Σx'q and Σx), then the warp's butterfly,
+// then the set's two warps in order: an order that depends on k alone, so a
+// row has the same bits whatever m is (the kernel computes rows 1 to 4 at a
+// time, each from its own registers). x is read 16 bytes at a time where it
+// is 16-byte aligned (then every row and word's x is), else one float at a
+// time, in the same order.
+#define QMV_COLS 8      // columns per block (matvec8Cols in matmul.go)
+#define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads
+#define QMV_KTHREADS 64 // threads of a set along k (qmvKThreads in quant.go)
+
+// qmv_xscale is 2^-(BITS·i), the pre-scale of x for code i of a 16-bit
+// half: each spelled out, a constant once inlined.
+template <int BITS> DEVICE float qmv_xscale(int i) {
+	if constexpr (BITS == 4) {
+		return i == 0 ? 1.0f : i == 1 ? 0.0625f : i == 2 ? 0.00390625f : 0.000244140625f;
+	} else {
+		return i == 0 ? 1.0f : 0.00390625f;
+	}
+}
+
+// qmv_code is h & mask as a float, for a masked value below 2^23, without
+// an integer-to-float conversion: 0x4B000000 | m are the bits of 2^23 + m
+// (m fills the mantissa), and subtracting 2^23 is exact. A logic op (ptxas
+// merges the and and the or) and an add, both at the fma's rate or half.
+DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u | (h & mask)) - 8388608.0f; }
+
 // qmatvec_rows computes rows r0..r0+R of the block's columns.
 template <int BITS, class S, bool VEC, int R>
 DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int r0, int k, int n, int gs,
-                         float part[4][4][QMV_COLS]) {
-	constexpr int per = 32 / BITS;
+                                       float part[4][4][QMV_SET_COLS]) {
+	constexpr int per = 32 / BITS, per_half = 16 / BITS; // codes per word, per 16-bit half
+	constexpr unsigned mask = (1u << BITS) - 1u;
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
-	const int col0 = int(blockIdx.x) * QMV_COLS;
+	const int kt = t % QMV_KTHREADS, set = t / QMV_KTHREADS;
+	const int col0 = int(blockIdx.x) * QMV_COLS + set * QMV_SET_COLS;
 	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
-	u64 col[QMV_COLS];
+	u64 col[QMV_SET_COLS];
 #pragma unroll
-	for (int c = 0; c < QMV_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
-	float acc[R][QMV_COLS];
+	for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
+	float acc[R][QMV_SET_COLS];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 #pragma unroll
-		for (int c = 0; c < QMV_COLS; c++) acc[r][c] = 0.0f;
+		for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] = 0.0f;
 	}
-	for (u64 j = u64(t); j < chunks; j += 128u) {
-		u32x4 cw[QMV_COLS];
-		float s[QMV_COLS], b[QMV_COLS];
+	for (u64 j = u64(kt); j < chunks; j += QMV_KTHREADS) {
+		u32x4 cw[QMV_SET_COLS];
+		float s[QMV_SET_COLS], b[QMV_SET_COLS];
 		const u64 g = j * u64(4 * per) / u64(gs);
 #pragma unroll
-		for (int c = 0; c < QMV_COLS; c++) {
+		for (int c = 0; c < QMV_SET_COLS; c++) {
 			cw[c] = ld_v4_u32(w + (col[c] * chunks + j) * 4u);
 			s[c] = load_w(scales, col[c] * groups + g);
 			b[c] = load_w(biases, col[c] * groups + g);
 		}
+		float dot[R][QMV_SET_COLS], xsum[R];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			xsum[r] = 0.0f;
+#pragma unroll
+			for (int c = 0; c < QMV_SET_COLS; c++) dot[r][c] = 0.0f;
+		}
 #pragma unroll
 		for (int v = 0; v < 4; v++) {
+			// x of word v's codes, pre-scaled for its codes' places.
+			float xs[R][per];
 #pragma unroll
-			for (int e0 = 0; e0 < per; e0 += 4) {
-				const u64 kk = (j * 4u + u64(v)) * u64(per) + u64(e0);
-				float xs[R][4];
+			for (int r = 0; r < R; r++) {
+				const u64 i = u64(r0 + r) * u64(k) + (j * 4u + u64(v)) * u64(per);
 #pragma unroll
-				for (int r = 0; r < R; r++) {
-					const u64 i = u64(r0 + r) * u64(k) + kk;
+				for (int e0 = 0; e0 < per; e0 += 4) {
+					float a[4];
 					if (VEC) {
-						const f32x4 a = ld_v4_f32(x + i);
+						const f32x4 l = ld_v4_f32(x + i + u64(e0));
 #pragma unroll
-						for (int e = 0; e < 4; e++) xs[r][e] = a.v[e];
+						for (int e = 0; e < 4; e++) a[e] = l.v[e];
 					} else {
 #pragma unroll
-						for (int e = 0; e < 4; e++) xs[r][e] = x[i + u64(e)];
+						for (int e = 0; e < 4; e++) a[e] = x[i + u64(e0 + e)];
 					}
-				}
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-#pragma unroll
-					for (int c = 0; c < QMV_COLS; c++) {
-						const float q = float((cw[c].v[v] >> (BITS * (e0 + e))) & ((1u << BITS) - 1u));
-						const float wv = s[c] * q + b[c];
-#pragma unroll
-						for (int r = 0; r < R; r++) acc[r][c] = cu_fma(xs[r][e], wv, acc[r][c]);
+					for (int e = 0; e < 4; e++) {
+						xsum[r] += a[e];
+						xs[r][e0 + e] = a[e] * qmv_xscale<BITS>((e0 + e) % per_half);
 					}
 				}
 			}
+#pragma unroll
+			for (int c = 0; c < QMV_SET_COLS; c++) {
+				const unsigned lo = cw[c].v[v], hi = cw[c].v[v] >> 16;
+#pragma unroll
+				for (int e = 0; e < per; e++) {
+					const float q = qmv_code(e < per_half ? lo : hi, mask << (BITS * (e % per_half)));
+#pragma unroll
+					for (int r = 0; r < R; r++) dot[r][c] = cu_fma(xs[r][e], q, dot[r][c]);
+				}
+			}
+		}
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+#pragma unroll
+			for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] += cu_fma(s[c], dot[r][c], b[c] * xsum[r]);
 		}
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 #pragma unroll
-		for (int c = 0; c < QMV_COLS; c++) {
+		for (int c = 0; c < QMV_SET_COLS; c++) {
 			const float sum = warp_sum(acc[r][c]);
 			if (lane == 0) part[warp][r][c] = sum;
 		}
 	}
 	sync_threads();
 	if (t < R * QMV_COLS) {
-		const int r = t / QMV_COLS, c = t % QMV_COLS;
-		if (col0 + c < n) out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+		const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
+		const int oc = int(blockIdx.x) * QMV_COLS + cc;
+		if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = part[ws][r][c] + part[ws + 1][r][c];
 	}
 	sync_threads(); // part is written again by the next rows
 }
-template <int BITS, class S, bool VEC>
+// qmatvec computes m rows: MAXR (1 or 4) at a time where x is 16-byte
+// aligned, else one. A kernel's registers are those of its largest path:
+// 4 rows take about 190 on sm_90 (2 blocks an SM), 1 row about 90 (5), so
+// decoding (m = 1) has its own kernels, qmatvec1_*, with the rows' bits
+// unchanged since every row is computed by the same code.
+template <int BITS, class S, bool VEC, int MAXR>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
-                    float part[4][4][QMV_COLS]) {
-	if constexpr (!VEC) { // a row at a time: slower, and a quarter of the code
-		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, false, 1>(out, x, w, scales, biases, r0, k, n, gs, part);
+                                  float part[4][4][QMV_SET_COLS]) {
+	if constexpr (!VEC || MAXR == 1) { // a row at a time
+		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1>(out, x, w, scales, biases, r0, k, n, gs, part);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
@@ -110,19 +180,36 @@ DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w,
 		}
 	}
 }
-template <int BITS, class S>
+template <int BITS, class S, int MAXR>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
-	SHARED float part[4][4][QMV_COLS]; // [warp][row][column] sums of each warp
+	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
-		qmatvec<BITS, S, true>(out, x, w, scales, biases, m, k, n, gs, part);
+		qmatvec<BITS, S, true, MAXR>(out, x, w, scales, biases, m, k, n, gs, part);
 	} else {
-		qmatvec<BITS, S, false>(out, x, w, scales, biases, m, k, n, gs, part);
+		qmatvec<BITS, S, false, MAXR>(out, x, w, scales, biases, m, k, n, gs, part);
 	}
 }
 
+// qmatvec_<bits>_<scales> computes 4 rows of x at a time (verification);
+// qmatvec1_<bits>_<scales> one (decoding), with fewer registers. Both are
+// held (launch_bounds: 128 threads, blocks an SM) to what lets one more
+// block share an SM without spilling (shaders_test.go's TestPtxas):
+// qmatvec1 96 registers, 5 blocks (ptxas would take 102: 4 blocks), qmatvec
+// 168, 3 blocks (190: 2). The weights are read once, so the loads that
+// other blocks have in flight are what keeps the memory busy.
+#if CU_DEVICE_BUILD
+#define QMV_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
+#else
+#define QMV_BOUNDS(blocks)
+#endif
 #define QMATVEC(BITS, S, NAME) \
-	KERNEL void qmatvec_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) { \
-		qmatvec<BITS>(out, x, w, scales, biases, m, k, n, gs); \
+	KERNEL QMV_BOUNDS(3) void qmatvec_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
+	                                                   int gs) { \
+		qmatvec<BITS, S, 4>(out, x, w, scales, biases, m, k, n, gs); \
+	} \
+	KERNEL QMV_BOUNDS(5) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
+	                                                    int gs) { \
+		qmatvec<BITS, S, 1>(out, x, w, scales, biases, m, k, n, gs); \
 	}
 QMATVEC(4, float, f32)
 QMATVEC(4, f16_t, f16)

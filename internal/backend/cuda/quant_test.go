@@ -1,0 +1,97 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// TestQMatVecKSplit: at the model's width, k = 2048, every thread of a
+// qmatvec block has chunks of 16 bytes to read, and as many as the others
+// (the kernel's previous split left half of the block idle at 4 bits),
+// at 4 and 8 bits, for the group sizes the converter writes: a chunk of
+// 32 or 16 codes lies in one group of 32 or more. qmvKThreads is checked
+// against quant.cu's QMV_KTHREADS, and the block's 128 threads against the
+// launch.
+func TestQMatVecKSplit(t *testing.T) {
+	src, err := shaders.Source("quant.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("#define QMV_KTHREADS %d ", qmvKThreads); !strings.Contains(src, want) {
+		t.Fatalf("quant.cu does not define QMV_KTHREADS as qmvKThreads (%d)", qmvKThreads)
+	}
+	if want := fmt.Sprintf("#define QMV_COLS %d ", matvec8Cols); !strings.Contains(src, want) {
+		t.Fatalf("quant.cu does not define QMV_COLS as matvec8Cols (%d)", matvec8Cols)
+	}
+	l := qmatvecLaunch(0, 0, 0, 0, 0, 4, graph.F16, 1, 2048, 5632, 64)
+	threads := l.block[0]
+	sets := threads / qmvKThreads // column sets of a block
+	if sets*qmvKThreads != threads || matvec8Cols%sets != 0 {
+		t.Fatalf("a block of %d threads is not whole sets of %d threads over %d columns", threads, qmvKThreads, matvec8Cols)
+	}
+	const k = 2048
+	for _, bits := range []int{4, 8} {
+		codes := 16 * 8 / bits // per 16-byte chunk
+		for _, gs := range []int{32, 64, 128} {
+			if gs%codes != 0 {
+				t.Errorf("%d bits, groups of %d: a chunk of %d codes spans groups", bits, gs, codes)
+			}
+			chunks := k / codes
+			if chunks < qmvKThreads || chunks%qmvKThreads != 0 {
+				t.Errorf("%d bits, groups of %d, k = %d: %d chunks a row over %d threads leave some idle", bits, gs, k, chunks, qmvKThreads)
+			} else {
+				t.Logf("%d bits, groups of %d, k = %d: %d chunks a row, %d a thread", bits, gs, k, chunks, chunks/qmvKThreads)
+			}
+		}
+	}
+}
+
+// TestQMatVecRowsSameBitsAnyM: a row of x gets the same bits alone (m = 1,
+// qmatvec1_*), 4 rows at a time, and in the pass of 1 to 3 rows that ends
+// m (qmatvec_*): greedy ReDrafter's verification equals decoding only so.
+// Threads have 1 to 3 chunks of a row (k of 4224 and 2048 codes), so the
+// sums over chunks are compared too.
+func TestQMatVecRowsSameBitsAnyM(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := newEmuDevice(t, nil)
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	for _, c := range []struct{ bits, gs, m, k, n int }{{4, 32, 7, 4224, 11}, {8, 64, 6, 2048, 9}, {4, 128, 5, 256, 3}} {
+		d.bufs = d.bufs[:0] // each case's buffers only
+		x := opcases.RandF32(r, c.m*c.k, 1)
+		words := make([]uint32, c.n*c.k*c.bits/32)
+		for i := range words {
+			words[i] = r.Uint32()
+		}
+		w := d.alloc(b(words))
+		scales := d.alloc(b(opcases.ScaledWeights(r, graph.BF16, c.n*c.k/c.gs, 0.1)))
+		biases := d.alloc(b(opcases.ScaledWeights(r, graph.BF16, c.n*c.k/c.gs, 0.5)))
+		all := d.alloc(zeros(c.m * c.n))
+		if err := d.run(qmatvecLaunch(all, d.alloc(b(x)), w, scales, biases, c.bits, graph.BF16, c.m, c.k, c.n, c.gs)); err != nil {
+			t.Fatal(err)
+		}
+		together := d.f32s(all)
+		for row := 0; row < c.m; row++ {
+			one := d.alloc(zeros(c.n))
+			l := qmatvecLaunch(one, d.alloc(b(x[row*c.k:(row+1)*c.k])), w, scales, biases, c.bits, graph.BF16, 1, c.k, c.n, c.gs)
+			if !strings.HasPrefix(l.kernel, "qmatvec1_") {
+				t.Fatalf("m = 1 launches %s, not qmatvec1_*", l.kernel)
+			}
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			alone := d.f32s(one)
+			for j := range alone {
+				if got, want := together[row*c.n+j], alone[j]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d bits g%d m=%d: row %d column %d is %v among %d rows, %v alone", c.bits, c.gs, c.m, row, j, got, c.m, want)
+				}
+			}
+		}
+	}
+}
