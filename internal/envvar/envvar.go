@@ -18,6 +18,9 @@
 //	REDRAFTER_METAL_MB_PER_BUFFER    MiB of distinct bound ranges per command buffer (default
 //	                                 0: no limit)
 //	REDRAFTER_METAL_MATVEC_MAX_ROWS  the largest batch the Metal matvec kernel runs (default 16)
+//	REDRAFTER_CUDA_GRAPHS            off: the CUDA backend runs every plan as a list of launches;
+//	                                 any other value, or unset: from a plan's second run, as one
+//	                                 CUDA graph
 //	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
 // The Metal kernel emulator (internal/backend/metal/emu), which only tests use:
@@ -120,6 +123,13 @@ const CPUTiles Switch = "REDRAFTER_CPU_TILES"
 // FusedLayers, REDRAFTER_FUSED_LAYERS, is read when a model is bound to a
 // backend: off keeps a GPU backend on the unfused layer graph.
 const FusedLayers Switch = "REDRAFTER_FUSED_LAYERS"
+
+// CUDAGraphs, REDRAFTER_CUDA_GRAPHS, is read each time a CUDA backend is
+// opened. "off" makes it run every plan as a list of launches, queued one
+// by one at each run, for comparison with (or in case of trouble with) the
+// default: from a plan's second run, one launch of a CUDA graph of its
+// kernels.
+const CUDAGraphs Switch = "REDRAFTER_CUDA_GRAPHS"
 
 // The Metal backend's command-buffer policy, read each time a Metal backend
 // is opened (metal.Policy.WithEnv); each overrides the default of the

@@ -29,7 +29,9 @@ type Step struct {
 type Plan struct {
 	Steps []Step
 	// BackendState lets a backend keep per-plan work (an encoded command
-	// list, a captured CUDA graph) between runs.
+	// list, a captured CUDA graph) between runs. If it has a Release
+	// method, Free calls it, so that the backend can release what it holds
+	// outside the plan's buffers (a CUDA graph's device resources).
 	BackendState any
 
 	be      Backend
@@ -282,6 +284,10 @@ func (p *Plan) Read(a *Array, dst any) error {
 
 // Free releases the buffers the plan owns. The plan must not be run again.
 func (p *Plan) Free() {
+	if r, ok := p.BackendState.(interface{ Release() }); ok {
+		r.Release()
+	}
+	p.BackendState = nil
 	for _, b := range p.slots {
 		p.be.Free(b)
 	}

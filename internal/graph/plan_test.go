@@ -238,3 +238,27 @@ func TestCheckWriteRead(t *testing.T) {
 		}
 	}
 }
+
+// releaser is backend state that records its Release.
+type releaser struct{ released int }
+
+func (r *releaser) Release() { r.released++ }
+
+// TestFreeReleasesBackendState: Free calls the state's Release once and
+// forgets the state, so a backend's per-plan resources (a CUDA graph) go
+// with the plan; freeing twice releases nothing more.
+func TestFreeReleasesBackendState(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.F32, 4)
+	p, err := graph.Compile(cpu.New(1), graph.SiLU(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &releaser{}
+	p.BackendState = r
+	p.Free()
+	p.Free()
+	if r.released != 1 || p.BackendState != nil {
+		t.Errorf("released %d times, state %v after Free; want once, nil", r.released, p.BackendState)
+	}
+}

@@ -3,18 +3,23 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
 // Backend runs graph plans on an NVIDIA GPU. A plan is turned once into a
-// list of kernel launches (kept in Plan.BackendState), and each Run queues
-// them on one stream and waits once. Weights are copied to device memory
-// once, when the model binds them (WrapHost); the host reads results with
-// Read after Run.
+// list of kernel launches (kept in Plan.BackendState). Its first Run
+// queues them on one stream; its second builds a CUDA graph of them
+// (graph.go), and that and every later Run launches the graph once. Each
+// Run waits once. Weights are copied to device memory once, when the
+// model binds them (WrapHost); small writes (a plan's inputs) are staged
+// in host memory and copied at the start of the next Run (staging.go);
+// the host reads results with Read after Run.
 //
 // A Backend is safe for concurrent use: Runs of different plans (the
 // Sessions of one Engine) may be called on different goroutines; they take
@@ -27,10 +32,19 @@ type Backend struct {
 	// the Run's own.
 	runMu sync.Mutex
 
+	// graphs is whether plans are replayed as CUDA graphs from their
+	// second Run (REDRAFTER_CUDA_GRAPHS=off: never, for comparison).
+	graphs bool
+
+	stage staging
+
 	mu        sync.Mutex
 	stats     Stats
 	constants map[string]devptr // small read-only arrays (RoPE frequencies), by content
-	closed    bool
+	// live holds the plans with an instantiated graph, destroyed when the
+	// plan is freed or, at the latest, when the backend closes.
+	live   map[*planState]struct{}
+	closed bool
 }
 
 // Stats counts what the backend has done, for tests and `bench`.
@@ -39,10 +53,20 @@ type Stats struct {
 	// per plan); Launches the kernels launched; Waits the host's waits for
 	// the device (one per Run that launched anything).
 	Runs, Encodes, Launches, Waits int
+	// GraphBuilds is the CUDA graphs instantiated (one per plan run more
+	// than once), GraphLaunches the Runs that launched one (Launches
+	// counts their kernels too), and GraphFallbacks the plans whose graph
+	// the driver refused, which then run as launch lists.
+	GraphBuilds, GraphLaunches, GraphFallbacks int
+	// Copies is the asynchronous copies of staged writes, Staged the
+	// writes staged: consecutive writes to adjacent device memory go in
+	// one copy.
+	Copies, Staged int
 }
 
 func newBackend(d driver) *Backend {
-	return &Backend{drv: d, constants: map[string]devptr{}}
+	return &Backend{drv: d, constants: map[string]devptr{}, live: map[*planState]struct{}{},
+		graphs: !envvar.CUDAGraphs.Off()}
 }
 
 // Name implements graph.Backend.
@@ -88,8 +112,12 @@ func (b *Backend) RecommendedBeam() (width, length int) { return recommendedBeam
 // recommendedBeam is the same for every GPU until one measures otherwise.
 func recommendedBeam(DeviceInfo) (width, length int) { return 1, 5 }
 
-// Close releases the device. Buffers still allocated are released with it.
+// Close releases the device. Buffers still allocated are released with
+// it, and so are the graphs of plans not yet freed. It waits for a Run in
+// progress.
 func (b *Backend) Close() error {
+	b.runMu.Lock()
+	defer b.runMu.Unlock()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -100,7 +128,13 @@ func (b *Backend) Close() error {
 		b.drv.free(p)
 		delete(b.constants, k)
 	}
+	for st := range b.live {
+		st.exec.destroy()
+		st.exec = nil
+		delete(b.live, st)
+	}
 	b.mu.Unlock()
+	b.stage.close(b.drv)
 	b.drv.close()
 	return nil
 }
@@ -152,6 +186,9 @@ func (b *Backend) Free(buf graph.Buffer) {
 		return
 	}
 	x.freed = true
+	// A staged write into it must not land in whatever memory takes its
+	// place.
+	b.stage.drop(x.ptr)
 	b.drv.free(x.ptr)
 }
 
@@ -175,7 +212,7 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 	if err := graph.CheckWrite("cuda", off, len(src), x.size); err != nil {
 		return err
 	}
-	return b.drv.upload(x.ptr+devptr(off), src)
+	return b.stage.write(b.drv, x.ptr, x.ptr+devptr(off), src)
 }
 
 // Read implements graph.Backend.
@@ -185,6 +222,9 @@ func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
 		return err
 	}
 	if err := graph.CheckRead("cuda", off, len(dst), x.size); err != nil {
+		return err
+	}
+	if err := b.stage.flushAndWait(b.drv); err != nil {
 		return err
 	}
 	return b.drv.download(dst, x.ptr+devptr(off))
@@ -259,15 +299,25 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 }
 
 // planState is a plan's launches, kept between its Runs, with the buffers
-// they use (checked before each Run: a plan must not outlive them).
+// they use (checked before each Run: a plan must not outlive them), what
+// each step reads and writes (for the graph's edges), and the graph once
+// built.
 type planState struct {
-	backend  *Backend
-	launches []*launch
-	bufs     []*Buffer
+	backend    *Backend
+	launches   []*launch
+	launchStep []int    // by launch: its step
+	access     []access // by step
+	bufs       []*Buffer
+
+	runs       int       // Runs that queued the launches or the graph
+	exec       graphExec // the instantiated graph, from the second Run
+	graphTried bool      // a graph was built, or the driver refused one
 }
 
 // Run implements graph.Backend: it encodes the plan (the first time),
-// queues its launches and waits once.
+// copies the staged writes, queues the plan's launches (first Run) or its
+// graph (later Runs) and waits once. The calling goroutine holds its
+// thread and the context for the whole Run (enter), not per launch.
 func (b *Backend) Run(p *graph.Plan) error {
 	st, ok := p.BackendState.(*planState)
 	if !ok || st.backend != b {
@@ -284,31 +334,93 @@ func (b *Backend) Run(p *graph.Plan) error {
 	}
 	b.runMu.Lock()
 	defer b.runMu.Unlock()
+	// The staging memory is copied from asynchronously: no Write may
+	// touch it until this Run has waited.
+	b.stage.mu.Lock()
+	defer b.stage.mu.Unlock()
+	if err := b.drv.enter(); err != nil {
+		return err
+	}
+	defer b.drv.exit()
 	b.mu.Lock()
 	b.stats.Runs++
 	b.mu.Unlock()
-	if len(st.launches) == 0 {
-		return nil
+	copies, staged, queueErr := b.stage.queueLocked(b.drv)
+	if copies == 0 && len(st.launches) == 0 {
+		return queueErr
 	}
-	var launchErr error
-	n := 0
-	for _, l := range st.launches {
-		if launchErr = b.drv.launch(l); launchErr != nil {
-			break
-		}
-		n++
+	n, graphed := 0, false
+	if queueErr == nil && len(st.launches) > 0 {
+		n, graphed, queueErr = b.queuePlan(st)
 	}
 	// Wait for what was queued even after a failed launch, so that no
 	// work of this Run is still running when it returns.
 	syncErr := b.drv.sync()
+	b.stage.resetLocked()
 	b.mu.Lock()
 	b.stats.Launches += n
 	b.stats.Waits++
+	b.stats.Copies += copies
+	b.stats.Staged += staged
+	if graphed {
+		b.stats.GraphLaunches++
+	}
 	b.mu.Unlock()
-	if launchErr != nil {
-		return launchErr
+	if queueErr != nil {
+		return queueErr
 	}
 	return syncErr
+}
+
+// queuePlan queues a plan's kernels: as launches on its first Run, as its
+// graph from the second (built then, so that one-off plans never pay for
+// it). It returns how many kernels it queued and whether as a graph.
+func (b *Backend) queuePlan(st *planState) (n int, graphed bool, err error) {
+	st.runs++
+	if st.runs >= 2 && st.exec == nil && !st.graphTried && b.graphs {
+		st.graphTried = true
+		exec, err := b.buildGraph(st)
+		b.mu.Lock()
+		if err != nil {
+			// A driver without graphs (or refusing this one) still runs
+			// the plan: as the launch list it was, which is slower but
+			// the same work.
+			b.stats.GraphFallbacks++
+			b.mu.Unlock()
+			slog.Warn("cuda: running a plan without a CUDA graph", "launches", len(st.launches), "err", err)
+		} else {
+			st.exec = exec
+			b.live[st] = struct{}{}
+			b.stats.GraphBuilds++
+			b.mu.Unlock()
+		}
+	}
+	if st.exec != nil {
+		if err := st.exec.launch(); err != nil {
+			return 0, false, fmt.Errorf("cuda: launching the graph of %d kernels: %w", len(st.launches), err)
+		}
+		return len(st.launches), true, nil
+	}
+	for _, l := range st.launches {
+		if err := b.drv.launch(l); err != nil {
+			return n, false, err
+		}
+		n++
+	}
+	return n, false, nil
+}
+
+// Release destroys the plan's graph; graph.Plan.Free calls it. The plan
+// may still Run (as a launch list, then a new graph).
+func (st *planState) Release() {
+	b := st.backend
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.live[st]; ok && !b.closed {
+		st.exec.destroy()
+		delete(b.live, st)
+	}
+	st.exec, st.graphTried, st.runs = nil, false, 0
 }
 
 func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
@@ -321,6 +433,10 @@ func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
 			return nil, fmt.Errorf("cuda: step %d %v: %w", i, s.Op, err)
 		}
 		st.launches = append(st.launches, e.ls...)
+		for range e.ls {
+			st.launchStep = append(st.launchStep, i)
+		}
+		st.access = append(st.access, stepAccess(s))
 		for _, o := range append([]graph.Operand{s.Out}, s.In...) {
 			if x, ok := o.Buf.(*Buffer); ok && !seen[x] {
 				seen[x] = true
@@ -332,6 +448,18 @@ func (b *Backend) encodePlan(p *graph.Plan) (*planState, error) {
 	b.stats.Encodes++
 	b.mu.Unlock()
 	return st, nil
+}
+
+// onStream runs f, which queues work on the stream and waits for it,
+// between other Runs, with the goroutine entered for the hot calls.
+func (b *Backend) onStream(f func() error) error {
+	b.runMu.Lock()
+	defer b.runMu.Unlock()
+	if err := b.drv.enter(); err != nil {
+		return err
+	}
+	defer b.drv.exit()
+	return f()
 }
 
 // constant returns a device copy of data, shared by every plan that needs
@@ -386,18 +514,21 @@ func (b *Backend) readBandwidth(ctx context.Context, size, runs int) (float64, e
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		b.runMu.Lock()
-		start := time.Now()
-		for range reads {
-			if err = b.drv.launch(l); err != nil {
-				break
+		var elapsed time.Duration
+		err := b.onStream(func() error {
+			start := time.Now()
+			var err error
+			for range reads {
+				if err = b.drv.launch(l); err != nil {
+					break
+				}
 			}
-		}
-		if serr := b.drv.sync(); err == nil {
-			err = serr
-		}
-		elapsed := time.Since(start)
-		b.runMu.Unlock()
+			if serr := b.drv.sync(); err == nil {
+				err = serr
+			}
+			elapsed = time.Since(start)
+			return err
+		})
 		if err != nil {
 			return 0, fmt.Errorf("cuda: read bandwidth: %w", err)
 		}

@@ -41,12 +41,13 @@ func (b *Backend) CheckProbe(r *rand.Rand) error {
 		if err := b.drv.upload(x, graph.AsBytes(data)); err != nil {
 			return err
 		}
-		b.runMu.Lock()
-		err = b.drv.launch(readXorLaunch(out, x, words, blocks))
-		if serr := b.drv.sync(); err == nil {
-			err = serr
-		}
-		b.runMu.Unlock()
+		err = b.onStream(func() error {
+			err := b.drv.launch(readXorLaunch(out, x, words, blocks))
+			if serr := b.drv.sync(); err == nil {
+				err = serr
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -19,13 +19,36 @@ type driver interface {
 	// download copies from device address src into dst (synchronously,
 	// after every launch queued before it).
 	download(dst []byte, src devptr) error
-	// launch queues a kernel launch on the backend's stream.
-	launch(l *launch) error
-	// sync waits until every queued launch has finished, and reports the
-	// first failure among them.
-	sync() error
 	// close releases the device.
 	close()
+
+	// enter prepares the calling goroutine for the hot calls below, once
+	// per Run rather than once per call: the real driver locks it to its
+	// OS thread and makes the context current. Every call of launch,
+	// sync, uploadAsync and a graphExec's launch is made between enter
+	// and exit, on the goroutine that entered; the others may be made
+	// anywhere, inside or outside.
+	enter() error
+	// exit undoes enter.
+	exit()
+	// launch queues a kernel launch on the backend's stream.
+	launch(l *launch) error
+	// sync waits until everything queued on the stream has finished, and
+	// reports the first failure among it.
+	sync() error
+	// uploadAsync queues a copy of src to device address dst on the
+	// stream; src (memory from hostAlloc) must not change until the next
+	// sync.
+	uploadAsync(dst devptr, src []byte) error
+
+	// hostAlloc returns n bytes of host memory the device copies from
+	// without staging it again (pinned, on the real driver), and hostFree
+	// releases it.
+	hostAlloc(n int) ([]byte, error)
+	hostFree(b []byte)
+	// newGraph builds and instantiates a graph of kernel nodes; the
+	// launches' arguments are copied, so they may change afterwards.
+	newGraph(nodes []graphNode) (graphExec, error)
 }
 
 // DeviceInfo describes a GPU as `redrafter devices` lists it.

@@ -84,9 +84,11 @@ func deviceInfo(d *cu.Driver, dev cu.Device) (DeviceInfo, error) {
 }
 
 // realDriver runs launches on GPU 0 through libcuda. A CUDA context is
-// current per OS thread, and goroutines move between threads, so every
-// call locks its goroutine to its thread and makes the context current
-// first (cuCtxSetCurrent is cheap).
+// current per OS thread, and goroutines move between threads: the hot
+// calls (launch, sync, the async copies, graph launches) are made between
+// enter and exit, which lock the goroutine to its thread and make the
+// context current once per Run; every other call does so itself
+// (current), which nests inside enter.
 type realDriver struct {
 	d      *cu.Driver
 	dev    cu.Device
@@ -200,16 +202,109 @@ func (r *realDriver) function(kernel string) (cu.Function, error) {
 	return f, nil
 }
 
-func (r *realDriver) launch(l *launch) error {
+// enter locks the calling goroutine to its thread and makes the context
+// current there, for the hot calls until exit.
+func (r *realDriver) enter() error {
+	runtime.LockOSThread()
+	if err := r.d.SetCurrent(r.ctx); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	return nil
+}
+
+func (r *realDriver) exit() { runtime.UnlockOSThread() }
+
+// launchFunction is l's kernel, looked up once per launch and kept in it
+// (a plan's launches are reused at every Run).
+func (r *realDriver) launchFunction(l *launch) (cu.Function, error) {
+	if l.fn != 0 {
+		return cu.Function(l.fn), nil
+	}
 	f, err := r.function(l.kernel)
+	if err == nil {
+		l.fn = uintptr(f)
+	}
+	return f, err
+}
+
+func (r *realDriver) launch(l *launch) error {
+	f, err := r.launchFunction(l)
 	if err != nil {
 		return err
 	}
-	return r.current(func() error { return r.d.Launch(f, l.grid, l.block, 0, r.stream, l.params, l.kernel) })
+	return r.d.Launch(f, l.grid, l.block, 0, r.stream, l.params, l.kernel)
 }
 
-func (r *realDriver) sync() error {
-	return r.current(func() error { return r.d.Sync(r.stream) })
+func (r *realDriver) sync() error { return r.d.Sync(r.stream) }
+
+func (r *realDriver) uploadAsync(dst devptr, src []byte) error {
+	return r.d.CopyToDeviceAsync(cu.DevPtr(dst), src, r.stream)
+}
+
+func (r *realDriver) hostAlloc(n int) ([]byte, error) {
+	var b []byte
+	err := r.current(func() error {
+		var err error
+		b, err = r.d.HostAlloc(n)
+		return err
+	})
+	return b, err
+}
+
+func (r *realDriver) hostFree(b []byte) {
+	_ = r.current(func() error { return r.d.FreeHost(b) })
+}
+
+// newGraph builds the graph node by node (explicitly, not by stream
+// capture: the edges are the plan's hazards, not the stream's order),
+// instantiates it and destroys the template, which the executable graph
+// does not need.
+func (r *realDriver) newGraph(nodes []graphNode) (graphExec, error) {
+	if !r.d.HasGraphs() {
+		return nil, fmt.Errorf("cuda: the driver %s has no cuGraphAddKernelNode_v2 (CUDA 12 or newer)", r.d.Path)
+	}
+	var exec cu.GraphExec
+	err := r.current(func() error {
+		g, err := r.d.NewGraph()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = r.d.DestroyGraph(g) }()
+		handles := make([]cu.GraphNode, len(nodes))
+		var deps []cu.GraphNode
+		for i, n := range nodes {
+			f, err := r.launchFunction(n.l)
+			if err != nil {
+				return err
+			}
+			deps = deps[:0]
+			for _, d := range n.deps {
+				deps = append(deps, handles[d])
+			}
+			if handles[i], err = r.d.AddKernelNode(g, deps, f, n.l.grid, n.l.block, 0, n.l.params, n.l.kernel); err != nil {
+				return fmt.Errorf("node %d of %d: %w", i, len(nodes), err)
+			}
+		}
+		exec, err = r.d.Instantiate(g)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &realGraph{r: r, exec: exec}, nil
+}
+
+// realGraph is an instantiated CUDA graph.
+type realGraph struct {
+	r    *realDriver
+	exec cu.GraphExec
+}
+
+func (g *realGraph) launch() error { return g.r.d.LaunchGraph(g.exec, g.r.stream) }
+
+func (g *realGraph) destroy() {
+	_ = g.r.current(func() error { return g.r.d.DestroyGraphExec(g.exec) })
 }
 
 func (r *realDriver) close() {

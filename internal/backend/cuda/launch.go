@@ -18,6 +18,9 @@ type launch struct {
 	block  [3]int
 	params []byte
 	ptrs   []devptr // the pointer arguments, for the emulator and checks
+
+	seam *Launch // the launch as a Driver gets it (seam.go), made once
+	fn   uintptr // the real driver's CUfunction, looked up once
 }
 
 func (l *launch) align(n int) {

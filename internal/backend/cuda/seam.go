@@ -16,13 +16,37 @@ type Driver interface {
 	// Download copies from device address src into dst (synchronously,
 	// after every launch queued before it).
 	Download(dst []byte, src uint64) error
-	// Launch queues a kernel launch on the backend's stream.
+	// Launch queues a kernel launch on the backend's stream. l is the
+	// same for every Run of a plan: the driver must not change it.
 	Launch(l *Launch) error
-	// Sync waits until every queued launch has finished, and reports the
-	// first failure among them.
+	// UploadAsync queues a copy of src to device address dst on the
+	// stream, after what was queued before it; src does not change until
+	// the next Sync.
+	UploadAsync(dst uint64, src []byte) error
+	// NewGraph returns an instantiated graph of kernel nodes (a CUDA
+	// graph): launching it runs every node once, each after the nodes it
+	// depends on and in any order otherwise.
+	NewGraph(nodes []GraphNode) (Graph, error)
+	// Sync waits until everything queued has finished, and reports the
+	// first failure among it.
 	Sync() error
 	// Close releases the device.
 	Close()
+}
+
+// GraphNode is one kernel node of a graph: its launch, and the nodes it
+// depends on, by index, all before it.
+type GraphNode struct {
+	Launch *Launch
+	Deps   []int
+}
+
+// Graph is an instantiated graph.
+type Graph interface {
+	// Launch queues one run of the graph on the stream.
+	Launch() error
+	// Destroy releases the graph.
+	Destroy()
 }
 
 // Launch is one kernel launch as a Driver receives it.
@@ -63,11 +87,45 @@ func (s driverSeam) alloc(n int) (devptr, error) {
 	return devptr(p), err
 }
 
-func (s driverSeam) launch(l *launch) error {
-	ptrs := make([]uint64, len(l.ptrs))
-	for i, p := range l.ptrs {
-		ptrs[i] = uint64(p)
+func (s driverSeam) launch(l *launch) error { return s.d.Launch(l.exported()) }
+
+// exported is l as a Driver receives it, made once: a plan's launches are
+// the same at every Run, so Runs do not allocate it again.
+func (l *launch) exported() *Launch {
+	if l.seam == nil {
+		ptrs := make([]uint64, len(l.ptrs))
+		for i, p := range l.ptrs {
+			ptrs[i] = uint64(p)
+		}
+		l.seam = &Launch{Kernel: l.kernel, File: kernelFiles[l.kernel], Grid: l.grid, Block: l.block,
+			Params: l.params, Pointers: ptrs}
 	}
-	return s.d.Launch(&Launch{Kernel: l.kernel, File: kernelFiles[l.kernel], Grid: l.grid, Block: l.block,
-		Params: l.params, Pointers: ptrs})
+	return l.seam
 }
+
+// The hot calls need no thread or context on a fake.
+func (s driverSeam) enter() error { return nil }
+func (s driverSeam) exit()        {}
+
+func (s driverSeam) uploadAsync(dst devptr, b []byte) error { return s.d.UploadAsync(uint64(dst), b) }
+
+// hostAlloc is ordinary memory: a fake's device memory is host memory.
+func (s driverSeam) hostAlloc(n int) ([]byte, error) { return make([]byte, n), nil }
+func (s driverSeam) hostFree([]byte)                 {}
+
+func (s driverSeam) newGraph(nodes []graphNode) (graphExec, error) {
+	gn := make([]GraphNode, len(nodes))
+	for i, n := range nodes {
+		gn[i] = GraphNode{Launch: n.l.exported(), Deps: n.deps}
+	}
+	g, err := s.d.NewGraph(gn)
+	if err != nil {
+		return nil, err
+	}
+	return seamGraph{g}, nil
+}
+
+type seamGraph struct{ g Graph }
+
+func (g seamGraph) launch() error { return g.g.Launch() }
+func (g seamGraph) destroy()      { g.g.Destroy() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
 )
@@ -59,5 +60,26 @@ func TestLoadMissingLibrary(t *testing.T) {
 	_, err := Load("/nonexistent/libcuda.so.1")
 	if err == nil || !strings.Contains(err.Error(), "NVIDIA driver") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestKernelNodeParamsLayout: the Go struct passed to
+// cuGraphAddKernelNode_v2 has CUDA_KERNEL_NODE_PARAMS_v2's layout (cuda.h,
+// CUDA 12 and 13, 64-bit): a wrong offset would launch garbage on a GPU,
+// which no emulated test sees.
+func TestKernelNodeParamsLayout(t *testing.T) {
+	var p kernelNodeParams
+	for _, f := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"func", unsafe.Offsetof(p.fn), 0}, {"gridDimX", unsafe.Offsetof(p.gridX), 8},
+		{"blockDimZ", unsafe.Offsetof(p.blkZ), 28}, {"sharedMemBytes", unsafe.Offsetof(p.shared), 32},
+		{"kernelParams", unsafe.Offsetof(p.kernelParams), 40}, {"extra", unsafe.Offsetof(p.extra), 48},
+		{"kern", unsafe.Offsetof(p.kern), 56}, {"ctx", unsafe.Offsetof(p.ctx), 64}, {"sizeof", unsafe.Sizeof(p), 72},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s at %d, want %d", f.name, f.got, f.want)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // Main runs a test binary's tests and then removes the compiled kernels
@@ -43,9 +44,14 @@ func Builder(tb testing.TB) *emu.Builder {
 // only: package cuda's TestKernels runs every kernel in three orders, and
 // a whole generation in three would take three times as long for nothing
 // more about the host code.
+//
+// Graphs (a plan's second and later Runs) replay in node orders drawn from
+// testenv.Seed, logged, so that an order that fails replays.
 func NewEmulated(tb testing.TB) *cuda.Backend {
 	tb.Helper()
-	return cudafake.NewBackend(NewEmulator(tb, nil).Exec)
+	d := cudafake.New(NewEmulator(tb, nil).Exec)
+	d.SetSeed(testenv.Seed(tb))
+	return cuda.NewWithDriver(d)
 }
 
 // Emulator executes launches with the emulated kernels. It is safe for
