@@ -40,7 +40,7 @@ DEVICE float lin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
 
 // lin_out is output (row, j) from its sums: y = x·w_j, u = x·w_{n+j} (with
 // SwiGLU) and ss = Σx² over the row (with the norm).
-template <class T> DEVICE float lin_out(const LinArgs<T> &a, int row, int j, float y, float u, float ss) {
+template <class T> DEVICE ALWAYS_INLINE float lin_out(const LinArgs<T> &a, int row, int j, float y, float u, float ss) {
 	const int f = a.flags;
 	if (f & LIN_NORM) {
 		const float scale = 1.0f / cu_sqrt(ss / float(a.k) + a.eps); // as rms_norm_f32 computes it
@@ -62,7 +62,7 @@ template <class T> DEVICE float lin_out(const LinArgs<T> &a, int row, int j, flo
 // stays bit-exact). Rows go 4 at a time so that one load of w serves 4
 // rows; with SwiGLU the warp reads the gate and the up row. Grid:
 // (ceil(n/4)); block: 128 threads (4 warps).
-template <class T> DEVICE void linear_warp(const LinArgs<T> &a) {
+template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 	const int lane = int(threadIdx.x) & 31;
 	const int col = int(blockIdx.x) * 4 + (int(threadIdx.x) >> 5);
 	const int m = a.m, k = a.k, n = a.n;
@@ -76,6 +76,7 @@ template <class T> DEVICE void linear_warp(const LinArgs<T> &a) {
 			const float wv = load_w(a.w, wrow + u64(i));
 			const float uv = glu ? load_w(a.w, urow + u64(i)) : 0.0f;
 			const float g = norm ? a.gain[i] : 1.0f;
+#pragma unroll
 			for (int r = 0; r < 4; r++) {
 				if (r < rows) {
 					float xv = a.x[u64(r0 + r) * u64(k) + u64(i)];
@@ -88,6 +89,7 @@ template <class T> DEVICE void linear_warp(const LinArgs<T> &a) {
 				}
 			}
 		}
+#pragma unroll
 		for (int r = 0; r < 4; r++) {
 			const float s = warp_sum(acc[r]);
 			const float u = glu ? warp_sum(up[r]) : 0.0f;
