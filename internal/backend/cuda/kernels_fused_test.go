@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
@@ -122,4 +123,56 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 		}
 	}
 	return cs
+}
+
+// TestLinearRowsSameBitsAtAnyM: a fused product's row has the same bits
+// whether it is computed alone or among others (greedy ReDrafter's
+// verification pass must equal decoding), with x aligned or not (a view
+// into a buffer), in matvec8's kernels with the norm and every epilogue and
+// in the warp-per-column one.
+func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := newEmuDevice(t, nil)
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	const m, n, eps = 7, 11, 1e-5
+	for _, c := range []struct {
+		k     int
+		flags int
+	}{
+		{1032, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
+		{1032, linResidual | linBias},
+		{70, linNorm | linSwiGLU | linResidual}, // the warp per column
+	} {
+		d.bufs = d.bufs[:0] // the emulator takes 30 buffers a launch
+		k, rows := c.k, n
+		if c.flags&linSwiGLU != 0 {
+			rows = 2 * n
+		}
+		x := b(opcases.RandF32(r, m*k, 2))
+		w := d.alloc(b(opcases.ScaledWeights(r, graph.F16, rows*k, 1)))
+		gain, bias := d.alloc(b(opcases.RandF32(r, k, 1))), d.alloc(b(opcases.RandF32(r, rows, 1)))
+		res := b(opcases.RandF32(r, m*n, 4))
+		w8 := vecWeights(w, graph.F16, k)
+		if w8 != (k%8 == 0) {
+			t.Fatalf("k=%d: vecWeights %v", k, w8)
+		}
+		run := func(xp, rp devptr, mm int) []float32 {
+			out := d.alloc(zeros(mm * n))
+			if err := d.run(linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)); err != nil {
+				t.Fatal(err)
+			}
+			return d.f32s(out)
+		}
+		all := run(d.alloc(x), d.alloc(res), m)
+		for i := range m {
+			// Row i alone, 4 bytes off 16-byte alignment.
+			xp := d.alloc(append(make([]byte, 4), x[4*i*k:4*(i+1)*k]...)) + 4
+			one := run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1)
+			for j := range n {
+				if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
+					t.Fatalf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows", k, c.flags, i, j, one[j], all[i*n+j], m)
+				}
+			}
+		}
+	}
 }
