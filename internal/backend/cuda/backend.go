@@ -273,6 +273,12 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return dt(1) == graph.F32 && hasKernel("kv_write_"+dt(0).String())
 	case graph.KVCompactOp:
 		return hasKernel("kv_compact_" + dt(0).String())
+	case graph.LinearOp:
+		// Float weights; the quantized products fold in nothing yet.
+		return op.Bits == 0 && linearSupports(op, dt)
+	case graph.RoPEKVWriteOp:
+		return dt(0) == graph.F32 && dt(1) == graph.I32 && dt(2) == dt(3) && dt(4) == graph.I32 &&
+			hasKernel("rope_kv_write_neox_"+dt(2).String())
 	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention_tree_"+dt(1).String())
 	case graph.RMSNormOp:
@@ -297,6 +303,23 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 	}
 	return false
 }
+
+// linearSupports reports whether a float LinearOp's sources have the
+// dtypes its kernels take: f32 activations, gain, bias and residual.
+func linearSupports(op graph.LinearOp, dt func(int) graph.DType) bool {
+	s := op.Sources()
+	for _, i := range []int{s.X, s.Norm, s.Bias, s.Residual} {
+		if i >= 0 && dt(i) != graph.F32 {
+			return false
+		}
+	}
+	return hasKernel("linear_" + dt(s.Weight).String())
+}
+
+// FusesLayers implements graph.FusedLayers: a decode layer is six launches
+// (LinearOp and RoPEKVWriteOp) rather than seventeen, and at batch 1 each
+// costs about its launch floor.
+func (b *Backend) FusesLayers() bool { return true }
 
 // planState is a plan's launches, kept between its Runs, with the buffers
 // they use (checked before each Run: a plan must not outlive them), what

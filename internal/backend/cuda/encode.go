@@ -103,6 +103,10 @@ func (e *encoder) encode() error {
 		err = e.qembed(op)
 	case graph.DequantizeOp:
 		err = e.dequantize(op)
+	case graph.LinearOp:
+		err = e.linear(op)
+	case graph.RoPEKVWriteOp:
+		err = e.ropeKVWrite(op)
 	default:
 		err = fmt.Errorf("no kernel for %v", e.step.Op)
 	}

@@ -413,7 +413,8 @@ func kernelCases(r *rand.Rand) []kcase {
 			return []any{d.i32s(out)}, err
 		})
 	}
-	cs = append(cs, draftCases(r)...) // kernels_draft_test.go
+	cs = append(cs, draftCases(r)...)       // kernels_draft_test.go
+	cs = append(cs, fusedKernelCases(r)...) // kernels_fused_test.go
 	// Decode with 16-byte weight loads: k a multiple of 8, with and
 	// without a tail past the last full block step (1024 weights), n with
 	// and without a tail past a block's 8 columns.

@@ -49,6 +49,23 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
 		// Without the low half of x, the tensor cores see x rounded to bf16.
 		{"matmul.cu", "mma_bf16(acc[j], alo, b, acc[j]);", "", "MatMulMMA/bf16/M130_K100_N70"},
+		// The fused norm forgets eps (rows whose mean square is below it).
+		{"matvec.cu", "ss / float(a.k) + a.eps", "ss / float(a.k)", "Linear/norm/f16/M2_K264_N5_tiny"},
+		{"matvec.cu", "ss / float(a.k) + a.eps", "ss / float(a.k)", "Linear/norm/f32/M2_K40_N5_tiny"},
+		// The fused norm forgets the gain, in matvec8's loop and in the warp's.
+		{"matvec.cu", "xs[e] *= gs[e];", "", "Linear/norm/bf16/M5_K264_N9"},
+		{"matvec.cu", "xv *= g;", "", "Linear/norm/f32/M3_K70_N6"},
+		// SwiGLU's gate columns read the up rows and the up columns the gate rows.
+		{"matvec.cu", "u64(glu && c >= per ? n + jc : jc)", "u64(glu && c < per ? n + jc : jc)", "Linear/norm+swiglu/f16/M5_K264_N9"},
+		{"matvec.cu", "urow = u64(n + (glu ? col : 0))", "urow = u64(glu ? col : 0)", "Linear/norm+swiglu/bf16/M3_K70_N6"},
+		// The up half's bias is the gate's.
+		{"matvec.cu", "u += a.bias[a.n + j];", "u += a.bias[j];", "Linear/norm+bias+swiglu/f16/M5_K264_N9"},
+		// The residual of row 0 is added to every row.
+		{"matvec.cu", "a.res[u64(row) * u64(a.n) + u64(j)]", "a.res[u64(j)]", "Linear/residual/bf16/M5_K264_N9"},
+		// RoPEKVWrite writes the rotated keys into the value cache.
+		{"rope.cu", "store(kc + (u64(head - h)", "store(vc + (u64(head - h)", "RoPEKVWrite/f16/neoxtrue/M5_H4_KVH2_D20_P8_at13"},
+		// RoPEKVWrite writes at position 0 rather than kvLen.
+		{"rope.cu", "const u64 at = u64(kvlen[0]) + row;", "const u64 at = row;", "RoPEKVWrite/f32/neoxfalse/M5_H4_KVH2_D20_P8_at13"},
 		// Accepting chains, lanes tied for the longest beam keep the higher one.
 		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
 	} {

@@ -1,29 +1,100 @@
 // matvec.cu: out = x·wᵀ for f32/f16/bf16 weights, x [m,k] f32, w [n,k],
 // out [m,n] f32, shaped for decoding and verification (small m, read w at
-// memory bandwidth). Each warp computes one column of out for every row:
-// lane l adds x·w over k = l, l+32, ... and the warp's butterfly adds the
-// lanes, so a row's result depends on k alone, never on m or the other rows
-// (greedy ReDrafter stays bit-exact). Rows go 4 at a time so that one load
-// of w serves 4 rows. Grid: (ceil(n/4)); block: 128 threads (4 warps).
+// memory bandwidth), and the same products with a layer's neighbours folded
+// in (graph.LinearOp, the linear* kernels): an RMS norm of x before, and a
+// bias, SwiGLU over the joined [gate; up] weight and a residual after. The
+// matvec kernels are the linear ones with nothing folded in, so they share
+// one code path and its bit-exactness argument.
+//
+// Norm prologue: each block reads all of x's row anyway, so it adds up Σx²
+// beside the dot, multiplies x by the norm's gain as it is loaded, and
+// scales each row's sums by 1/sqrt(mean(x²)+eps) at the end: Σ(x·g)·w·scale
+// rather than RMSNorm's Σ(x·scale·g)·w, the same up to rounding, and
+// without a launch and a round trip of h through memory.
+// Epilogue (the thread that writes an output): + bias, then
+// SiLU(gate)·up (gate column j is w's row j, up column j its row n+j, the
+// block computing both), then r + y: the order of the unfused ops.
 #include "prelude.cuh"
 
-template <class T> DEVICE void matvec(float *out, const float *x, const T *w, int m, int k, int n) {
+// What a linear launch folds in (its flags argument).
+#define LIN_NORM 1
+#define LIN_BIAS 2
+#define LIN_SWIGLU 4
+#define LIN_RESIDUAL 8
+
+// LinArgs are a launch's arguments. gain, bias and res are read only when
+// flags say so (the host passes x for those it lacks: every pointer
+// argument is a live allocation). n is out's columns; w has 2n rows with
+// LIN_SWIGLU, else n.
+template <class T> struct LinArgs {
+	float *out;
+	const float *x, *gain;
+	const T *w;
+	const float *bias, *res;
+	int m, k, n;
+	float eps;
+	int flags;
+};
+
+DEVICE float lin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
+
+// lin_out is output (row, j) from its sums: y = x·w_j, u = x·w_{n+j} (with
+// SwiGLU) and ss = Σx² over the row (with the norm).
+template <class T> DEVICE ALWAYS_INLINE float lin_out(const LinArgs<T> &a, int row, int j, float y, float u, float ss) {
+	const int f = a.flags;
+	if (f & LIN_NORM) {
+		const float scale = 1.0f / cu_sqrt(ss / float(a.k) + a.eps); // as rms_norm_f32 computes it
+		y *= scale;
+		u *= scale;
+	}
+	if (f & LIN_BIAS) {
+		y += a.bias[j];
+		if (f & LIN_SWIGLU) u += a.bias[a.n + j];
+	}
+	if (f & LIN_SWIGLU) y = lin_silu(y) * u;
+	if (f & LIN_RESIDUAL) y = a.res[u64(row) * u64(a.n) + u64(j)] + y;
+	return y;
+}
+
+// Each warp computes one column of out for every row: lane l adds x·w over
+// k = l, l+32, ... and the warp's butterfly adds the lanes, so a row's
+// result depends on k alone, never on m or the other rows (greedy ReDrafter
+// stays bit-exact). Rows go 4 at a time so that one load of w serves 4
+// rows; with SwiGLU the warp reads the gate and the up row. Grid:
+// (ceil(n/4)); block: 128 threads (4 warps).
+template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 	const int lane = int(threadIdx.x) & 31;
 	const int col = int(blockIdx.x) * 4 + (int(threadIdx.x) >> 5);
+	const int m = a.m, k = a.k, n = a.n;
 	if (col >= n) return;
-	const u64 wrow = u64(col) * u64(k);
+	const bool norm = (a.flags & LIN_NORM) != 0, glu = (a.flags & LIN_SWIGLU) != 0;
+	const u64 wrow = u64(col) * u64(k), urow = u64(n + (glu ? col : 0)) * u64(k);
 	for (int r0 = 0; r0 < m; r0 += 4) {
-		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, up[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 		const int rows = m - r0 < 4 ? m - r0 : 4;
 		for (int i = lane; i < k; i += 32) {
-			const float wv = load_w(w, wrow + u64(i));
+			const float wv = load_w(a.w, wrow + u64(i));
+			const float uv = glu ? load_w(a.w, urow + u64(i)) : 0.0f;
+			const float g = norm ? a.gain[i] : 1.0f;
+#pragma unroll
 			for (int r = 0; r < 4; r++) {
-				if (r < rows) acc[r] = cu_fma(x[u64(r0 + r) * u64(k) + u64(i)], wv, acc[r]);
+				if (r < rows) {
+					float xv = a.x[u64(r0 + r) * u64(k) + u64(i)];
+					if (norm) {
+						ss[r] = cu_fma(xv, xv, ss[r]);
+						xv *= g;
+					}
+					acc[r] = cu_fma(xv, wv, acc[r]);
+					if (glu) up[r] = cu_fma(xv, uv, up[r]);
+				}
 			}
 		}
+#pragma unroll
 		for (int r = 0; r < 4; r++) {
 			const float s = warp_sum(acc[r]);
-			if (lane == 0 && r < rows) out[u64(r0 + r) * u64(n) + u64(col)] = s;
+			const float u = glu ? warp_sum(up[r]) : 0.0f;
+			const float q = norm ? warp_sum(ss[r]) : 0.0f;
+			if (lane == 0 && r < rows) a.out[u64(r0 + r) * u64(n) + u64(col)] = lin_out(a, r0 + r, col, s, u, q);
 		}
 	}
 }
@@ -66,31 +137,52 @@ template <bool VEC> DEVICE void x8(float xs[8], const float *x, u64 i) {
 		for (int e = 0; e < 8; e++) xs[e] = x[i + u64(e)];
 	}
 }
-// matvec8_rows computes rows r0..r0+R of the block's columns.
-template <bool BF16, bool VEC, int R>
-DEVICE ALWAYS_INLINE void matvec8_rows(float *out, const float *x, const unsigned *w, int r0, int k, int n, float part[4][4][MV8_COLS]) {
+// matvec8_rows computes rows r0..r0+R of the block's columns: MV8_COLS
+// weight rows, which are MV8_COLS columns of out, or with SwiGLU the gate
+// and up rows of MV8_COLS/2 columns (the first half of the block's weight
+// rows gate, the second up). With NORM, x is multiplied by the gain as it
+// is loaded and each thread adds up x² beside the dot (Σx² reduced as the
+// sums are: the thread's words, the butterfly, the warps in order).
+template <bool BF16, bool VEC, int R, bool NORM>
+DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float part[4][4][MV8_COLS], float sqs[4][4]) {
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
-	const int col0 = int(blockIdx.x) * MV8_COLS;
+	const int k = a.k, n = a.n;
+	const bool glu = (a.flags & LIN_SWIGLU) != 0;
+	const int per = glu ? MV8_COLS / 2 : MV8_COLS; // columns of out per block
+	const int col0 = int(blockIdx.x) * per;
 	const u64 words = u64(k / 8);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
 	u64 wrow[MV8_COLS];
 #pragma unroll
-	for (int c = 0; c < MV8_COLS; c++) wrow[c] = u64(col0 + c < n ? col0 + c : n - 1) * words;
-	float acc[R][MV8_COLS];
+	for (int c = 0; c < MV8_COLS; c++) {
+		const int j = col0 + (glu ? c % per : c), jc = j < n ? j : n - 1;
+		wrow[c] = u64(glu && c >= per ? n + jc : jc) * words;
+	}
+	float acc[R][MV8_COLS], ss[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
+		ss[r] = 0.0f;
 #pragma unroll
 		for (int c = 0; c < MV8_COLS; c++) acc[r][c] = 0.0f;
 	}
 	for (u64 j = u64(t); j < words; j += 128u) {
 		u32x4 v[MV8_COLS];
 #pragma unroll
-		for (int c = 0; c < MV8_COLS; c++) v[c] = ld_v4_u32(w + (wrow[c] + j) * 4u);
+		for (int c = 0; c < MV8_COLS; c++) v[c] = ld_v4_u32(a.w + (wrow[c] + j) * 4u);
+		float gs[8];
+		if (NORM) x8<VEC>(gs, a.gain, j * 8u);
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			float xs[8];
-			x8<VEC>(xs, x, u64(r0 + r) * u64(k) + j * 8u);
+			x8<VEC>(xs, a.x, u64(r0 + r) * u64(k) + j * 8u);
+			if (NORM) {
+#pragma unroll
+				for (int e = 0; e < 8; e++) {
+					ss[r] = cu_fma(xs[e], xs[e], ss[r]);
+					xs[e] *= gs[e];
+				}
+			}
 #pragma unroll
 			for (int e = 0; e < 8; e++) {
 #pragma unroll
@@ -105,40 +197,74 @@ DEVICE ALWAYS_INLINE void matvec8_rows(float *out, const float *x, const unsigne
 			const float s = warp_sum(acc[r][c]);
 			if (lane == 0) part[warp][r][c] = s;
 		}
+		if (NORM) {
+			const float q = warp_sum(ss[r]);
+			if (lane == 0) sqs[warp][r] = q;
+		}
 	}
 	sync_threads();
-	if (t < R * MV8_COLS) {
-		const int r = t / MV8_COLS, c = t % MV8_COLS;
-		if (col0 + c < n) out[u64(r0 + r) * u64(n) + u64(col0 + c)] = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+	if (t < R * per) {
+		const int r = t / per, c = t % per;
+		const float y = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+		float u = 0.0f, q = 0.0f;
+		if (glu) u = ((part[0][r][c + per] + part[1][r][c + per]) + part[2][r][c + per]) + part[3][r][c + per];
+		if (NORM) q = ((sqs[0][r] + sqs[1][r]) + sqs[2][r]) + sqs[3][r];
+		if (col0 + c < n) a.out[u64(r0 + r) * u64(n) + u64(col0 + c)] = lin_out(a, r0 + r, col0 + c, y, u, q);
 	}
 	sync_threads(); // part is written again by the next rows
 }
-template <bool BF16, bool VEC> DEVICE ALWAYS_INLINE void matvec8(float *out, const float *x, const unsigned *w, int m, int k, int n, float part[4][4][MV8_COLS]) {
+template <bool BF16, bool VEC, bool NORM> DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][4][MV8_COLS], float sqs[4][4]) {
+	const int m = a.m;
 	if constexpr (!VEC) { // a row at a time: slower, and a quarter of the code
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, false, 1>(out, x, w, r0, k, n, part);
+		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, false, 1, NORM>(a, r0, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: matvec8_rows<BF16, VEC, 1>(out, x, w, r0, k, n, part); break;
-			case 2: matvec8_rows<BF16, VEC, 2>(out, x, w, r0, k, n, part); break;
-			case 3: matvec8_rows<BF16, VEC, 3>(out, x, w, r0, k, n, part); break;
-			default: matvec8_rows<BF16, VEC, 4>(out, x, w, r0, k, n, part); break;
+			case 1: matvec8_rows<BF16, VEC, 1, NORM>(a, r0, part, sqs); break;
+			case 2: matvec8_rows<BF16, VEC, 2, NORM>(a, r0, part, sqs); break;
+			case 3: matvec8_rows<BF16, VEC, 3, NORM>(a, r0, part, sqs); break;
+			default: matvec8_rows<BF16, VEC, 4, NORM>(a, r0, part, sqs); break;
 			}
 		}
 	}
 }
-template <bool BF16> DEVICE ALWAYS_INLINE void matvec8(float *out, const float *x, const void *w, int m, int k, int n) {
+// linear8 runs matvec8 over a's x, reading x (and the gain) 16 bytes at a
+// time where both are 16-byte aligned. The flags' norm bit is NORM's.
+template <bool BF16, bool NORM, class T> DEVICE ALWAYS_INLINE void linear8(const LinArgs<T> &in) {
 	SHARED float part[4][4][MV8_COLS]; // [warp][row][column] sums of each warp
-	const unsigned *wu = reinterpret_cast<const unsigned *>(w);
-	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
-		matvec8<BF16, true>(out, x, wu, m, k, n, part);
+	SHARED float sqs[4][4];            // [warp][row] Σx² of each warp (NORM)
+	const LinArgs<unsigned> a = {in.out, in.x, in.gain, reinterpret_cast<const unsigned *>(in.w), in.bias, in.res,
+	                             in.m, in.k, in.n, in.eps, NORM ? in.flags | LIN_NORM : in.flags & ~LIN_NORM};
+	const bool aligned = (reinterpret_cast<u64>(a.x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(a.gain) & 15u) == 0);
+	if (aligned) {
+		matvec8<BF16, true, NORM>(a, part, sqs);
 	} else {
-		matvec8<BF16, false>(out, x, wu, m, k, n, part);
+		matvec8<BF16, false, NORM>(a, part, sqs);
 	}
 }
 
-KERNEL void matvec_f32(float *out, const float *x, const float *w, int m, int k, int n) { matvec(out, x, w, m, k, n); }
-KERNEL void matvec_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { matvec(out, x, w, m, k, n); }
-KERNEL void matvec_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { matvec(out, x, w, m, k, n); }
-KERNEL void matvec8_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { matvec8<false>(out, x, w, m, k, n); }
-KERNEL void matvec8_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { matvec8<true>(out, x, w, m, k, n); }
+// The plain products: nothing folded in.
+template <class T> DEVICE LinArgs<T> mv_args(float *out, const float *x, const T *w, int m, int k, int n) {
+	return LinArgs<T>{out, x, x, w, x, x, m, k, n, 0.0f, 0};
+}
+KERNEL void matvec_f32(float *out, const float *x, const float *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
+KERNEL void matvec_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
+KERNEL void matvec_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
+KERNEL void matvec8_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { linear8<false, false>(mv_args(out, x, w, m, k, n)); }
+KERNEL void matvec8_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { linear8<true, false>(mv_args(out, x, w, m, k, n)); }
+
+// The fused products (graph.LinearOp). linear_*: a warp per column, any
+// weight (f32, or rows not whole 16-byte words); the norm is a flag, as
+// this is not the decoding kernel. linear8_*: matvec8's, the norm a
+// template argument (linear8_norm_*) so that the plain loop stays as lean
+// as matvec8's. Grid: linear (ceil(n/4)); linear8 (ceil(n/8)), or
+// (ceil(n/4)) with SwiGLU.
+#define LIN_PARAMS(T) float *out, const float *x, const float *gain, const T *w, const float *bias, const float *res, int m, int k, int n, float eps, int flags
+#define LIN_ARGS(T) LinArgs<T>{out, x, gain, w, bias, res, m, k, n, eps, flags}
+KERNEL void linear_f32(LIN_PARAMS(float)) { linear_warp(LIN_ARGS(float)); }
+KERNEL void linear_f16(LIN_PARAMS(f16_t)) { linear_warp(LIN_ARGS(f16_t)); }
+KERNEL void linear_bf16(LIN_PARAMS(bf16_t)) { linear_warp(LIN_ARGS(bf16_t)); }
+KERNEL void linear8_f16(LIN_PARAMS(f16_t)) { linear8<false, false>(LIN_ARGS(f16_t)); }
+KERNEL void linear8_bf16(LIN_PARAMS(bf16_t)) { linear8<true, false>(LIN_ARGS(bf16_t)); }
+KERNEL void linear8_norm_f16(LIN_PARAMS(f16_t)) { linear8<false, true>(LIN_ARGS(f16_t)); }
+KERNEL void linear8_norm_bf16(LIN_PARAMS(bf16_t)) { linear8<true, true>(LIN_ARGS(bf16_t)); }

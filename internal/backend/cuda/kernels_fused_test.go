@@ -1,0 +1,178 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
+
+// fusedKernelCases are the cases of the fused layer kernels (LinearOp,
+// RoPEKVWriteOp) against the CPU's composition of the unfused ops: every
+// fold on every weight type, matvec8's kernels (k a multiple of 8, rows of
+// 4 then a tail, a column tail) and the warp-per-column ones (k not), a
+// norm over values small enough that eps matters, and RoPEKVWrite into
+// both cache types with partial rotary and grouped heads.
+func fusedKernelCases(r *rand.Rand) []kcase {
+	var cs []kcase
+	add := func(name string, tol float64, ref func(be graph.Backend) ([]any, error), gpu func(d *emuDevice) ([]any, error)) {
+		cs = append(cs, kcase{name, tol, ref, gpu})
+	}
+	b := graph.AsBytes
+	zeros := func(n int) []byte { return make([]byte, 4*n) }
+	type variant struct {
+		name                         string
+		norm, bias, swiglu, residual bool
+	}
+	variants := []variant{
+		{"norm", true, false, false, false}, {"norm+bias", true, true, false, false}, {"norm+swiglu", true, false, true, false},
+		{"norm+bias+swiglu", true, true, true, false}, {"residual", false, false, false, true}, {"bias+residual", false, true, false, true},
+	}
+	linear := func(name string, v variant, dt graph.DType, m, k, n int, xScale float32) {
+		rows := n
+		if v.swiglu {
+			rows = 2 * n
+		}
+		x, gain, w := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1), opcases.ScaledWeights(r, dt, rows*k, 1)
+		bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
+		const eps = 1e-5
+		add(name, opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, rows, k)
+				in := map[*graph.Array]any{xa: x, wa: w}
+				f := graph.Fusion{Eps: eps, SwiGLU: v.swiglu}
+				if v.norm {
+					f.Norm = g.Input("gain", graph.F32, k)
+					in[f.Norm] = gain
+				}
+				if v.bias {
+					f.Bias = g.Input("bias", graph.F32, rows)
+					in[f.Bias] = bias
+				}
+				if v.residual {
+					f.Residual = g.Input("res", graph.F32, m, n)
+					in[f.Residual] = res
+				}
+				return []*graph.Array{graph.Linear(xa, wa, f)}, in
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out, xp, wp := d.alloc(zeros(m*n)), d.alloc(b(x)), d.alloc(b(w))
+			gp, bp, rp, flags := xp, xp, xp, 0
+			if v.norm {
+				gp, flags = d.alloc(b(gain)), flags|linNorm
+			}
+			if v.bias {
+				bp, flags = d.alloc(b(bias)), flags|linBias
+			}
+			if v.swiglu {
+				flags |= linSwiGLU
+			}
+			if v.residual {
+				rp, flags = d.alloc(b(res)), flags|linResidual
+			}
+			err := d.run(linearLaunch(out, xp, gp, wp, bp, rp, dt, vecWeights(wp, dt, k), flags, m, k, n, eps))
+			return []any{d.f32s(out)}, err
+		})
+	}
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for _, v := range variants {
+			shapes := [][3]int{{3, 70, 6}} // not matvec8's: the warp-per-column kernel
+			if dt != graph.F32 {
+				shapes = append(shapes, [3]int{5, 264, 9}) // matvec8's: rows 4 + 1, a column tail
+			}
+			for _, s := range shapes {
+				linear(fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, s[0], s[1], s[2]), v, dt, s[0], s[1], s[2], 2)
+			}
+		}
+	}
+	// Rows whose mean square is below eps: a norm that forgot eps is off.
+	linear("Linear/norm/f32/M2_K40_N5_tiny", variants[0], graph.F32, 2, 40, 5, 0.003)
+	linear("Linear/norm/f16/M2_K264_N5_tiny", variants[0], graph.F16, 2, 264, 5, 0.003)
+
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		for _, neox := range []bool{true, false} {
+			m, h, kvh, dd, p, past := 5, 4, 2, 20, 8, 13 // 2p < d: partial rotary
+			c := past + m + 2
+			qkv, pos := opcases.RandF32(r, m*(h+2*kvh)*dd, 1), opcases.RandInts(r, m, 0, 3000)
+			kc, vc := opcases.RandF32(r, kvh*c*dd, 1), opcases.RandF32(r, kvh*c*dd, 1)
+			var kd, vd any = kc, vc
+			if dt == graph.F16 {
+				kd, vd = quant.F32sToF16(kc), quant.F32sToF16(vc)
+			}
+			inv := make([]float32, p)
+			for j := range inv {
+				inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(dd)))
+			}
+			add(fmt.Sprintf("RoPEKVWrite/%v/neox%v/M%d_H%d_KVH%d_D%d_P%d_at%d", dt, neox, m, h, kvh, dd, p, past), tolF32, func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					ka, va := cpuVar(be, g, kd, dt, kvh, c, dd), cpuVar(be, g, vd, dt, kvh, c, dd)
+					xa, pa, la := g.Input("qkv", graph.F32, m, (h+2*kvh)*dd), g.Input("pos", graph.I32, m), g.Input("kvlen", graph.I32, 1)
+					q := graph.RoPEKVWrite(xa, pa, ka, va, la, h, kvh, inv, neox)
+					return []*graph.Array{q, ka, va}, map[*graph.Array]any{xa: qkv, pa: pos, la: []int32{int32(past)}}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out, kp, vp := d.alloc(zeros(m*h*dd)), d.alloc(b(kd)), d.alloc(b(vd))
+				err := d.run(ropeKVWriteLaunch(out, kp, vp, d.alloc(b(qkv)), d.alloc(b(pos)), d.alloc(b([]int32{int32(past)})), d.alloc(b(inv)),
+					dt, neox, m, h, kvh, dd, c, p))
+				return []any{d.f32s(out), d.cache(kp, dt), d.cache(vp, dt)}, err
+			})
+		}
+	}
+	return cs
+}
+
+// TestLinearRowsSameBitsAtAnyM: a fused product's row has the same bits
+// whether it is computed alone or among others (greedy ReDrafter's
+// verification pass must equal decoding), with x aligned or not (a view
+// into a buffer), in matvec8's kernels with the norm and every epilogue and
+// in the warp-per-column one.
+func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := newEmuDevice(t, nil)
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	const m, n, eps = 7, 11, 1e-5
+	for _, c := range []struct {
+		k     int
+		flags int
+	}{
+		{1032, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
+		{1032, linResidual | linBias},
+		{70, linNorm | linSwiGLU | linResidual}, // the warp per column
+	} {
+		d.bufs = d.bufs[:0] // the emulator takes 30 buffers a launch
+		k, rows := c.k, n
+		if c.flags&linSwiGLU != 0 {
+			rows = 2 * n
+		}
+		x := b(opcases.RandF32(r, m*k, 2))
+		w := d.alloc(b(opcases.ScaledWeights(r, graph.F16, rows*k, 1)))
+		gain, bias := d.alloc(b(opcases.RandF32(r, k, 1))), d.alloc(b(opcases.RandF32(r, rows, 1)))
+		res := b(opcases.RandF32(r, m*n, 4))
+		w8 := vecWeights(w, graph.F16, k)
+		if w8 != (k%8 == 0) {
+			t.Fatalf("k=%d: vecWeights %v", k, w8)
+		}
+		run := func(xp, rp devptr, mm int) []float32 {
+			out := d.alloc(zeros(mm * n))
+			if err := d.run(linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)); err != nil {
+				t.Fatal(err)
+			}
+			return d.f32s(out)
+		}
+		all := run(d.alloc(x), d.alloc(res), m)
+		for i := range m {
+			// Row i alone, 4 bytes off 16-byte alignment.
+			xp := d.alloc(append(make([]byte, 4), x[4*i*k:4*(i+1)*k]...)) + 4
+			one := run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1)
+			for j := range n {
+				if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
+					t.Fatalf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows", k, c.flags, i, j, one[j], all[i*n+j], m)
+				}
+			}
+		}
+	}
+}

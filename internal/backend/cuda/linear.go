@@ -1,0 +1,72 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+)
+
+// Flags of a linear launch: what it folds into its product (LIN_* in
+// matvec.cu).
+const (
+	linNorm = 1 << iota
+	linBias
+	linSwiGLU
+	linResidual
+)
+
+// linear encodes LinearOp (float weights) as one launch at every row
+// count: matvec8's kernel with a norm prologue and a bias, SwiGLU and
+// residual epilogue where the weight is matvec8's (vecWeights), else the
+// warp-per-column kernel with the same folds. Past mmaMinRows MatMulOp goes
+// to the tensor cores; LinearOp does not: the matvec kernels keep each
+// row's bits whatever the rows batched with it (the op's contract, at any
+// M), no pass of the models here has that many rows (a prefill chunk is
+// 256), and on an H200 matvec8 beat matmul.cu at 65 rows (matmul.go).
+func (e *encoder) linear(op graph.LinearOp) error {
+	if op.Bits > 0 {
+		return fmt.Errorf("no kernel for quantized %v", op)
+	}
+	src := op.Sources()
+	m, k := e.shape(src.X)[0], e.shape(src.X)[1]
+	n := e.step.Out.Shape[1]
+	x := e.in[src.X]
+	// The pointers a launch does not read are x: every pointer argument
+	// is a live allocation (what a GPU would fault on is checked by the
+	// fake driver), and the flags say what is read.
+	gain, bias, res := x, x, x
+	flags := 0
+	if op.Norm {
+		gain, flags = e.in[src.Norm], flags|linNorm
+	}
+	if op.Bias {
+		bias, flags = e.in[src.Bias], flags|linBias
+	}
+	if op.SwiGLU {
+		flags |= linSwiGLU
+	}
+	if op.Residual {
+		res, flags = e.in[src.Residual], flags|linResidual
+	}
+	w, dt := e.in[src.Weight], e.dtype(src.Weight)
+	e.add(linearLaunch(e.out, x, gain, w, bias, res, dt, vecWeights(w, dt, k), flags, m, k, n, op.Eps))
+	return nil
+}
+
+// linearLaunch is one LinearOp over x [m,k] into out [m,n]; w8 says
+// whether w is matvec8's (vecWeights). With linSwiGLU, w has 2n rows (gate
+// then up) and a matvec8 block computes half as many columns.
+func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
+	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
+	if w8 {
+		name, blocks = "linear8_"+dt.String(), ceilDiv(n, matvec8Cols)
+		if flags&linNorm != 0 {
+			name = "linear8_norm_" + dt.String()
+		}
+		if flags&linSwiGLU != 0 {
+			blocks = ceilDiv(n, matvec8Cols/2)
+		}
+	}
+	return newLaunch(name, grid1(blocks), 128).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).
+		i32(m).i32(k).i32(n).f32(eps).i32(flags)
+}
