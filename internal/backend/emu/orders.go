@@ -46,12 +46,24 @@ func (o Order) String() string {
 // fixed (0x5eed) so that a failure replays; REDRAFTER_SEED, when set,
 // replaces it, to try other random orders or replay one a message named.
 func DefaultOrders() ([]Order, error) {
-	seed := uint64(0x5eed)
-	if v := envvar.Seed.Get(); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return nil, fmt.Errorf("emu: %s=%q: want a decimal unsigned integer", envvar.Seed.Name(), v)
-		}
+	seed, err := SeedOr(0x5eed)
+	if err != nil {
+		return nil, err
 	}
 	return []Order{Forward, Reverse, Random(seed)}, nil
+}
+
+// SeedOr is REDRAFTER_SEED when it is set, else def: the seed of a random
+// choice a harness makes (a thread order, a graph's node order), which the
+// variable replays.
+func SeedOr(def uint64) (uint64, error) {
+	v := envvar.Seed.Get()
+	if v == "" {
+		return def, nil
+	}
+	seed, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("emu: %s=%q: want a decimal unsigned integer", envvar.Seed.Name(), v)
+	}
+	return seed, nil
 }

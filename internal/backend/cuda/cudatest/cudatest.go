@@ -13,13 +13,14 @@ package cudatest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/emu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	core "github.com/seed9b8f47b1/redrafter/internal/backend/emu"
-	"github.com/seed9b8f47b1/redrafter/internal/testenv"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 )
 
 // Main runs a test binary's tests and then removes the compiled kernels
@@ -46,11 +47,17 @@ func Builder(tb testing.TB) *emu.Builder {
 // more about the host code.
 //
 // Graphs (a plan's second and later Runs) replay in node orders drawn from
-// testenv.Seed, logged, so that an order that fails replays.
+// a fresh seed each time (REDRAFTER_SEED replays one), logged, so that an
+// order that fails replays.
 func NewEmulated(tb testing.TB) *cuda.Backend {
 	tb.Helper()
 	d := cudafake.New(NewEmulator(tb, nil).Exec)
-	d.SetSeed(testenv.Seed(tb))
+	seed, err := core.SeedOr(uint64(time.Now().UnixNano()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("graph node orders: %s=%d", envvar.Seed.Name(), seed)
+	d.SetSeed(seed)
 	return cuda.NewWithDriver(d)
 }
 
