@@ -114,7 +114,8 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // order, then the warp's butterfly, then the 4 warps in order: an order
 // that depends on k alone, never on m or the other rows, so greedy
 // ReDrafter stays bit-exact (the backend picks this kernel from k and w's
-// address alone).
+// address alone; m picks only between the one-row and 4-row kernels, which
+// compute a row with the same code).
 // Grid: (ceil(n/MV8_COLS)); block: 128 threads.
 #define MV8_COLS 8
 template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
