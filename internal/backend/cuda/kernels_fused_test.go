@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
@@ -83,6 +84,7 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 			shapes := [][3]int{{3, 70, 6}} // not matvec8's: the warp-per-column kernel
 			if dt != graph.F32 {
 				shapes = append(shapes, [3]int{5, 264, 9}) // matvec8's: rows 4 + 1, a column tail
+				shapes = append(shapes, [3]int{1, 264, 9}) // matvec8's one-row kernels (linear8x1_*): decoding
 			}
 			for _, s := range shapes {
 				linear(fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, s[0], s[1], s[2]), v, dt, s[0], s[1], s[2], 2)
@@ -129,20 +131,25 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 // whether it is computed alone or among others (greedy ReDrafter's
 // verification pass must equal decoding), with x aligned or not (a view
 // into a buffer), in matvec8's kernels with the norm and every epilogue and
-// in the warp-per-column one.
+// in the warp-per-column one. Alone, a row goes to the one-row kernels
+// (linear8x1_*); among 5 rows the last is the 4-row kernel's 1-row pass,
+// among 7 its 3-row pass.
 func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	d := newEmuDevice(t, nil)
 	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
-	const m, n, eps = 7, 11, 1e-5
+	const n, eps = 11, 1e-5
 	for _, c := range []struct {
-		k     int
+		k, m  int
 		flags int
 	}{
-		{1032, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
-		{1032, linResidual | linBias},
-		{70, linNorm | linSwiGLU | linResidual}, // the warp per column
+		{1032, 7, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
+		{1032, 5, linNorm | linResidual},
+		{1032, 7, linResidual | linBias},
+		{2056, 5, 0},                               // 2 and 3 words a thread: sums over a thread's words
+		{70, 7, linNorm | linSwiGLU | linResidual}, // the warp per column
 	} {
+		m := c.m
 		d.bufs = d.bufs[:0] // the emulator takes 30 buffers a launch
 		k, rows := c.k, n
 		if c.flags&linSwiGLU != 0 {
@@ -158,7 +165,11 @@ func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 		}
 		run := func(xp, rp devptr, mm int) []float32 {
 			out := d.alloc(zeros(mm * n))
-			if err := d.run(linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)); err != nil {
+			l := linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)
+			if one := strings.HasPrefix(l.kernel, "linear8x1_"); w8 && one != (mm == 1) {
+				t.Fatalf("k=%d m=%d launches %s", k, mm, l.kernel)
+			}
+			if err := d.run(l); err != nil {
 				t.Fatal(err)
 			}
 			return d.f32s(out)

@@ -589,7 +589,9 @@ func TestKernels(t *testing.T) {
 
 // TestMatVecUnalignedXSameBits: matvec8 and qmatvec read x 16 bytes at a
 // time where it is 16-byte aligned and one float at a time where it is not
-// (a view into a buffer); the sums, and so the bits, are the same.
+// (a view into a buffer); the sums, and so the bits, are the same. For
+// matvec8 each row is also computed alone (matvec8x1_*, the decoding
+// kernel), aligned and not, and has the bits it has among 5.
 func TestMatVecUnalignedXSameBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	d := newEmuDevice(t, nil)
@@ -622,6 +624,29 @@ func TestMatVecUnalignedXSameBits(t *testing.T) {
 		for i := range outs[0] {
 			if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
 				t.Fatalf("%s: output %d is %v with x aligned, %v with x 4 bytes off", kernel, i, outs[0][i], outs[1][i])
+			}
+		}
+		if kernel != "matvec8" {
+			continue // qmatvec's rows alone: TestQMatVecRowsSameBitsAnyM
+		}
+		keep := len(d.bufs) // the emulator takes 30 buffers a launch: each row's own only
+		for row := range m {
+			for _, off := range []int{0, 4} {
+				d.bufs = d.bufs[:keep]
+				xp := d.alloc(append(make([]byte, off), x[4*row*k:4*(row+1)*k]...)) + devptr(off)
+				out := d.alloc(zeros(n))
+				l := matvec8Launch(out, xp, w, graph.F16, 1, k, n)
+				if l.kernel != "matvec8x1_f16" {
+					t.Fatalf("m = 1 launches %s, not matvec8x1_f16", l.kernel)
+				}
+				if err := d.run(l); err != nil {
+					t.Fatal(err)
+				}
+				for j, got := range d.f32s(out) {
+					if want := outs[0][row*n+j]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("matvec8: row %d column %d is %v alone (x %d bytes off alignment), %v among %d rows", row, j, got, off, want, m)
+					}
+				}
 			}
 		}
 	}

@@ -59,9 +59,10 @@ func (e *encoder) linear(op graph.LinearOp) error {
 func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
 	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
 	if w8 {
-		name, blocks = "linear8_"+dt.String(), ceilDiv(n, matvec8Cols)
+		// linear8x1[_norm]_* for one row (decoding), as matvec8Launch.
+		name, blocks = matvec8Name("linear8", m)+dt.String(), ceilDiv(n, matvec8Cols)
 		if flags&linNorm != 0 {
-			name = "linear8_norm_" + dt.String()
+			name = matvec8Name("linear8", m) + "norm_" + dt.String()
 		}
 		if flags&linSwiGLU != 0 {
 			blocks = ceilDiv(n, matvec8Cols/2)

@@ -41,9 +41,21 @@ func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 const matvec8Cols = 8
 
 // matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
-// time; w8 says whether w qualifies (vecWeights).
+// time (w must qualify: vecWeights). One row of x (decoding) goes to
+// matvec8x1_*, which holds one row's sums in fewer registers (more blocks
+// an SM); more go to matvec8_*, 4 rows at a time. Both compute a row with
+// the same code, so its bits do not depend on m.
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
-	return newLaunch("matvec8_"+dt.String(), grid1(ceilDiv(n, matvec8Cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+	return newLaunch(matvec8Name("matvec8", m)+dt.String(), grid1(ceilDiv(n, matvec8Cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+// matvec8Name is the kernel-name prefix of a matvec8-family launch over m
+// rows: the one-row kernel (base+"x1_") for m = 1.
+func matvec8Name(base string, m int) string {
+	if m == 1 {
+		return base + "x1_"
+	}
+	return base + "_"
 }
 
 // vecWeights reports whether an [n,k] weight of dt at w can be read by

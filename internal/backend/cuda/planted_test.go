@@ -62,6 +62,8 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"matvec.cu", "u += a.bias[a.n + j];", "u += a.bias[j];", "Linear/norm+bias+swiglu/f16/M5_K264_N9"},
 		// The residual of row 0 is added to every row.
 		{"matvec.cu", "a.res[u64(row) * u64(a.n) + u64(j)]", "a.res[u64(j)]", "Linear/residual/bf16/M5_K264_N9"},
+		// The one-row fused kernel (decoding) forgets its norm prologue.
+		{"matvec.cu", "linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>", "linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 1>", "Linear/norm+bias/bf16/M1_K264_N9"},
 		// RoPEKVWrite writes the rotated keys into the value cache.
 		{"rope.cu", "store(kc + (u64(head - h)", "store(vc + (u64(head - h)", "RoPEKVWrite/f16/neoxtrue/M5_H4_KVH2_D20_P8_at13"},
 		// RoPEKVWrite writes at position 0 rather than kvLen.

@@ -114,7 +114,8 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // order, then the warp's butterfly, then the 4 warps in order: an order
 // that depends on k alone, never on m or the other rows, so greedy
 // ReDrafter stays bit-exact (the backend picks this kernel from k and w's
-// address alone).
+// address alone; m picks only between the one-row and 4-row kernels, which
+// compute a row with the same code).
 // Grid: (ceil(n/MV8_COLS)); block: 128 threads.
 #define MV8_COLS 8
 template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
@@ -213,10 +214,17 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float
 	}
 	sync_threads(); // part is written again by the next rows
 }
-template <bool BF16, bool VEC, bool NORM> DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][4][MV8_COLS], float sqs[4][4]) {
+// matvec8 computes m rows: up to MAXR (1 or 4) at a time where x is
+// 16-byte aligned, else one. A kernel holds the registers of its largest
+// path, so the 4-row one (MAXR 4) is what decoding (m = 1) would run with
+// the registers of 4 rows' sums; the MAXR = 1 kernels (matvec8x1_*,
+// linear8x1_*) are that one row alone, the code of the 4-row kernel's
+// 1-row path, so a row has the same bits at any m.
+template <bool BF16, bool VEC, int MAXR, bool NORM>
+DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][4][MV8_COLS], float sqs[4][4]) {
 	const int m = a.m;
-	if constexpr (!VEC) { // a row at a time: slower, and a quarter of the code
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, false, 1, NORM>(a, r0, part, sqs);
+	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a quarter of the code)
+		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM>(a, r0, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
@@ -230,18 +238,33 @@ template <bool BF16, bool VEC, bool NORM> DEVICE ALWAYS_INLINE void matvec8(cons
 }
 // linear8 runs matvec8 over a's x, reading x (and the gain) 16 bytes at a
 // time where both are 16-byte aligned. The flags' norm bit is NORM's.
-template <bool BF16, bool NORM, class T> DEVICE ALWAYS_INLINE void linear8(const LinArgs<T> &in) {
+template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void linear8(const LinArgs<T> &in) {
 	SHARED float part[4][4][MV8_COLS]; // [warp][row][column] sums of each warp
 	SHARED float sqs[4][4];            // [warp][row] Σx² of each warp (NORM)
 	const LinArgs<unsigned> a = {in.out, in.x, in.gain, reinterpret_cast<const unsigned *>(in.w), in.bias, in.res,
 	                             in.m, in.k, in.n, in.eps, NORM ? in.flags | LIN_NORM : in.flags & ~LIN_NORM};
 	const bool aligned = (reinterpret_cast<u64>(a.x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(a.gain) & 15u) == 0);
 	if (aligned) {
-		matvec8<BF16, true, NORM>(a, part, sqs);
+		matvec8<BF16, true, MAXR, NORM>(a, part, sqs);
 	} else {
-		matvec8<BF16, false, NORM>(a, part, sqs);
+		matvec8<BF16, false, MAXR, NORM>(a, part, sqs);
 	}
 }
+
+// Blocks an SM: a kernel is held (launch_bounds: 128 threads, blocks an
+// SM) to the registers that let that many blocks share an SM without
+// spilling (shaders_test.go's TestPtxas fails on a spill). The weights are
+// read once, so the loads other blocks have in flight are what keeps the
+// memory busy. ptxas, sm_90 (sm_80): the one-row kernels (matvec8x1_*,
+// linear8x1_*) 96 registers, 5 blocks (they would take 100 and 113
+// unbounded: 4); matvec8_* and linear8_* 168, 3 blocks (the bound only
+// pins that); linear8_norm_* 180 (207), 2 blocks, unbounded because it
+// spills when held to 168.
+#if CU_DEVICE_BUILD
+#define MV8_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
+#else
+#define MV8_BOUNDS(blocks)
+#endif
 
 // The plain products: nothing folded in.
 template <class T> DEVICE LinArgs<T> mv_args(float *out, const float *x, const T *w, int m, int k, int n) {
@@ -250,21 +273,29 @@ template <class T> DEVICE LinArgs<T> mv_args(float *out, const float *x, const T
 KERNEL void matvec_f32(float *out, const float *x, const float *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
 KERNEL void matvec_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
 KERNEL void matvec_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { linear_warp(mv_args(out, x, w, m, k, n)); }
-KERNEL void matvec8_f16(float *out, const float *x, const f16_t *w, int m, int k, int n) { linear8<false, false>(mv_args(out, x, w, m, k, n)); }
-KERNEL void matvec8_bf16(float *out, const float *x, const bf16_t *w, int m, int k, int n) { linear8<true, false>(mv_args(out, x, w, m, k, n)); }
+#define MATVEC8(T, NAME, BF16) \
+	KERNEL MV8_BOUNDS(3) void matvec8_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { linear8<BF16, false, 4>(mv_args(out, x, w, m, k, n)); } \
+	KERNEL MV8_BOUNDS(5) void matvec8x1_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
+		linear8<BF16, false, 1>(mv_args(out, x, w, m, k, n)); \
+	}
+MATVEC8(f16_t, f16, false)
+MATVEC8(bf16_t, bf16, true)
 
 // The fused products (graph.LinearOp). linear_*: a warp per column, any
 // weight (f32, or rows not whole 16-byte words); the norm is a flag, as
 // this is not the decoding kernel. linear8_*: matvec8's, the norm a
 // template argument (linear8_norm_*) so that the plain loop stays as lean
-// as matvec8's. Grid: linear (ceil(n/4)); linear8 (ceil(n/8)), or
-// (ceil(n/4)) with SwiGLU.
+// as matvec8's; linear8x1_* the one-row kernels. Grid: linear (ceil(n/4));
+// linear8 (ceil(n/8)), or (ceil(n/4)) with SwiGLU.
 #define LIN_PARAMS(T) float *out, const float *x, const float *gain, const T *w, const float *bias, const float *res, int m, int k, int n, float eps, int flags
 #define LIN_ARGS(T) LinArgs<T>{out, x, gain, w, bias, res, m, k, n, eps, flags}
 KERNEL void linear_f32(LIN_PARAMS(float)) { linear_warp(LIN_ARGS(float)); }
 KERNEL void linear_f16(LIN_PARAMS(f16_t)) { linear_warp(LIN_ARGS(f16_t)); }
 KERNEL void linear_bf16(LIN_PARAMS(bf16_t)) { linear_warp(LIN_ARGS(bf16_t)); }
-KERNEL void linear8_f16(LIN_PARAMS(f16_t)) { linear8<false, false>(LIN_ARGS(f16_t)); }
-KERNEL void linear8_bf16(LIN_PARAMS(bf16_t)) { linear8<true, false>(LIN_ARGS(bf16_t)); }
-KERNEL void linear8_norm_f16(LIN_PARAMS(f16_t)) { linear8<false, true>(LIN_ARGS(f16_t)); }
-KERNEL void linear8_norm_bf16(LIN_PARAMS(bf16_t)) { linear8<true, true>(LIN_ARGS(bf16_t)); }
+#define LINEAR8(T, NAME, BF16) \
+	KERNEL MV8_BOUNDS(3) void linear8_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 4>(LIN_ARGS(T)); } \
+	KERNEL void linear8_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 4>(LIN_ARGS(T)); } \
+	KERNEL MV8_BOUNDS(5) void linear8x1_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 1>(LIN_ARGS(T)); } \
+	KERNEL MV8_BOUNDS(5) void linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>(LIN_ARGS(T)); }
+LINEAR8(f16_t, f16, false)
+LINEAR8(bf16_t, bf16, true)
