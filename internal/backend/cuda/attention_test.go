@@ -19,14 +19,20 @@ import (
 // both kernels (split and walking the chunks).
 func TestAttentionRowSameBitsDecodeAndTree(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed(t), 32))
-	const h, kvh, d, past, cc = 4, 2, 64, 1022, 1400
+	const h, kvh, past, cc = 4, 2, 1022, 1400
 	// DFS pre-order: 0 is the root; 1 (with child 2) and 3 under 0... as ends:
 	// query 5 sees new keys 0, 4, 5 (visible 1022, 1023 | 1024: a boundary).
 	end := []int32{5, 3, 2, 3, 5, 5}
 	n := len(end)
-	scale := float32(1 / math.Sqrt(d))
 	b := graph.AsBytes
-	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+	// Head dims 64 and 40 take the 16-byte path (4 and 6 V rows a step),
+	// 36 the general one.
+	for _, c := range []struct {
+		dt graph.DType
+		d  int
+	}{{graph.F32, 64}, {graph.F16, 64}, {graph.F16, 40}, {graph.F32, 36}} {
+		dt, d := c.dt, c.d
+		scale := float32(1 / math.Sqrt(float64(d)))
 		kf, vf := opcases.RandF32(r, kvh*cc*d, 1), opcases.RandF32(r, kvh*cc*d, 1)
 		q := opcases.RandF32(r, n*h*d, 1)
 		data := func(x []float32) []byte {
@@ -80,8 +86,8 @@ func TestAttentionRowSameBitsDecodeAndTree(t *testing.T) {
 				for _, tr := range tree {
 					for x := range dec {
 						if got, want := math.Float32bits(tr[i*h*d+x]), math.Float32bits(dec[x]); got != want {
-							t.Fatalf("%v: query %d element %d: %v in the tree pass, %v decoded alone (split %v)",
-								dt, i, x, tr[i*h*d+x], dec[x], []bool{true, false}[pi])
+							t.Fatalf("%v d %d: query %d element %d: %v in the tree pass, %v decoded alone (split %v)",
+								dt, d, i, x, tr[i*h*d+x], dec[x], []bool{true, false}[pi])
 						}
 					}
 				}
@@ -90,7 +96,7 @@ func TestAttentionRowSameBitsDecodeAndTree(t *testing.T) {
 		// The two kernels agree on every row of the tree.
 		for x := range tree[0] {
 			if math.Float32bits(tree[0][x]) != math.Float32bits(tree[1][x]) {
-				t.Fatalf("%v: element %d: split %v, walk %v", dt, x, tree[0][x], tree[1][x])
+				t.Fatalf("%v d %d: element %d: split %v, walk %v", dt, d, x, tree[0][x], tree[1][x])
 			}
 		}
 	}

@@ -311,18 +311,34 @@ func kernelCases(r *rand.Rand) []kcase {
 		// Attention: decode, a causal chain, and a random tree in one chunk;
 		// then decode and trees over long contexts, where the split kernel
 		// (split) and the one that walks the chunks (walk) both run, with
-		// the chunk boundaries inside the new keys, a head dim past 128
-		// (a lane's second group of dims) and grouped-query heads.
+		// the chunk boundaries inside the new keys, grouped-query heads, and
+		// head dims for both chunk paths: multiples of 8 (att_chunk8: 40, 5
+		// words a V row, 6 rows a step, two lanes idle; 64, 8 words, 4 rows;
+		// 160 and 256, one row a step) and others (att_chunk1: 33, and 100
+		// over several chunks).
+		// The split cases over a cache of capacity cap with a short context
+		// are decode and verification as a long cache starts: empty chunks'
+		// blocks leave, and one chunk's block stores the result itself (the
+		// first one the TinyLlama decode shape).
 		for _, s := range []struct {
 			kind             string
 			n, h, kvh, d, pa int
 			path             string // "" (one chunk), "split" or "walk"
-		}{{"decode", 1, 4, 2, 40, 37, ""}, {"chain", 6, 4, 4, 64, 5, ""}, {"tree", 9, 6, 2, 33, 20, ""},
-			{"decode", 1, 4, 2, 40, 1000, "split"}, {"decode", 1, 4, 2, 40, 2100, "walk"},
-			{"tree", 6, 4, 1, 64, 2046, "split"}, {"tree", 6, 4, 1, 64, 1020, "walk"},
-			{"decode", 1, 2, 1, 160, 1030, "split"}} {
+			cap              int    // the cache's capacity, if not pa + n + 3
+		}{{"decode", 1, 4, 2, 40, 37, "", 0}, {"chain", 6, 4, 4, 64, 5, "", 0}, {"tree", 9, 6, 2, 33, 20, "", 0},
+			{"decode", 1, 4, 2, 40, 1000, "split", 0}, {"decode", 1, 4, 2, 40, 2100, "walk", 0},
+			{"tree", 6, 4, 1, 64, 2046, "split", 0}, {"tree", 6, 4, 1, 64, 1020, "walk", 0},
+			{"decode", 1, 2, 1, 160, 1030, "split", 0}, {"decode", 1, 2, 1, 100, 700, "split", 0},
+			{"decode", 1, 2, 1, 256, 600, "split", 0},
+			{"decode", 1, 32, 4, 64, 100, "split", 2048}, {"tree", 6, 4, 1, 64, 255, "split", 1024}} {
 			cc := s.pa + s.n + 3
+			if s.cap > 0 {
+				cc = s.cap
+			}
 			name := fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa)
+			if s.cap > 0 {
+				name += fmt.Sprintf("_cap%d", s.cap)
+			}
 			if s.path != "" {
 				name += "_" + s.path
 			}
@@ -341,13 +357,17 @@ func kernelCases(r *rand.Rand) []kcase {
 			}
 			scale := float32(1 / math.Sqrt(float64(s.d)))
 			add(name, tolF32, func(be graph.Backend) ([]any, error) {
-				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				res, err := evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 					ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
 					la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
 					return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
 						map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
 				})
+				if s.path == "split" && err == nil {
+					res = append(res, res...) // the split kernel's two runs, below
+				}
+				return res, err
 			}, func(d *emuDevice) ([]any, error) {
 				out := d.alloc(zeros(s.n * s.h * s.d))
 				qp, kp, vp := d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd))
@@ -365,14 +385,17 @@ func kernelCases(r *rand.Rand) []kcase {
 				if err != nil {
 					return nil, err
 				}
-				// Twice, as a plan runs: the first run must leave the
-				// counts zero, or the second merges nothing.
+				// Twice, as a plan runs, both results checked: the first
+				// run must find its last blocks (with stale counts or
+				// partials of a previous run none could hide a miscount),
+				// and leave the counts zero, or the second merges nothing.
 				if err := d.run(l); err != nil {
 					return nil, err
 				}
+				first := d.f32s(out)
 				clear(d.bytes(out))
 				err = d.run(l)
-				return []any{d.f32s(out)}, err
+				return []any{first, d.f32s(out)}, err
 			})
 		}
 	}

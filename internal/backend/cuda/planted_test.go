@@ -21,7 +21,15 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// A tree token sees its new keys as if the tree were a chain.
 		{"attention.cu", "count += end[j] >= qi ? 1 : 0;", "count += 1;", "Attention/f16/tree/N9_H6_KVH2_D33_past20"},
 		// The split's merge drops the last chunk.
-		{"attention.cu", "for (int c = 0; c < p; c++) {", "for (int c = 0; c < p - 1; c++) {", "Attention/f32/decode/N1_H4_KVH2_D40_past1000_split"},
+		{"attention.cu", "if (cb + j < np) att_merge(", "if (cb + j < np - 1) att_merge(", "Attention/f32/decode/N1_H4_KVH2_D40_past1000_split"},
+		// The blocks count to the grid's chunks, not the query's non-empty ones: no block is last.
+		{"attention.cu", "sh.last = done == np - 1;", "sh.last = done == p - 1;", "Attention/f16/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
+		// A chunk that starts past the cache but among the query's ancestors is taken for empty.
+		{"attention.cu", "if (c0 >= kvlen + qi + 1) return;", "if (c0 >= kvlen + 1) return;", "Attention/f32/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
+		// The 16-byte path adds only the first 5 of a warp's 6 V row groups (d = 40).
+		{"attention.cu", "for (int j = 1; j < rg; j++) a +=", "for (int j = 1; j < rg - 1; j++) a +=", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_split"},
+		// The 16-byte path weighs each V row with its own lane's key, not the row's key.
+		{"attention.cu", "shfl_idx(p, kk < ATT_TILE ? kk : 0)", "shfl_idx(p, kk < ATT_TILE ? lane : 0)", "Attention/f32/decode/N1_H32_KVH4_D64_past100_cap2048_split"},
 		// Merging chunks, the running sum is not rescaled to the new maximum.
 		{"attention.cu", "l = cu_fma(l, a, lp * b);", "l = l + lp;", "Attention/f16/decode/N1_H4_KVH2_D40_past2100_walk"},
 		// The last block leaves the counts as they are: the next run's never reach p.

@@ -9,19 +9,33 @@
 // (the cache rows, then its ancestors among the new tokens), are numbered by
 // visible index and cut into chunks of ATT_CHUNK. A chunk's partial result
 // (maximum m, sum l, unnormalized weighted values o) is computed by one
-// block of 4 warps: the warps take blocks of ATT_BLOCK consecutive keys
-// round-robin, lane l holds dims 4l..4l+3 (+128), a key's score is a
-// warp_sum, and the online softmax takes one exp per key plus one per block;
-// the warps' partials are merged in warp order. The chunks' partials are
+// block of 4 warps, in one of two ways fixed by d (and the caches'
+// alignment, fixed for a plan):
+//   att_chunk8 (d a multiple of 8, the caches 16-byte aligned: every model
+//     we run): the warps take tiles of ATT_TILE consecutive keys
+//     round-robin. Lane i scores key i of the tile alone, reading its K row
+//     in 16-byte words against the query in shared memory (no shuffle per
+//     key); the tile's softmax is one warp_max and one warp_sum; then the
+//     lanes split the V rows into 16-byte words (d/8 lanes a row, 32/(d/8)
+//     rows at a time) and the row groups are added in order at the end of
+//     the chunk. A tile's K and V words are all requested before the first
+//     is used: one memory latency per tile of 32 keys.
+//   att_chunk1 (any d <= 256): the warps take blocks of ATT_BLOCK keys
+//     round-robin, lane l holds dims 4l..4l+3 (+128) read one element at a
+//     time, a key's score is a warp_sum, and the online softmax takes one
+//     exp per key plus one per block.
+// Either way the warps' partials are then merged in warp order. The chunks' partials are
 // then merged in chunk order, online (att_merge):
 //   attention_tree_*   one block per (head, query) walks the chunks itself:
 //                      prefill, and any shape with enough (head, query)
 //                      pairs to fill the GPU. Grid (h, n).
-//   attention_split_*  one block per (head, query, chunk) writes its chunk's
-//                      partial to a scratch [n][h][p][d+2] (an empty one
-//                      past the visible keys); the last block of a (head,
-//                      query) to finish, found with an atomic count, merges
-//                      the p partials in chunk order. Decode and small trees
+//   attention_split_*  one block per (head, query, chunk). A block past the
+//                      query's keys leaves at once; when the query's keys
+//                      fit one chunk, its block stores the result itself;
+//                      otherwise each of the np non-empty chunks' blocks
+//                      writes its partial to a scratch [n][h][p][d+2], and
+//                      the last of them to finish, found with an atomic
+//                      count, merges the np partials in chunk order. Decode and small trees
 //                      over long caches, where (head, query) alone gives too
 //                      few blocks to read the cache at the GPU's bandwidth.
 //                      Grid (h, n, p). The merge is in the same launch (not
@@ -45,10 +59,15 @@
 #define ATT_GROUPS (ATT_MAXD / 128)       // groups of 4 dims per lane
 #define ATT_DPT (ATT_MAXD / ATT_THREADS) // output dims per thread
 #define ATT_NEG (-3.402823466e38f)      // -FLT_MAX: -inf would give inf - inf
+#define ATT_TILE 32                     // att_chunk8: keys a warp scores at once, one a lane
+#define ATT_WORDS 8                     // att_chunk8: 16-byte words a lane has in flight per batch
+#define ATT_MERGE 8                     // split merge: partials read at once
 
-// att_shared is a block's shared memory: the warps' partials, the cache
-// rows of a chunk's new keys, and a prefix-count scratch.
+// att_shared is a block's shared memory: the pre-scaled query (zero past
+// d), the warps' partials, the cache rows of a chunk's new keys, and a
+// prefix-count scratch.
 struct att_shared {
+	float q[ATT_MAXD];
 	float m[ATT_WARPS], l[ATT_WARPS];
 	float o[ATT_WARPS][ATT_MAXD];
 	int rows[ATT_CHUNK];
@@ -114,13 +133,37 @@ ALWAYS_INLINE DEVICE void att_rows(const int *end, int qi, int kvlen, int c0, in
 	}
 }
 
-// att_chunk computes the partial of visible keys [c0, c1) (c0 < c1): on
-// return every thread has the chunk's maximum m and sum l, and o[i] for its
-// dims tid + ATT_THREADS·i (unnormalized). qv holds this lane's query dims,
-// pre-scaled. Every thread calls it.
+// att_warps merges the warps' partials in sh (each warp's m, l and o over
+// d dims), in warp order: on return every thread has the chunk's maximum m
+// and sum l, and o[i] for its dims tid + ATT_THREADS·i (unnormalized).
+ALWAYS_INLINE DEVICE void att_warps(att_shared &sh, int d, int tid, float &m, float &l, float (&o)[ATT_DPT]) {
+	sync_threads();
+	m = ATT_NEG;
+	for (int w = 0; w < ATT_WARPS; w++) m = cu_fmax(m, sh.m[w]);
+	float wgt[ATT_WARPS];
+	l = 0.0f;
+	for (int w = 0; w < ATT_WARPS; w++) {
+		// A warp that saw no key has sum 0: its weight is 0.
+		wgt[w] = sh.l[w] > 0.0f ? cu_exp(sh.m[w] - m) : 0.0f;
+		l = cu_fma(sh.l[w], wgt[w], l);
+	}
+	for (int i = 0; i < ATT_DPT; i++) {
+		const int c = tid + ATT_THREADS * i;
+		float a = 0.0f;
+		if (c < d) {
+			for (int w = 0; w < ATT_WARPS; w++) a = cu_fma(sh.o[w][c], wgt[w], a);
+		}
+		o[i] = a;
+	}
+	sync_threads(); // sh is reused by the next chunk
+}
+
+// att_chunk1 computes the partial of visible keys [c0, c1) (c0 < c1) for
+// any d, one element at a time (as att_warps returns it). Every thread
+// calls it.
 template <class T>
-ALWAYS_INLINE DEVICE void att_chunk(const T *k, const T *v, int kh, int d, int cap, int kvlen, int c0, int c1, const float (&qv)[ATT_GROUPS][4],
-                                    att_shared &sh, int tid, int warp, int lane, float &m, float &l, float (&o)[ATT_DPT]) {
+ALWAYS_INLINE DEVICE void att_chunk1(const T *k, const T *v, int kh, int d, int cap, int kvlen, int c0, int c1, att_shared &sh, int tid, int warp, int lane,
+                                     float &m, float &l, float (&o)[ATT_DPT]) {
 	float mx = ATT_NEG, sum = 0.0f;
 	float acc[ATT_GROUPS][4];
 	for (int t = 0; t < ATT_GROUPS; t++)
@@ -140,7 +183,7 @@ ALWAYS_INLINE DEVICE void att_chunk(const T *k, const T *v, int kh, int d, int c
 				for (int t = 0; t < ATT_GROUPS; t++) {
 					const int c = 4 * lane + 128 * t;
 					for (int e = 0; e < 4; e++) {
-						if (c + e < d) dot = cu_fma(qv[t][e], load_w(k, off[i] + u64(c + e)), dot);
+						if (c + e < d) dot = cu_fma(sh.q[c + e], load_w(k, off[i] + u64(c + e)), dot);
 					}
 				}
 			}
@@ -186,26 +229,157 @@ ALWAYS_INLINE DEVICE void att_chunk(const T *k, const T *v, int kh, int d, int c
 			if (c < d) sh.o[warp][c] = acc[t][e];
 		}
 	}
-	sync_threads();
-	m = ATT_NEG;
-	for (int w = 0; w < ATT_WARPS; w++) m = cu_fmax(m, sh.m[w]);
-	float wgt[ATT_WARPS];
-	l = 0.0f;
-	for (int w = 0; w < ATT_WARPS; w++) {
-		// A warp that saw no key has sum 0: its weight is 0.
-		wgt[w] = sh.l[w] > 0.0f ? cu_exp(sh.m[w] - m) : 0.0f;
-		l = cu_fma(sh.l[w], wgt[w], l);
-	}
-	for (int i = 0; i < ATT_DPT; i++) {
-		const int c = tid + ATT_THREADS * i;
-		float a = 0.0f;
-		if (c < d) {
-			for (int w = 0; w < ATT_WARPS; w++) a = cu_fma(sh.o[w][c], wgt[w], a);
-		}
-		o[i] = a;
-	}
-	sync_threads(); // sh is reused by the next chunk
+	att_warps(sh, d, tid, m, l, o);
 }
+
+// att_word holds one 16-byte load's raw bits: 8 f16 or 4 f32 (two words
+// for 8 f32). Raw, so that the conversion, which waits for the load, sits
+// where the value is used and not where the load is issued.
+template <class T> struct att_word;
+template <> struct att_word<f16_t> {
+	u32x4 a;
+};
+template <> struct att_word<float> {
+	f32x4 a, b;
+};
+DEVICE void att_zero(att_word<f16_t> &w) {
+	for (int i = 0; i < 4; i++) w.a.v[i] = 0u;
+}
+DEVICE void att_zero(att_word<float> &w) {
+	for (int i = 0; i < 4; i++) w.a.v[i] = w.b.v[i] = 0.0f;
+}
+DEVICE void att_ld(const f16_t *p, att_word<f16_t> &w) { w.a = ld_v4_u32(p); }
+DEVICE void att_ld(const float *p, att_word<float> &w) {
+	w.a = ld_v4_f32(p);
+	w.b = ld_v4_f32(p + 4);
+}
+// att_el is element e (0..7, a constant once unrolled) of a word.
+DEVICE float att_el(const att_word<f16_t> &w, int e) {
+	const unsigned u = w.a.v[e >> 1];
+	return bits_f16((unsigned short)((e & 1) != 0 ? u >> 16 : u & 0xffffu));
+}
+DEVICE float att_el(const att_word<float> &w, int e) { return e < 4 ? w.a.v[e] : w.b.v[e - 4]; }
+
+// att_vload requests this lane's V words of steps s0..s0+ATT_WORDS-1 of
+// the tile at t0: at step s the lane adds key vr + rg·s of the tile, dims
+// 8·vw..8·vw+7 (zero words and weights where it adds nothing).
+template <class T>
+ALWAYS_INLINE DEVICE void att_vload(const T *vb, int d, int kvlen, int c0, int c1, int t0, int s0, int steps, int rg, int vr, int vw, const att_shared &sh,
+                                    att_word<T> (&w)[ATT_WORDS], bool (&ok)[ATT_WORDS]) {
+	#pragma unroll
+	for (int i = 0; i < ATT_WORDS; i++) {
+		const int kk = vr + rg * (s0 + i), x = t0 + kk;
+		ok[i] = vr < rg && s0 + i < steps && kk < ATT_TILE && x < c1;
+		att_zero(w[i]);
+		if (ok[i]) {
+			const int r = x < kvlen ? x : sh.rows[x - c0];
+			att_ld(vb + u64(r) * u64(d) + u64(8 * vw), w[i]);
+		}
+	}
+}
+
+// att_chunk8 computes the partial of visible keys [c0, c1) (c0 < c1) for d
+// a multiple of 8 and 16-byte aligned caches (as att_warps returns it).
+// Every thread calls it.
+//
+// A warp's tile of 32 keys: lane i scores key t0+i over its whole K row
+// (8 dot accumulators, one per element of a word, added in a fixed tree),
+// so a score needs no shuffle; the tile's maximum and sum are one
+// warp_max and one warp_sum. For V a row is g = d/8 words: lane vr·g+vw
+// (vr < rg = 32/g) adds keys vr, vr+rg, ... of the tile, words vw, with the
+// key's weight fetched from its lane. The rg row groups' sums are added in
+// group order once the chunk is done. Every order depends on d and the
+// visible index alone.
+template <class T>
+ALWAYS_INLINE DEVICE void att_chunk8(const T *k, const T *v, int kh, int d, int cap, int kvlen, int c0, int c1, att_shared &sh, int tid, int warp, int lane,
+                                     float &m, float &l, float (&o)[ATT_DPT]) {
+	const int g = d >> 3, rg = ATT_TILE / g;
+	const int vr = lane / g, vw = lane - vr * g;
+	const int steps = (ATT_TILE + rg - 1) / rg;
+	const T *kb = k + u64(kh) * u64(cap) * u64(d);
+	const T *vb = v + u64(kh) * u64(cap) * u64(d);
+	float mx = ATT_NEG, sum = 0.0f, acc[8];
+	for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+	for (int t0 = c0 + ATT_TILE * warp; t0 < c1; t0 += ATT_TILE * ATT_WARPS) {
+		// The first V words go out with the K words: they depend on the
+		// key's row only, not on its weight.
+		att_word<T> vwd[ATT_WORDS];
+		bool vok[ATT_WORDS];
+		att_vload(vb, d, kvlen, c0, c1, t0, 0, steps, rg, vr, vw, sh, vwd, vok);
+		const int x = t0 + lane;
+		const bool in = x < c1;
+		const T *kr = kb + u64(in ? (x < kvlen ? x : sh.rows[x - c0]) : 0) * u64(d);
+		float dp[8];
+		for (int e = 0; e < 8; e++) dp[e] = 0.0f;
+		for (int c = 0; c < d; c += 8 * ATT_WORDS) {
+			att_word<T> kw[ATT_WORDS];
+			#pragma unroll
+			for (int i = 0; i < ATT_WORDS; i++) {
+				att_zero(kw[i]);
+				if (in && c + 8 * i < d) att_ld(kr + c + 8 * i, kw[i]);
+			}
+			#pragma unroll
+			for (int i = 0; i < ATT_WORDS; i++) {
+				if (c + 8 * i < d) {
+					#pragma unroll
+					for (int e = 0; e < 8; e++) dp[e] = cu_fma(sh.q[c + 8 * i + e], att_el(kw[i], e), dp[e]);
+				}
+			}
+		}
+		const float dot = ((dp[0] + dp[1]) + (dp[2] + dp[3])) + ((dp[4] + dp[5]) + (dp[6] + dp[7]));
+		const float sc = in ? dot : ATT_NEG;
+		const float mnew = cu_fmax(mx, warp_max(sc));
+		const float corr = cu_exp(mx - mnew);
+		const float p = in ? cu_exp(sc - mnew) : 0.0f;
+		sum = cu_fma(sum, corr, warp_sum(p));
+		float pv[8];
+		for (int e = 0; e < 8; e++) pv[e] = 0.0f;
+		for (int s0 = 0; s0 < steps; s0 += ATT_WORDS) {
+			if (s0 > 0) att_vload(vb, d, kvlen, c0, c1, t0, s0, steps, rg, vr, vw, sh, vwd, vok);
+			#pragma unroll
+			for (int i = 0; i < ATT_WORDS; i++) {
+				const int kk = vr + rg * (s0 + i);
+				// Every lane shuffles (the weight of a lane that adds
+				// nothing is dropped), so the warp stays converged.
+				const float pk = shfl_idx(p, kk < ATT_TILE ? kk : 0);
+				const float wk = vok[i] ? pk : 0.0f;
+				#pragma unroll
+				for (int e = 0; e < 8; e++) pv[e] = cu_fma(wk, att_el(vwd[i], e), pv[e]);
+			}
+		}
+		for (int e = 0; e < 8; e++) acc[e] = cu_fma(acc[e], corr, pv[e]);
+		mx = mnew;
+	}
+	// The row groups' sums, in group order, into the warp's o.
+	#pragma unroll
+	for (int e = 0; e < 8; e++) {
+		float a = acc[e];
+		for (int j = 1; j < rg; j++) a += shfl_idx(acc[e], j * g + vw);
+		if (vr == 0) sh.o[warp][8 * vw + e] = a;
+	}
+	if (lane == 0) {
+		sh.m[warp] = mx;
+		sh.l[warp] = sum;
+	}
+	att_warps(sh, d, tid, m, l, o);
+}
+
+// att_chunk computes the partial of visible keys [c0, c1) with the path
+// fast8 picks (att_fast8: the same for every block of a launch).
+template <class T>
+ALWAYS_INLINE DEVICE void att_chunk(bool fast8, const T *k, const T *v, int kh, int d, int cap, int kvlen, int c0, int c1, att_shared &sh, int tid, int warp,
+                                    int lane, float &m, float &l, float (&o)[ATT_DPT]) {
+	if (fast8)
+		att_chunk8<T>(k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, m, l, o);
+	else
+		att_chunk1<T>(k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, m, l, o);
+}
+
+// att_fast8 says whether att_chunk8 may read the caches: d a multiple of 8
+// and both caches 16-byte aligned make every row's words 16-byte aligned.
+// A plan's caches and d never change, so neither does the path (nor the
+// bits) between a decode pass and a verification pass.
+template <class T> DEVICE bool att_fast8(const T *k, const T *v, int d) { return d % 8 == 0 && ((u64(k) | u64(v)) & 15u) == 0; }
 
 // att_merge folds a chunk's partial (mp, lp, op) into the running result
 // (m, l, o), in chunk order. Both kernels use it, on the same values.
@@ -217,13 +391,11 @@ DEVICE void att_merge(float &m, float &l, float (&o)[ATT_DPT], float mp, float l
 	m = mn;
 }
 
-// att_query loads this lane's query dims, pre-scaled.
-DEVICE void att_query(const float *q, int qi, int hh, int h, int d, float scale, int lane, float (&qv)[ATT_GROUPS][4]) {
+// att_query puts the query, pre-scaled, in sh.q (zero past d); the
+// barriers of att_visible, which every caller runs next, publish it.
+DEVICE void att_query(const float *q, int qi, int hh, int h, int d, float scale, int tid, att_shared &sh) {
 	const float *qr = q + (u64(qi) * u64(h) + u64(hh)) * u64(d);
-	for (int t = 0; t < ATT_GROUPS; t++) {
-		const int c = 4 * lane + 128 * t;
-		for (int e = 0; e < 4; e++) qv[t][e] = c + e < d ? qr[c + e] * scale : 0.0f;
-	}
+	for (int c = tid; c < ATT_MAXD; c += ATT_THREADS) sh.q[c] = c < d ? qr[c] * scale : 0.0f;
 }
 
 // att_store writes the normalized result of (head hh, query qi).
@@ -243,8 +415,8 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
 	const int kvlen = kvlen_p[0];
 	const int kh = hh / (h / kvh);
-	float qv[ATT_GROUPS][4];
-	att_query(q, qi, hh, h, d, scale, lane, qv);
+	const bool fast8 = att_fast8(k, v, d);
+	att_query(q, qi, hh, h, d, scale, tid, sh);
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
 	float m = ATT_NEG, l = 0.0f, o[ATT_DPT];
 	for (int i = 0; i < ATT_DPT; i++) o[i] = 0.0f;
@@ -252,7 +424,7 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 		const int c1 = att_min(c0 + ATT_CHUNK, vis);
 		att_rows(end, qi, kvlen, c0, c1, sh, tid, warp, lane);
 		float mp, lp, op[ATT_DPT];
-		att_chunk<T>(k, v, kh, d, cap, kvlen, c0, c1, qv, sh, tid, warp, lane, mp, lp, op);
+		att_chunk<T>(fast8, k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, mp, lp, op);
 		att_merge(m, l, o, mp, lp, op);
 	}
 	att_store(out, qi, hh, h, d, tid, l, o);
@@ -267,57 +439,82 @@ DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, 
 	const int hh = int(blockIdx.x), qi = int(blockIdx.y), z = int(blockIdx.z);
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
 	const int kvlen = kvlen_p[0];
+	const int c0 = z * ATT_CHUNK;
+	// Query qi sees at most kvlen + qi + 1 keys (the cache and its ancestors
+	// among the new tokens, itself included): a chunk past them is empty
+	// whatever the tree, and its block leaves before any other memory
+	// traffic, barrier or atomic (decode at 100 keys over a 2,048-row
+	// cache: 7 of a pair's 8 blocks). The condition is the block's.
+	if (c0 >= kvlen + qi + 1) return;
 	const int kh = hh / (h / kvh);
 	const u64 pair = u64(qi) * u64(h) + u64(hh);
-	float *pr = part + (pair * u64(p) + u64(z)) * u64(d + 2);
+	const bool fast8 = att_fast8(k, v, d);
+	att_query(q, qi, hh, h, d, scale, tid, sh);
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
-	const int c0 = z * ATT_CHUNK;
-	if (c0 < vis) { // the condition is the block's: its barriers are all or none
-		const int c1 = att_min(c0 + ATT_CHUNK, vis);
-		float qv[ATT_GROUPS][4];
-		att_query(q, qi, hh, h, d, scale, lane, qv);
-		att_rows(end, qi, kvlen, c0, c1, sh, tid, warp, lane);
-		float mp, lp, op[ATT_DPT];
-		att_chunk<T>(k, v, kh, d, cap, kvlen, c0, c1, qv, sh, tid, warp, lane, mp, lp, op);
-		if (tid == 0) {
-			pr[0] = mp;
-			pr[1] = lp;
-		}
-		for (int i = 0; i < ATT_DPT; i++) {
-			const int c = tid + ATT_THREADS * i;
-			if (c < d) pr[2 + c] = op[i];
-		}
-	} else if (tid == 0) {
-		pr[0] = ATT_NEG;
-		pr[1] = 0.0f; // empty: the merge skips it
+	if (c0 >= vis) return; // the block's condition too: empty, counted by nobody
+	// np, the pair's non-empty chunks, is what its blocks count to: every
+	// block of the pair computes the same vis.
+	const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;
+	const int c1 = att_min(c0 + ATT_CHUNK, vis);
+	att_rows(end, qi, kvlen, c0, c1, sh, tid, warp, lane);
+	float mp, lp, op[ATT_DPT];
+	att_chunk<T>(fast8, k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, mp, lp, op);
+	float m = ATT_NEG, l = 0.0f, o[ATT_DPT];
+	for (int i = 0; i < ATT_DPT; i++) o[i] = 0.0f;
+	if (np == 1) {
+		// The only chunk: merged into the empty result from registers, as
+		// attention_tree merges it, so the bits are the same, with no
+		// scratch, fence or atomic.
+		att_merge(m, l, o, mp, lp, op);
+		att_store(out, qi, hh, h, d, tid, l, o);
+		return;
+	}
+	float *pr = part + (pair * u64(p) + u64(z)) * u64(d + 2);
+	if (tid == 0) {
+		pr[0] = mp;
+		pr[1] = lp;
+	}
+	for (int i = 0; i < ATT_DPT; i++) {
+		const int c = tid + ATT_THREADS * i;
+		if (c < d) pr[2 + c] = op[i];
 	}
 	// Every thread's partial is visible device-wide before the block is
-	// counted; the block that counts p is the last and merges.
+	// counted; the block that counts np is the last and merges.
 	thread_fence();
 	sync_threads();
 	if (tid == 0) {
 		const int done = atomic_add_i32(count + pair, 1);
-		sh.last = done == p - 1;
+		sh.last = done == np - 1;
 		if (sh.last) count[pair] = 0; // for the next run: every block of the pair has counted
 	}
 	sync_threads();
 	if (!sh.last) return;
 	thread_fence();
 	// The other blocks' partials are read past this SM's L1, which may
-	// hold nothing of them but is not coherent with the other SMs.
+	// hold nothing of them but is not coherent with the other SMs. They
+	// are read ATT_MERGE chunks at a time, all requested before the first
+	// is merged (no load waits on a merge), then merged in chunk order.
 	const volatile float *base = part + pair * u64(p) * u64(d + 2);
-	float m = ATT_NEG, l = 0.0f, o[ATT_DPT];
-	for (int i = 0; i < ATT_DPT; i++) o[i] = 0.0f;
-	for (int c = 0; c < p; c++) {
-		const volatile float *cp = base + u64(c) * u64(d + 2);
-		const float lp = cp[1];
-		if (lp > 0.0f) {
-			float op[ATT_DPT];
-			for (int i = 0; i < ATT_DPT; i++) {
-				const int e = tid + ATT_THREADS * i;
-				op[i] = e < d ? cp[2 + e] : 0.0f;
+	for (int cb = 0; cb < np; cb += ATT_MERGE) {
+		float pm[ATT_MERGE], pl[ATT_MERGE], po[ATT_MERGE][ATT_DPT];
+		#pragma unroll
+		for (int j = 0; j < ATT_MERGE; j++) {
+			pm[j] = ATT_NEG;
+			pl[j] = 0.0f;
+			for (int i = 0; i < ATT_DPT; i++) po[j][i] = 0.0f;
+			if (cb + j < np) {
+				const volatile float *cp = base + u64(cb + j) * u64(d + 2);
+				pm[j] = cp[0];
+				pl[j] = cp[1];
+				for (int i = 0; i < ATT_DPT; i++) {
+					const int e = tid + ATT_THREADS * i;
+					if (e < d) po[j][i] = cp[2 + e];
+				}
 			}
-			att_merge(m, l, o, cp[0], lp, op);
+		}
+		#pragma unroll
+		for (int j = 0; j < ATT_MERGE; j++) {
+			if (cb + j < np) att_merge(m, l, o, pm[j], pl[j], po[j]);
 		}
 	}
 	att_store(out, qi, hh, h, d, tid, l, o);
