@@ -153,9 +153,10 @@ func matMulCases(r *rand.Rand) []Case {
 	// MatMul: matvec (M <= 16 by default: the 1-, 4- and 8-row variants,
 	// 4-wide loads when K is a multiple of 4, with K past the last full
 	// 128-element step and not) and matmul shapes with tails in every dim;
-	// 300 rows reach CUDA's tensor cores (more rows than a prefill chunk).
+	// 300 rows reach CUDA's tensor cores (more rows than a prefill chunk);
+	// one row of whole 16-byte words, CUDA's one-row matvec8x1.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}, {300, 40, 24}} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 132, 9}, {1, 264, 9}, {2, 4, 5}, {3, 100, 37}, {4, 257, 65}, {4, 260, 11}, {5, 31, 9}, {6, 128, 3}, {8, 40, 17}, {9, 15, 33}, {13, 388, 10}, {33, 70, 41}, {64, 64, 64}, {7, 129, 130}, {70, 132, 130}, {128, 96, 64}, {300, 40, 24}} {
 			m, k, n := s[0], s[1], s[2]
 			x, w := RandF32(r, m*k, 1), Weights(r, dt, n*k)
 			cs.add(fmt.Sprintf("MatMul/%v/M%d_K%d_N%d", dt, m, k, n), TolFor(dt), func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
