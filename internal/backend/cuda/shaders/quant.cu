@@ -97,7 +97,11 @@ DEVICE float qlin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
 // n+j (SwiGLU) and ss = Σx² over the row (norm), in lin_out's order.
 DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, int n, float y, float u, float ss) {
 	if (f.flags & QLIN_NORM) {
-		const float scale = 1.0f / cu_sqrt(ss / float(k) + f.eps); // as rms_norm_f32 computes it
+		// float(k) as qmv_code makes a code a float (k < 2^23: exact), so
+		// that the kernels' PTX keeps no integer conversion for
+		// TestQMatVecNoCodeConversions to tell from a code's.
+		const float kf = qmv_code(unsigned(k), 0x7fffffu);
+		const float scale = 1.0f / cu_sqrt(ss / kf + f.eps); // as rms_norm_f32 computes it
 		y *= scale;
 		u *= scale;
 	}
