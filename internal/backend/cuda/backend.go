@@ -274,8 +274,7 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 	case graph.KVCompactOp:
 		return hasKernel("kv_compact_" + dt(0).String())
 	case graph.LinearOp:
-		// Float weights; the quantized products fold in nothing yet.
-		return op.Bits == 0 && linearSupports(op, dt)
+		return linearSupports(op, dt)
 	case graph.RoPEKVWriteOp:
 		return dt(0) == graph.F32 && dt(1) == graph.I32 && dt(2) == dt(3) && dt(4) == graph.I32 &&
 			hasKernel("rope_kv_write_neox_"+dt(2).String())
@@ -312,6 +311,11 @@ func linearSupports(op graph.LinearOp, dt func(int) graph.DType) bool {
 		if i >= 0 && dt(i) != graph.F32 {
 			return false
 		}
+	}
+	if op.Bits > 0 {
+		// codes, scales, biases as QMatMulOp's
+		return dt(s.Weight) == graph.U32 && dt(s.Weight+1) == dt(s.Weight+2) &&
+			hasKernel(fmt.Sprintf("qlinear_norm_%d_%v", op.Bits, dt(s.Weight+1)))
 	}
 	return hasKernel("linear_" + dt(s.Weight).String())
 }

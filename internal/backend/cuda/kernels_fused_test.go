@@ -95,6 +95,73 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 	linear("Linear/norm/f32/M2_K40_N5_tiny", variants[0], graph.F32, 2, 40, 5, 0.003)
 	linear("Linear/norm/f16/M2_K264_N5_tiny", variants[0], graph.F16, 2, 264, 5, 0.003)
 
+	// Quantized weights (qlinear*): every fold, bits and scale type, one
+	// row (qlinear1_*) and 4 + 1 (qlinear_*), every group size, a column
+	// tail (and with SwiGLU a block past n's gate and up rows).
+	qlinear := func(name string, v variant, bits, gs int, sdt graph.DType, m, k, n int, xScale float32) {
+		rows := n
+		if v.swiglu {
+			rows = 2 * n
+		}
+		q := opcases.RandQuant(r, rows, k, bits, gs, sdt)
+		codes, scales, biases := q.Parts()
+		x, gain := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1)
+		bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
+		const eps = 1e-5
+		add(name, tolF16, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, k)
+				in := map[*graph.Array]any{xa: x}
+				f := graph.Fusion{Eps: eps, SwiGLU: v.swiglu}
+				if v.norm {
+					f.Norm = g.Input("gain", graph.F32, k)
+					in[f.Norm] = gain
+				}
+				wa := q.Inputs(g, in, rows, k, bits, gs, sdt)
+				if v.bias {
+					f.Bias = g.Input("bias", graph.F32, rows)
+					in[f.Bias] = bias
+				}
+				if v.residual {
+					f.Residual = g.Input("res", graph.F32, m, n)
+					in[f.Residual] = res
+				}
+				return []*graph.Array{graph.Linear(xa, wa, f)}, in
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out, xp := d.alloc(zeros(m*n)), d.alloc(b(x))
+			wp, sp, bip := d.alloc(b(codes)), d.alloc(b(scales)), d.alloc(b(biases))
+			gp, bp, rp, flags := xp, xp, xp, 0
+			if v.norm {
+				gp, flags = d.alloc(b(gain)), flags|linNorm
+			}
+			if v.bias {
+				bp, flags = d.alloc(b(bias)), flags|linBias
+			}
+			if v.swiglu {
+				flags |= linSwiGLU
+			}
+			if v.residual {
+				rp, flags = d.alloc(b(res)), flags|linResidual
+			}
+			err := d.run(qlinearLaunch(out, xp, gp, wp, sp, bip, bp, rp, bits, sdt, flags, m, k, n, gs, eps))
+			return []any{d.f32s(out)}, err
+		})
+	}
+	for _, bits := range []int{4, 8} {
+		for si, sdt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+			for vi, v := range variants {
+				for i, s := range [][3]int{{1, 256, 9}, {5, 384, 7}} {
+					gs := []int{32, 64, 128}[(si+vi+i)%3]
+					m, k, n := s[0], s[1], s[2]
+					qlinear(fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", v.name, bits, gs, sdt, m, k, n), v, bits, gs, sdt, m, k, n, 2)
+				}
+			}
+		}
+	}
+	qlinear("Linear/norm/4-bit/g64/f16/M1_K256_N9_tiny", variants[0], 4, 64, graph.F16, 1, 256, 9, 0.003)
+	qlinear("Linear/norm/8-bit/g32/bf16/M5_K384_N7_tiny", variants[0], 8, 32, graph.BF16, 5, 384, 7, 0.003)
+
 	for _, dt := range []graph.DType{graph.F32, graph.F16} {
 		for _, neox := range []bool{true, false} {
 			m, h, kvh, dd, p, past := 5, 4, 2, 20, 8, 13 // 2p < d: partial rotary

@@ -15,8 +15,9 @@ const (
 	linResidual
 )
 
-// linear encodes LinearOp (float weights) as one launch at every row
-// count: matvec8's kernel with a norm prologue and a bias, SwiGLU and
+// linear encodes LinearOp as one launch at every row count: over a
+// quantized weight, qmatvec's kernels with the same folds (qlinearLaunch);
+// over a float one, matvec8's kernel with a norm prologue and a bias, SwiGLU and
 // residual epilogue where the weight is matvec8's (vecWeights), else the
 // warp-per-column kernel with the same folds. Past mmaMinRows MatMulOp goes
 // to the tensor cores; LinearOp does not: the matvec kernels keep each
@@ -24,9 +25,6 @@ const (
 // M), no pass of the models here has that many rows (a prefill chunk is
 // 256), and on an H200 matvec8 beat matmul.cu at 65 rows (matmul.go).
 func (e *encoder) linear(op graph.LinearOp) error {
-	if op.Bits > 0 {
-		return fmt.Errorf("no kernel for quantized %v", op)
-	}
 	src := op.Sources()
 	m, k := e.shape(src.X)[0], e.shape(src.X)[1]
 	n := e.step.Out.Shape[1]
@@ -47,6 +45,15 @@ func (e *encoder) linear(op graph.LinearOp) error {
 	}
 	if op.Residual {
 		res, flags = e.in[src.Residual], flags|linResidual
+	}
+	if op.Bits > 0 {
+		w := e.in[src.Weight]
+		if !codesAligned(w) {
+			return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(w))
+		}
+		e.add(qlinearLaunch(e.out, x, gain, w, e.in[src.Weight+1], e.in[src.Weight+2], bias, res, op.Bits, e.dtype(src.Weight+1),
+			flags, m, k, n, op.GroupSize, op.Eps))
+		return nil
 	}
 	w, dt := e.in[src.Weight], e.dtype(src.Weight)
 	e.add(linearLaunch(e.out, x, gain, w, bias, res, dt, vecWeights(w, dt, k), flags, m, k, n, op.Eps))
@@ -70,4 +77,28 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 	}
 	return newLaunch(name, grid1(blocks), 128).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).
 		i32(m).i32(k).i32(n).f32(eps).i32(flags)
+}
+
+// qlinearLaunch is one LinearOp over x [m,k] into out [m,n] with a
+// quantized w (codes 16-byte aligned, scales and biases of sdt): m = 1
+// (decoding) goes to qlinear1_*, more rows to qlinear_* (4 at a time), as
+// qmatvecLaunch splits them and with a row's bits independent of m the same
+// way; the norm picks the *_norm_* kernels. With linSwiGLU, w has 2n rows
+// and a block computes qmvSetCols columns (gate and up rows), not
+// matvec8Cols.
+func qlinearLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, sdt graph.DType, flags, m, k, n, gs int, eps float32) *launch {
+	name := "qlinear"
+	if m == 1 {
+		name = "qlinear1"
+	}
+	if flags&linNorm != 0 {
+		name += "_norm"
+	}
+	blocks := ceilDiv(n, matvec8Cols)
+	if flags&linSwiGLU != 0 {
+		blocks = ceilDiv(n, qmvSetCols)
+	}
+	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(blocks), 128).
+		ptr(out).ptr(x).ptr(gain).ptr(w).ptr(scales).ptr(biases).ptr(bias).ptr(res).
+		i32(m).i32(k).i32(n).i32(gs).f32(eps).i32(flags)
 }

@@ -72,6 +72,25 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"matvec.cu", "a.res[u64(row) * u64(a.n) + u64(j)]", "a.res[u64(j)]", "Linear/residual/bf16/M5_K264_N9"},
 		// The one-row fused kernel (decoding) forgets its norm prologue.
 		{"matvec.cu", "linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>", "linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 1>", "Linear/norm+bias/bf16/M1_K264_N9"},
+		// The quantized norm leaves the gain out of Σx (the biases' term): x·g
+		// meets the scales, raw x the biases.
+		{"quant.cu", "\t\t\t\t\t\tif constexpr (NORM) {\n\t\t\t\t\t\t\tss[r] = cu_fma(a[e], a[e], ss[r]);\n\t\t\t\t\t\t\ta[e] *= gn[e0 + e];\n\t\t\t\t\t\t}\n\t\t\t\t\t\txsum[r] += a[e];",
+			"\t\t\t\t\t\txsum[r] += a[e];\n\t\t\t\t\t\tif constexpr (NORM) {\n\t\t\t\t\t\t\tss[r] = cu_fma(a[e], a[e], ss[r]);\n\t\t\t\t\t\t\ta[e] *= gn[e0 + e];\n\t\t\t\t\t\t}",
+			"Linear/norm/4-bit/g64/f16/M1_K256_N9"},
+		{"quant.cu", "\t\t\t\t\t\tif constexpr (NORM) {\n\t\t\t\t\t\t\tss[r] = cu_fma(a[e], a[e], ss[r]);\n\t\t\t\t\t\t\ta[e] *= gn[e0 + e];\n\t\t\t\t\t\t}\n\t\t\t\t\t\txsum[r] += a[e];",
+			"\t\t\t\t\t\txsum[r] += a[e];\n\t\t\t\t\t\tif constexpr (NORM) {\n\t\t\t\t\t\t\tss[r] = cu_fma(a[e], a[e], ss[r]);\n\t\t\t\t\t\t\ta[e] *= gn[e0 + e];\n\t\t\t\t\t\t}",
+			"Linear/norm/8-bit/g64/f32/M5_K384_N7"},
+		// The quantized norm's Σx² is the set's first warp's, twice.
+		{"quant.cu", "NORM ? sqs[ws][r] + sqs[ws + 1][r] : 0.0f", "NORM ? sqs[ws][r] + sqs[ws][r] : 0.0f", "Linear/norm/4-bit/g128/f16/M5_K384_N7"},
+		// SwiGLU's up rows take the scales of the gate rows.
+		{"quant.cu", "s[c] = load_w(scales, col[c] * groups + g);", "s[c] = load_w(scales, (glu && set == 1 ? col[c] - u64(n) : col[c]) * groups + g);",
+			"Linear/norm+swiglu/4-bit/g32/f16/M1_K256_N9"},
+		{"quant.cu", "s[c] = load_w(scales, col[c] * groups + g);", "s[c] = load_w(scales, (glu && set == 1 ? col[c] - u64(n) : col[c]) * groups + g);",
+			"Linear/norm+swiglu/8-bit/g64/f16/M5_K384_N7"},
+		// The quantized SwiGLU's up half takes the gate's bias.
+		{"quant.cu", "u += f.bias[n + j];", "u += f.bias[j];", "Linear/norm+bias+swiglu/4-bit/g64/f16/M1_K256_N9"},
+		// The quantized residual of row 0 is added to every row.
+		{"quant.cu", "f.res[u64(row) * u64(n) + u64(j)]", "f.res[u64(j)]", "Linear/residual/8-bit/g32/f16/M5_K384_N7"},
 		// RoPEKVWrite writes the rotated keys into the value cache.
 		{"rope.cu", "store(kc + (u64(head - h)", "store(vc + (u64(head - h)", "RoPEKVWrite/f16/neoxtrue/M5_H4_KVH2_D20_P8_at13"},
 		// RoPEKVWrite writes at position 0 rather than kvLen.

@@ -54,6 +54,11 @@ func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, 
 // the model's width (TestQMatVecKSplit).
 const qmvKThreads = 64
 
+// qmvSetCols is the columns of a set of qmvKThreads threads (QMV_SET_COLS
+// in quant.cu): a SwiGLU block's outputs, its sets reading their gate and
+// up rows.
+const qmvSetCols = 4
+
 // codesAligned reports whether packed codes at w can be read 16 bytes at
 // a time, as quant.cu does (rows are whole 16-byte chunks for every
 // group size).

@@ -30,6 +30,12 @@ func TestQMatVecKSplit(t *testing.T) {
 	if want := fmt.Sprintf("#define QMV_COLS %d ", matvec8Cols); !strings.Contains(src, want) {
 		t.Fatalf("quant.cu does not define QMV_COLS as matvec8Cols (%d)", matvec8Cols)
 	}
+	if want := fmt.Sprintf("#define QMV_SET_COLS %d ", qmvSetCols); !strings.Contains(src, want) {
+		t.Fatalf("quant.cu does not define QMV_SET_COLS as qmvSetCols (%d)", qmvSetCols)
+	}
+	if l := qlinearLaunch(0, 0, 0, 0, 0, 0, 0, 0, 4, graph.F16, linSwiGLU, 1, 2048, 5632, 64, 1e-5); l.grid[0] != 5632/qmvSetCols {
+		t.Fatalf("a SwiGLU qlinear launch over 5632 columns has %d blocks, want %d", l.grid[0], 5632/qmvSetCols)
+	}
 	l := qmatvecLaunch(0, 0, 0, 0, 0, 4, graph.F16, 1, 2048, 5632, 64)
 	threads := l.block[0]
 	sets := threads / qmvKThreads // column sets of a block
@@ -90,6 +96,57 @@ func TestQMatVecRowsSameBitsAnyM(t *testing.T) {
 			for j := range alone {
 				if got, want := together[row*c.n+j], alone[j]; math.Float32bits(got) != math.Float32bits(want) {
 					t.Fatalf("%d bits g%d m=%d: row %d column %d is %v among %d rows, %v alone", c.bits, c.gs, c.m, row, j, got, c.m, want)
+				}
+			}
+		}
+	}
+}
+
+// TestQLinearRowsSameBitsAnyM: qmatvec's property with the folds: a row
+// of a fused quantized product has the same bits alone (qlinear1_*, x 4
+// bytes off 16-byte alignment: the float-at-a-time path) as among m rows
+// (qlinear_*, 4 at a time, then the tail), with the norm and every
+// epilogue, at 4 and 8 bits.
+func TestQLinearRowsSameBitsAnyM(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	d := newEmuDevice(t, nil)
+	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
+	const eps = 1e-5
+	for _, c := range []struct{ bits, gs, m, k, n, flags int }{
+		{4, 32, 7, 4224, 11, linNorm | linBias | linSwiGLU},
+		{8, 64, 6, 2048, 9, linNorm | linSwiGLU | linResidual},
+		{4, 128, 5, 256, 10, linResidual | linBias},
+		{8, 32, 5, 384, 3, linNorm},
+	} {
+		d.bufs = d.bufs[:0] // each case's buffers only
+		rows := c.n
+		if c.flags&linSwiGLU != 0 {
+			rows = 2 * c.n
+		}
+		q := opcases.RandQuant(r, rows, c.k, c.bits, c.gs, graph.BF16)
+		codes, scales, biases := q.Parts()
+		w, sp, bp := d.alloc(b(codes)), d.alloc(b(scales)), d.alloc(b(biases))
+		x, res := b(opcases.RandF32(r, c.m*c.k, 2)), b(opcases.RandF32(r, c.m*c.n, 4))
+		gain, bias := d.alloc(b(opcases.RandF32(r, c.k, 1))), d.alloc(b(opcases.RandF32(r, rows, 1)))
+		run := func(xp, rp devptr, m int) ([]float32, string) {
+			out := d.alloc(zeros(m * c.n))
+			l := qlinearLaunch(out, xp, gain, w, sp, bp, bias, rp, c.bits, graph.BF16, c.flags, m, c.k, c.n, c.gs, eps)
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			return d.f32s(out), l.kernel
+		}
+		all, kAll := run(d.alloc(x), d.alloc(res), c.m)
+		for row := range c.m {
+			xp := d.alloc(append(make([]byte, 4), x[4*row*c.k:4*(row+1)*c.k]...)) + 4
+			alone, kOne := run(xp, d.alloc(res[4*row*c.n:4*(row+1)*c.n]), 1)
+			if !strings.HasPrefix(kOne, "qlinear1_") || !strings.HasPrefix(kAll, "qlinear_") {
+				t.Fatalf("launched %s for one row and %s for %d", kOne, kAll, c.m)
+			}
+			for j := range alone {
+				if got, want := all[row*c.n+j], alone[j]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d bits g%d flags %d m=%d: row %d column %d is %v among %d rows (%s), %v alone (%s)",
+						c.bits, c.gs, c.flags, c.m, row, j, got, c.m, kAll, want, kOne)
 				}
 			}
 		}

@@ -58,6 +58,14 @@ func fusedCases(r *rand.Rand) []Case {
 					}))
 			}
 		}
+		// One row (decoding's kernels) with f16 scales and no norm, which
+		// the rotation above gives the norm variants only.
+		m, k, n, gs := 1, 256, 17, 64
+		q := RandQuant(r, n, k, bits, gs, graph.F16)
+		cs = append(cs, linearCase(r, fmt.Sprintf("Linear/residual/%d-bit/g%d/f16/M%d_K%d_N%d", bits, gs, m, k, n), TolF32, 4, m, k, n,
+			func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+				return q.Inputs(g, in, n, k, bits, gs, graph.F16)
+			}))
 	}
 	return append(cs, ropeKVWriteCases(r)...)
 }

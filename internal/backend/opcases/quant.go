@@ -39,6 +39,11 @@ func RandQuant(r *rand.Rand, n, k, bits, gs int, dt graph.DType) QuantWeight {
 	return QuantWeight{codes: codes, scales: enc(s), biases: enc(b)}
 }
 
+// Parts returns the codes, scales and biases (scales and biases []float32
+// or, for f16 and bf16, the []uint16 of their bits), for a backend's own
+// kernel tests.
+func (q QuantWeight) Parts() (codes []uint32, scales, biases any) { return q.codes, q.scales, q.biases }
+
 // Inputs declares the weight as inputs of g and returns the quantized array.
 func (q QuantWeight) Inputs(g *graph.Graph, in map[*graph.Array]any, n, k, bits, gs int, dt graph.DType) *graph.Array {
 	w := g.Input("w", graph.U32, n, k*bits/32)

@@ -36,11 +36,6 @@ func TestOpCases(t *testing.T) {
 	ref := cpu.NewReference()
 	for _, c := range opcases.All(rand.New(rand.NewPCG(1, 14))) {
 		t.Run(c.Name, func(t *testing.T) {
-			if quantizedLinear(c.Name) {
-				// cuda.Backend.Supports says no: model code keeps these
-				// layers unfused until the quantized kernel folds them in.
-				t.Skip("quantized LinearOp waits for the qmatvec rewrite (issue #32)")
-			}
 			if diff, err := opcases.Check(be, ref, c); err != nil {
 				t.Fatal(err)
 			} else if diff != "" {
@@ -72,12 +67,6 @@ func TestOpCases(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("no op case launches %d of the %d kernels: %v", len(missing), len(all), missing)
 	}
-}
-
-// quantizedLinear reports whether an op case is a LinearOp over quantized
-// weights (opcases names them Linear/<variant>/<bits>-bit/...).
-func quantizedLinear(name string) bool {
-	return strings.HasPrefix(name, "Linear/") && strings.Contains(name, "-bit/")
 }
 
 func flagRun() string {

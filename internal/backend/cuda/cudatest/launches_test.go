@@ -2,6 +2,7 @@ package cudatest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -12,9 +13,10 @@ import (
 )
 
 // tinyLlama22 returns a Llama model with TinyLlama's 22 layers and grouped
-// KV heads, tiny dimensions and random f16 weights: what counts here is the
-// shape of a decode step's plan, not its values.
-func tinyLlama22(r *rand.Rand) *llama.Model {
+// KV heads, tiny dimensions and random f16 weights, or with bits > 0 layer
+// matrices affine-quantized to bits (groups of 32, f16 scales): what counts
+// here is the shape of a decode step's plan, not its values.
+func tinyLlama22(r *rand.Rand, bits int) *llama.Model {
 	c := llama.Config{Arch: "llama", Vocab: 96, Dim: 64, FFN: 160, Layers: 22, Heads: 4, KVHeads: 2, HeadDim: 16,
 		NormEps: 1e-5, RopeTheta: 10000, RopeDims: 16, RopeNeoX: true, Context: 128}
 	f16 := func(shape ...int) llama.Weight {
@@ -36,11 +38,29 @@ func tinyLlama22(r *rand.Rand) *llama.Model {
 		}
 		return llama.Weight{DType: graph.F32, Shape: graph.Shape{n}, Data: b}
 	}
+	// mat is a layer's matrix: f16, or quantized when bits > 0.
+	mat := func(rows, cols int) llama.Weight {
+		if bits == 0 {
+			return f16(rows, cols)
+		}
+		v := make([]float32, rows*cols)
+		for i := range v {
+			v[i] = r.Float32()*0.2 - 0.1
+		}
+		codes, s, b, err := quant.QuantizeAffine(v, cols, bits, 32)
+		if err != nil {
+			panic(err) // fixed shapes, a multiple of the group
+		}
+		sb := graph.Shape{rows, cols / 32}
+		return llama.Weight{DType: graph.U32, Shape: graph.Shape{rows, cols}, Data: graph.AsBytes(codes), Quant: &llama.Quant{Bits: bits, GroupSize: 32,
+			Scales: llama.Weight{DType: graph.F16, Shape: sb, Data: graph.AsBytes(quant.F32sToF16(s))},
+			Biases: llama.Weight{DType: graph.F16, Shape: sb, Data: graph.AsBytes(quant.F32sToF16(b))}}}
+	}
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m := &llama.Model{Config: c, Embed: f16(c.Vocab, c.Dim), Norm: f32(c.Dim), Output: f16(c.Vocab, c.Dim)}
 	for range c.Layers {
-		m.Layers = append(m.Layers, llama.Layer{AttnNorm: f32(c.Dim), Q: f16(q, c.Dim), K: f16(kv, c.Dim), V: f16(kv, c.Dim),
-			O: f16(c.Dim, q), FFNNorm: f32(c.Dim), Gate: f16(c.FFN, c.Dim), Up: f16(c.FFN, c.Dim), Down: f16(c.Dim, c.FFN)})
+		m.Layers = append(m.Layers, llama.Layer{AttnNorm: f32(c.Dim), Q: mat(q, c.Dim), K: mat(kv, c.Dim), V: mat(kv, c.Dim),
+			O: mat(c.Dim, q), FFNNorm: f32(c.Dim), Gate: mat(c.FFN, c.Dim), Up: mat(c.FFN, c.Dim), Down: mat(c.Dim, c.FFN)})
 	}
 	return m
 }
@@ -84,17 +104,26 @@ func decodeLaunches(t *testing.T, m *llama.Model, fused bool) int {
 }
 
 // TestLaunchesPerDecodeStep: with fused layers (LinearOp, RoPEKVWriteOp),
-// a greedy decode step of a TinyLlama-shaped model (22 layers, f16) is at
-// most 140 kernel launches: six a layer, and the embedding, final norm and
-// output product. Unfused, each layer is seventeen ops.
+// a greedy decode step of a TinyLlama-shaped model (22 layers, f16, and
+// 4-bit: the quantized layers fuse as the float ones do) is at most 140
+// kernel launches: six a layer, and the embedding, final norm and output
+// product. Unfused, each layer is seventeen ops.
 func TestLaunchesPerDecodeStep(t *testing.T) {
-	m := tinyLlama22(rand.New(rand.NewPCG(22, 1)))
-	fused, unfused := decodeLaunches(t, m, true), decodeLaunches(t, m, false)
-	t.Logf("launches per decode step: %d (unfused: %d)", fused, unfused)
-	if fused > 140 {
-		t.Errorf("launches per decode step: %d, want at most 140", fused)
-	}
-	if fused >= unfused {
-		t.Errorf("fused layers launch %d kernels per decode step, unfused %d", fused, unfused)
+	for _, bits := range []int{0, 4} {
+		name := "f16"
+		if bits > 0 {
+			name = fmt.Sprintf("%d-bit", bits)
+		}
+		t.Run(name, func(t *testing.T) {
+			m := tinyLlama22(rand.New(rand.NewPCG(22, 1)), bits)
+			fused, unfused := decodeLaunches(t, m, true), decodeLaunches(t, m, false)
+			t.Logf("launches per decode step: %d (unfused: %d)", fused, unfused)
+			if fused > 140 {
+				t.Errorf("launches per decode step: %d, want at most 140", fused)
+			}
+			if fused >= unfused {
+				t.Errorf("fused layers launch %d kernels per decode step, unfused %d", fused, unfused)
+			}
+		})
 	}
 }

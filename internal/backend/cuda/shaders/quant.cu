@@ -4,6 +4,9 @@
 // qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
 // a block computes QMV_COLS columns for every row (below).
 // Grid: (ceil(n/QMV_COLS)); block: 128 threads (4 warps).
+// qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
+// neighbours folded in (graph.LinearOp over a quantized weight; below).
+// Grid: (ceil(n/QMV_COLS)), with SwiGLU (ceil(n/QMV_SET_COLS)); block: 128.
 // dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
 // out[n,k] = float(s·q) + b, one thread per element.
 // Grid: (ceil(n·k/256)); block: 256.
@@ -63,24 +66,84 @@ template <int BITS> DEVICE float qmv_xscale(int i) {
 // merges the and and the or) and an add, both at the fma's rate or half.
 DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u | (h & mask)) - 8388608.0f; }
 
-// qmatvec_rows computes rows r0..r0+R of the block's columns.
-template <int BITS, class S, bool VEC, int R>
+// Fused products (qlinear_*, graph.LinearOp): matvec.cu's linear kernels'
+// folds, in their order and with their flags (LIN_* there, linNorm... in
+// linear.go). Norm prologue: x is multiplied by the gain as it is loaded,
+// before it is pre-scaled, so Σx'q and Σx (the scale's and the bias's
+// terms) are both of x·g, and each thread adds up the raw x² beside them;
+// the row's sums are scaled by 1/sqrt(mean(x²)+eps) at the end. Epilogue
+// (the thread that writes an output): + bias, SiLU(gate)·up, + residual.
+// With SwiGLU the block's first set computes gate columns j..j+3 (w's rows)
+// and its second the up columns n+j..n+j+3 (rows n+j...), each with its
+// own rows' codes, scales and biases, so a block has QMV_SET_COLS outputs.
+#define QLIN_NORM 1
+#define QLIN_BIAS 2
+#define QLIN_SWIGLU 4
+#define QLIN_RESIDUAL 8
+
+// QLinFold is what a fused launch adds to the product: gain, bias and res
+// are read only when flags say so (the host passes x for those it lacks:
+// every pointer argument is a live allocation). bias has 2n entries with
+// SwiGLU, else n.
+struct QLinFold {
+	const float *gain, *bias, *res;
+	float eps;
+	int flags;
+};
+
+DEVICE float qlin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
+
+// qlin_out is output (row, j) from its sums: y of column j, u of column
+// n+j (SwiGLU) and ss = Σx² over the row (norm), in lin_out's order.
+DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, int n, float y, float u, float ss) {
+	if (f.flags & QLIN_NORM) {
+		// float(k) as qmv_code makes a code a float (k < 2^23: exact), so
+		// that the kernels' PTX keeps no integer conversion for
+		// TestQMatVecNoCodeConversions to tell from a code's.
+		const float kf = qmv_code(unsigned(k), 0x7fffffu);
+		const float scale = 1.0f / cu_sqrt(ss / kf + f.eps); // as rms_norm_f32 computes it
+		y *= scale;
+		u *= scale;
+	}
+	if (f.flags & QLIN_BIAS) {
+		y += f.bias[j];
+		if (f.flags & QLIN_SWIGLU) u += f.bias[n + j];
+	}
+	if (f.flags & QLIN_SWIGLU) y = qlin_silu(y) * u;
+	if (f.flags & QLIN_RESIDUAL) y = f.res[u64(row) * u64(n) + u64(j)] + y;
+	return y;
+}
+
+// qmatvec_rows computes rows r0..r0+R of the block's columns. FUSE adds
+// f's epilogue and NORM its prologue (the plain qmatvec kernels have
+// neither: not a branch, not a register of them); sqs holds each warp's
+// Σx² (NORM).
+template <int BITS, class S, bool VEC, int R, bool FUSE, bool NORM>
 DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int r0, int k, int n, int gs,
-                                       float part[4][4][QMV_SET_COLS]) {
+                                       const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
+	static_assert(FUSE || !NORM, "the norm is a fold");
 	constexpr int per = 32 / BITS, per_half = 16 / BITS; // codes per word, per 16-bit half
 	constexpr unsigned mask = (1u << BITS) - 1u;
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int kt = t % QMV_KTHREADS, set = t / QMV_KTHREADS;
+	const bool glu = FUSE && (f.flags & QLIN_SWIGLU) != 0;
 	const int col0 = int(blockIdx.x) * QMV_COLS + set * QMV_SET_COLS;
 	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
 	u64 col[QMV_SET_COLS];
+	if (!glu) {
 #pragma unroll
-	for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
-	float acc[R][QMV_SET_COLS];
+		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
+	} else { // set 0 reads the gate rows of the block's columns, set 1 their up rows
+		const int g0 = int(blockIdx.x) * QMV_SET_COLS;
+#pragma unroll
+		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64((g0 + c < n ? g0 + c : n - 1) + set * n);
+	}
+	float acc[R][QMV_SET_COLS], ss[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
+		ss[r] = 0.0f;
 #pragma unroll
 		for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] = 0.0f;
 	}
@@ -104,7 +167,21 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 #pragma unroll
 		for (int v = 0; v < 4; v++) {
 			// x of word v's codes, pre-scaled for its codes' places.
-			float xs[R][per];
+			float xs[R][per], gn[per];
+			if constexpr (NORM) {
+				const u64 i = (j * 4u + u64(v)) * u64(per);
+#pragma unroll
+				for (int e0 = 0; e0 < per; e0 += 4) {
+					if (VEC) {
+						const f32x4 l = ld_v4_f32(f.gain + i + u64(e0));
+#pragma unroll
+						for (int e = 0; e < 4; e++) gn[e0 + e] = l.v[e];
+					} else {
+#pragma unroll
+						for (int e = 0; e < 4; e++) gn[e0 + e] = f.gain[i + u64(e0 + e)];
+					}
+				}
+			}
 #pragma unroll
 			for (int r = 0; r < R; r++) {
 				const u64 i = u64(r0 + r) * u64(k) + (j * 4u + u64(v)) * u64(per);
@@ -121,6 +198,10 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 					}
 #pragma unroll
 					for (int e = 0; e < 4; e++) {
+						if constexpr (NORM) {
+							ss[r] = cu_fma(a[e], a[e], ss[r]);
+							a[e] *= gn[e0 + e];
+						}
 						xsum[r] += a[e];
 						xs[r][e0 + e] = a[e] * qmv_xscale<BITS>((e0 + e) % per_half);
 					}
@@ -150,32 +231,55 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 			const float sum = warp_sum(acc[r][c]);
 			if (lane == 0) part[warp][r][c] = sum;
 		}
+		if constexpr (NORM) {
+			// Both sets read the same x, so each has the row's Σx²; an
+			// output takes its own set's (the gate's with SwiGLU).
+			const float q = warp_sum(ss[r]);
+			if (lane == 0) sqs[warp][r] = q;
+		}
 	}
 	sync_threads();
-	if (t < R * QMV_COLS) {
-		const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
-		const int oc = int(blockIdx.x) * QMV_COLS + cc;
-		if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = part[ws][r][c] + part[ws + 1][r][c];
+	if constexpr (!FUSE) {
+		if (t < R * QMV_COLS) {
+			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
+			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = part[ws][r][c] + part[ws + 1][r][c];
+		}
+	} else if (!glu) {
+		if (t < R * QMV_COLS) {
+			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
+			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+			const float q = NORM ? sqs[ws][r] + sqs[ws + 1][r] : 0.0f;
+			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[ws][r][c] + part[ws + 1][r][c], 0.0f, q);
+		}
+	} else {
+		if (t < R * QMV_SET_COLS) {
+			const int r = t / QMV_SET_COLS, c = t % QMV_SET_COLS;
+			const int oc = int(blockIdx.x) * QMV_SET_COLS + c;
+			const float q = NORM ? sqs[0][r] + sqs[1][r] : 0.0f;
+			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[0][r][c] + part[1][r][c], part[2][r][c] + part[3][r][c], q);
+		}
 	}
 	sync_threads(); // part is written again by the next rows
 }
-// qmatvec computes m rows: MAXR (1 or 4) at a time where x is 16-byte
-// aligned, else one. A kernel's registers are those of its largest path:
-// 4 rows take about 190 on sm_90 (2 blocks an SM), 1 row about 90 (5), so
-// decoding (m = 1) has its own kernels, qmatvec1_*, with the rows' bits
-// unchanged since every row is computed by the same code.
-template <int BITS, class S, bool VEC, int MAXR>
+// qmatvec computes m rows: MAXR (1 or 4) at a time where x (and the gain)
+// is 16-byte aligned, else one. A kernel's registers are those of its
+// largest path: 4 rows take about 190 on sm_90 (2 blocks an SM), 1 row
+// about 90 (5), so decoding (m = 1) has its own kernels, qmatvec1_* and
+// qlinear1_*, with the rows' bits unchanged since every row is computed by
+// the same code.
+template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
-                                  float part[4][4][QMV_SET_COLS]) {
+                                  const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
 	if constexpr (!VEC || MAXR == 1) { // a row at a time
-		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1>(out, x, w, scales, biases, r0, k, n, gs, part);
+		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: qmatvec_rows<BITS, S, VEC, 1>(out, x, w, scales, biases, r0, k, n, gs, part); break;
-			case 2: qmatvec_rows<BITS, S, VEC, 2>(out, x, w, scales, biases, r0, k, n, gs, part); break;
-			case 3: qmatvec_rows<BITS, S, VEC, 3>(out, x, w, scales, biases, r0, k, n, gs, part); break;
-			default: qmatvec_rows<BITS, S, VEC, 4>(out, x, w, scales, biases, r0, k, n, gs, part); break;
+			case 1: qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 2: qmatvec_rows<BITS, S, VEC, 2, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 3: qmatvec_rows<BITS, S, VEC, 3, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			default: qmatvec_rows<BITS, S, VEC, 4, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
 			}
 		}
 	}
@@ -183,10 +287,25 @@ DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w,
 template <int BITS, class S, int MAXR>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
 	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	const QLinFold none = {x, x, x, 0.0f, 0};
 	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
-		qmatvec<BITS, S, true, MAXR>(out, x, w, scales, biases, m, k, n, gs, part);
+		qmatvec<BITS, S, true, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
 	} else {
-		qmatvec<BITS, S, false, MAXR>(out, x, w, scales, biases, m, k, n, gs, part);
+		qmatvec<BITS, S, false, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
+	}
+}
+// qlinear is qmatvec with f folded in; NORM is the flags' norm bit.
+template <int BITS, class S, int MAXR, bool NORM>
+DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
+                                  QLinFold f) {
+	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	SHARED float sqs[4][4];                // [warp][row] Σx² of each warp (NORM)
+	f.flags = NORM ? f.flags | QLIN_NORM : f.flags & ~QLIN_NORM;
+	const bool aligned = (reinterpret_cast<u64>(x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(f.gain) & 15u) == 0);
+	if (aligned) {
+		qmatvec<BITS, S, true, MAXR, true, NORM>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
+	} else {
+		qmatvec<BITS, S, false, MAXR, true, NORM>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
 	}
 }
 
@@ -217,6 +336,36 @@ QMATVEC(4, bf16_t, bf16)
 QMATVEC(8, float, f32)
 QMATVEC(8, f16_t, f16)
 QMATVEC(8, bf16_t, bf16)
+
+// qlinear{1,}_<bits>_<scales> fold a bias, SwiGLU and a residual (flags)
+// into qmatvec{1,}'s product, qlinear{1,}_norm_* the norm too (a template
+// argument, as in matvec.cu's linear8_norm_*: the prologue's loads and x²
+// stay out of the other kernels' loop). Bounds: qmatvec's bounds spill
+// them (ptxas: 4-row kernels 12 to 60 bytes, qlinear1_norm 4 to 44), so
+// a block more an SM is given up: qlinear1 96 registers, 5 blocks (as
+// qmatvec1); qlinear1_norm 128, 4; qlinear and qlinear_norm 255, 2.
+#define QLIN_PARAMS(S) \
+	float *out, const float *x, const float *gain, const unsigned *w, const S *scales, const S *biases, const float *bias, const float *res, int m, \
+	    int k, int n, int gs, float eps, int flags
+#define QLINEAR(BITS, S, NAME) \
+	KERNEL QMV_BOUNDS(2) void qlinear_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 4, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	} \
+	KERNEL QMV_BOUNDS(5) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 1, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	} \
+	KERNEL QMV_BOUNDS(2) void qlinear_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 4, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	} \
+	KERNEL QMV_BOUNDS(4) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 1, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	}
+QLINEAR(4, float, f32)
+QLINEAR(4, f16_t, f16)
+QLINEAR(4, bf16_t, bf16)
+QLINEAR(8, float, f32)
+QLINEAR(8, f16_t, f16)
+QLINEAR(8, bf16_t, bf16)
 
 template <int BITS, class S>
 DEVICE void dequant(float *out, const unsigned *w, const S *scales, const S *biases, int n, int k, int gs) {

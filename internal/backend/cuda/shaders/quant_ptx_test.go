@@ -59,7 +59,7 @@ func TestQMatVecNoCodeConversions(t *testing.T) {
 	}
 	seen := 0
 	for _, name := range names {
-		if !strings.HasPrefix(name, "qmatvec") {
+		if !strings.HasPrefix(name, "qmatvec") && !strings.HasPrefix(name, "qlinear") { // qlinear*: the fused products, the same loop
 			continue
 		}
 		seen++
@@ -68,7 +68,7 @@ func TestQMatVecNoCodeConversions(t *testing.T) {
 		// 4 columns of a thread × (1+1+2+3+4 rows of qmatvec's 5 paths, 1+1
 		// of qmatvec1's 2) × at least 16 codes a chunk.
 		rows := 11
-		if strings.HasPrefix(name, "qmatvec1_") {
+		if strings.HasPrefix(name, "qmatvec1_") || strings.HasPrefix(name, "qlinear1_") {
 			rows = 2
 		}
 		if fmas < 4*rows*16 {
@@ -78,8 +78,8 @@ func TestQMatVecNoCodeConversions(t *testing.T) {
 			t.Errorf("%s converts integers to float %d times (%d fmas): codes must become floats without cvt (quant.cu's qmv_code)", name, cvts, fmas)
 		}
 	}
-	if seen != 12 {
-		t.Errorf("quant.cu has %d qmatvec kernels, want 12 (qmatvec and qmatvec1 × 4 and 8 bits × f32, f16, bf16 scales)", seen)
+	if seen != 36 {
+		t.Errorf("quant.cu has %d qmatvec and qlinear kernels, want 36 (qmatvec, qmatvec1, qlinear{1,}{,_norm} × 4 and 8 bits × f32, f16, bf16 scales)", seen)
 	}
 }
 
