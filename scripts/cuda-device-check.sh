@@ -52,7 +52,7 @@ bench() {
 	local name=$1 b=$2 model=$3 head=$4
 	shift 4
 	step "bench-$name" 75 env "$@" "$b" bench --backend cuda --model "$model" --drafter "$head" --prompts "$prompts" \
-		--limit 1 --max-tokens 128 --beam-width 1 --beam-length 5 --passes 1,17 --passes-after 128 --json "$out/bench-$name.json"
+		--limit 2 --max-tokens 128 --beam-width 1 --beam-length 5 --passes 1,17 --passes-after 128 --json "$out/bench-$name.json"
 	case $name in *-nographs | *-unfused) return ;; esac # the long context: new and baseline only
 	step "ctx2000-$name" 60 env "$@" "$b" bench --backend cuda --model "$model" --drafter "$head" --prompts "$prompts" \
 		--limit 1 --max-tokens 16 --beam-width 1 --beam-length 5 --passes 1 --passes-after 2000 --json "$out/bench-$name-ctx2000.json"
@@ -84,11 +84,14 @@ all q4 "$q4" "${tl%.gguf}-drafter"
 # Where a decode step's time goes: each kernel's time over 600 launches
 # after the first 1500 (the prompt and a few tokens), fused layers with
 # graphs (ncu profiles a graph's kernel nodes one by one).
-if command -v ncu >/dev/null; then
+profile() {
+	command -v ncu >/dev/null || return 0
 	timeout 80 ncu --launch-skip 1500 --launch-count 600 --metrics gpu__time_duration.sum --print-summary per-kernel \
-		"$r" generate --backend cuda --model "$tl" --prompt "Once upon a time" --max-tokens 40 >"$out/profile-f16.txt" 2>&1
-	echo "== profile f16: exit $? (profile-f16.txt)" | tee -a "$log"
-fi
+		"$r" generate --backend cuda --model "$2" --prompt "Once upon a time" --max-tokens 40 >"$out/profile-$1.txt" 2>&1
+	echo "== profile $1: exit $? (profile-$1.txt)" | tee -a "$log"
+}
+profile f16 "$tl"
+profile q4 "$q4"
 # Shared-memory races between warps, which the emulator (a block's threads
 # in lockstep) cannot see, over every kernel the self-test reaches.
 command -v compute-sanitizer >/dev/null &&
