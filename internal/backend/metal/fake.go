@@ -97,6 +97,9 @@ type fakeDevice struct {
 	// wraps holds the address ranges the backend asked to wrap, refused
 	// or not, for tests to check where its pointers went.
 	wraps [][2]uintptr
+	// inputs holds, for a step of several dispatches run on the reference,
+	// what its inputs held at its first dispatch (see run).
+	inputs map[*graph.Step][][]byte
 }
 
 func newFakeDevice(x Fake) *fakeDevice {
@@ -302,10 +305,44 @@ func (f *fakeDevice) run(d *dispatch) error {
 	switch {
 	case f.x.Exec != nil:
 		return f.x.Exec(d.export())
-	case f.x.Reference == nil || d.part != d.parts-1:
+	case f.x.Reference == nil:
+		return nil
+	case d.parts > 1 && d.part == 0:
+		// A step of several dispatches runs on the reference at its last,
+		// which is where its result is written; but its inputs are read by
+		// its first, after which a later dispatch may rightly overwrite
+		// them (no barrier is needed against a dispatch that already ran).
+		// So the inputs are taken as they are now.
+		f.snapshotInputs(d.step)
+		return nil
+	case d.part != d.parts-1:
 		return nil
 	}
 	return f.runReference(d.step)
+}
+
+// snapshotInputs copies the inputs of s that it does not write (in place:
+// graph.WrittenSources, or its result's storage) for runReference.
+func (f *fakeDevice) snapshotInputs(s *graph.Step) {
+	written := map[int]bool{}
+	for _, i := range graph.WrittenSources(s.Op) {
+		written[i] = true
+	}
+	snap := make([][]byte, len(s.In))
+	for i, o := range s.In {
+		if written[i] || (o.Buf == s.Out.Buf && o.Off < s.Out.Off+s.Out.Bytes() && s.Out.Off < o.Off+o.Bytes()) {
+			continue
+		}
+		if mb, ok := o.Buf.(*Buffer); ok {
+			snap[i] = append([]byte(nil), mb.bytes()[o.Off:o.Off+o.Bytes()]...)
+		}
+	}
+	f.mu.Lock()
+	if f.inputs == nil {
+		f.inputs = map[*graph.Step][][]byte{}
+	}
+	f.inputs[s] = snap
+	f.mu.Unlock()
 }
 
 // export describes d for a custom executor.
@@ -344,7 +381,20 @@ func (f *fakeDevice) runReference(s *graph.Step) error {
 	if cs.Out, err = wrapOp(s.Out); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	snap := f.inputs[s]
+	delete(f.inputs, s)
+	f.mu.Unlock()
 	for i, o := range s.In {
+		if i < len(snap) && snap[i] != nil {
+			// The input as the step's first dispatch read it.
+			b, err := f.x.Reference.WrapHost(snap[i])
+			if err != nil {
+				return err
+			}
+			cs.In[i] = graph.Operand{Buf: b, DType: o.DType, Shape: o.Shape}
+			continue
+		}
 		if cs.In[i], err = wrapOp(o); err != nil {
 			return err
 		}
