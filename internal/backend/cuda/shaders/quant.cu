@@ -46,8 +46,9 @@
 // time, each from its own registers). x is read 16 bytes at a time where it
 // is 16-byte aligned (then every row and word's x is), else one float at a
 // time, in the same order.
-#define QMV_COLS 8      // columns per block (matvec8Cols in matmul.go)
-#define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads
+#define QMV_COLS 8      // columns per block of the multi-row kernels (matvec8Cols in matmul.go)
+#define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads (qmvSetCols in quant.go)
+#define QMV1_SET_COLS 8 // the one-row kernels' (qmv1SetCols), 16 columns a block
 #define QMV_KTHREADS 64 // threads of a set along k (qmvKThreads in quant.go)
 
 // qmv_xscale is 2^-(BITS·i), the pre-scale of x for code i of a 16-bit
@@ -118,51 +119,51 @@ DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, in
 // f's epilogue and NORM its prologue (the plain qmatvec kernels have
 // neither: not a branch, not a register of them); sqs holds each warp's
 // Σx² (NORM).
-template <int BITS, class S, bool VEC, int R, bool FUSE, bool NORM>
+template <int BITS, class S, bool VEC, int R, bool FUSE, bool NORM, int SC>
 DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int r0, int k, int n, int gs,
-                                       const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
+                                       const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
 	static_assert(FUSE || !NORM, "the norm is a fold");
 	constexpr int per = 32 / BITS, per_half = 16 / BITS; // codes per word, per 16-bit half
 	constexpr unsigned mask = (1u << BITS) - 1u;
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int kt = t % QMV_KTHREADS, set = t / QMV_KTHREADS;
 	const bool glu = FUSE && (f.flags & QLIN_SWIGLU) != 0;
-	const int col0 = int(blockIdx.x) * QMV_COLS + set * QMV_SET_COLS;
+	const int col0 = int(blockIdx.x) * (2 * SC) + set * SC;
 	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
-	u64 col[QMV_SET_COLS];
+	u64 col[SC];
 	if (!glu) {
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
+		for (int c = 0; c < SC; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
 	} else { // set 0 reads the gate rows of the block's columns, set 1 their up rows
-		const int g0 = int(blockIdx.x) * QMV_SET_COLS;
+		const int g0 = int(blockIdx.x) * SC;
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64((g0 + c < n ? g0 + c : n - 1) + set * n);
+		for (int c = 0; c < SC; c++) col[c] = u64((g0 + c < n ? g0 + c : n - 1) + set * n);
 	}
-	float acc[R][QMV_SET_COLS], ss[R];
+	float acc[R][SC], ss[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		ss[r] = 0.0f;
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] = 0.0f;
+		for (int c = 0; c < SC; c++) acc[r][c] = 0.0f;
 	}
 	for (u64 j = u64(kt); j < chunks; j += QMV_KTHREADS) {
-		u32x4 cw[QMV_SET_COLS];
-		float s[QMV_SET_COLS], b[QMV_SET_COLS];
+		u32x4 cw[SC];
+		float s[SC], b[SC];
 		const u64 g = j * u64(4 * per) / u64(gs);
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) {
+		for (int c = 0; c < SC; c++) {
 			cw[c] = ld_v4_u32(w + (col[c] * chunks + j) * 4u);
 			s[c] = load_w(scales, col[c] * groups + g);
 			b[c] = load_w(biases, col[c] * groups + g);
 		}
-		float dot[R][QMV_SET_COLS], xsum[R];
+		float dot[R][SC], xsum[R];
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			xsum[r] = 0.0f;
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) dot[r][c] = 0.0f;
+			for (int c = 0; c < SC; c++) dot[r][c] = 0.0f;
 		}
 #pragma unroll
 		for (int v = 0; v < 4; v++) {
@@ -208,7 +209,7 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 				}
 			}
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) {
+			for (int c = 0; c < SC; c++) {
 				const unsigned lo = cw[c].v[v], hi = cw[c].v[v] >> 16;
 #pragma unroll
 				for (int e = 0; e < per; e++) {
@@ -221,13 +222,13 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] += cu_fma(s[c], dot[r][c], b[c] * xsum[r]);
+			for (int c = 0; c < SC; c++) acc[r][c] += cu_fma(s[c], dot[r][c], b[c] * xsum[r]);
 		}
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) {
+		for (int c = 0; c < SC; c++) {
 			const float sum = warp_sum(acc[r][c]);
 			if (lane == 0) part[warp][r][c] = sum;
 		}
@@ -240,22 +241,22 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 	}
 	sync_threads();
 	if constexpr (!FUSE) {
-		if (t < R * QMV_COLS) {
-			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+		if (t < R * (2 * SC)) {
+			const int r = t / (2 * SC), cc = t % (2 * SC), ws = 2 * (cc / SC), c = cc % SC;
+			const int oc = int(blockIdx.x) * (2 * SC) + cc;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = part[ws][r][c] + part[ws + 1][r][c];
 		}
 	} else if (!glu) {
-		if (t < R * QMV_COLS) {
-			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+		if (t < R * (2 * SC)) {
+			const int r = t / (2 * SC), cc = t % (2 * SC), ws = 2 * (cc / SC), c = cc % SC;
+			const int oc = int(blockIdx.x) * (2 * SC) + cc;
 			const float q = NORM ? sqs[ws][r] + sqs[ws + 1][r] : 0.0f;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[ws][r][c] + part[ws + 1][r][c], 0.0f, q);
 		}
 	} else {
-		if (t < R * QMV_SET_COLS) {
-			const int r = t / QMV_SET_COLS, c = t % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_SET_COLS + c;
+		if (t < R * SC) {
+			const int r = t / SC, c = t % SC;
+			const int oc = int(blockIdx.x) * SC + c;
 			const float q = NORM ? sqs[0][r] + sqs[1][r] : 0.0f;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[0][r][c] + part[1][r][c], part[2][r][c] + part[3][r][c], q);
 		}
@@ -270,23 +271,24 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 // the same code.
 template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
-                                  const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
+                                  const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
+	constexpr int SC = MAXR == 1 ? QMV1_SET_COLS : QMV_SET_COLS;
 	if constexpr (!VEC || MAXR == 1) { // a row at a time
-		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
+		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			case 2: qmatvec_rows<BITS, S, VEC, 2, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			case 3: qmatvec_rows<BITS, S, VEC, 3, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			default: qmatvec_rows<BITS, S, VEC, 4, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 1: qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 2: qmatvec_rows<BITS, S, VEC, 2, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 3: qmatvec_rows<BITS, S, VEC, 3, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			default: qmatvec_rows<BITS, S, VEC, 4, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
 			}
 		}
 	}
 }
 template <int BITS, class S, int MAXR>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
-	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	const QLinFold none = {x, x, x, 0.0f, 0};
 	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
 		qmatvec<BITS, S, true, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
@@ -298,7 +300,7 @@ DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w,
 template <int BITS, class S, int MAXR, bool NORM>
 DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
                                   QLinFold f) {
-	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	SHARED float sqs[4][4];                // [warp][row] Σx² of each warp (NORM)
 	f.flags = NORM ? f.flags | QLIN_NORM : f.flags & ~QLIN_NORM;
 	const bool aligned = (reinterpret_cast<u64>(x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(f.gain) & 15u) == 0);
@@ -326,7 +328,7 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 	                                                   int gs) { \
 		qmatvec<BITS, S, 4>(out, x, w, scales, biases, m, k, n, gs); \
 	} \
-	KERNEL QMV_BOUNDS(5) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
+	KERNEL QMV_BOUNDS(3) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
 	                                                    int gs) { \
 		qmatvec<BITS, S, 1>(out, x, w, scales, biases, m, k, n, gs); \
 	}
@@ -351,13 +353,13 @@ QMATVEC(8, bf16_t, bf16)
 	KERNEL QMV_BOUNDS(2) void qlinear_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 4, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
-	KERNEL QMV_BOUNDS(5) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+	KERNEL QMV_BOUNDS(3) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 1, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
 	KERNEL QMV_BOUNDS(2) void qlinear_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 4, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
-	KERNEL QMV_BOUNDS(4) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+	KERNEL QMV_BOUNDS(3) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 1, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	}
 QLINEAR(4, float, f32)
