@@ -2,11 +2,12 @@
 // codes packed low bits first in u32 words, a scale s and bias b per group
 // of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
 // qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
-// a block computes QMV_COLS columns for every row (below).
-// Grid: (ceil(n/QMV_COLS)); block: 128 threads (4 warps).
+// a block computes 2·SC columns for every row, SC = QMV_SET_COLS (4) in
+// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below).
+// Grid: (ceil(n/(2·SC))); block: 128 threads (4 warps).
 // qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
 // neighbours folded in (graph.LinearOp over a quantized weight; below).
-// Grid: (ceil(n/QMV_COLS)), with SwiGLU (ceil(n/QMV_SET_COLS)); block: 128.
+// Grid: (ceil(n/(2·SC))), with SwiGLU (ceil(n/SC)); block: 128.
 // dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
 // out[n,k] = float(s·q) + b, one thread per element.
 // Grid: (ceil(n·k/256)); block: 256.
@@ -29,7 +30,7 @@
 // and with it, not memory, the previous kernel was the limit
 // (quant_ptx_test.go's TestQMatVecNoCodeConversions keeps it out of the PTX).
 //
-// Split: the 4 warps are two column sets of QMV_SET_COLS columns; in a set,
+// Split: the 4 warps are two column sets of SC columns; in a set,
 // thread kt (0..QMV_KTHREADS-1) reads 16-byte chunks (4 words: 32 4-bit or
 // 16 8-bit codes) kt, kt+64, ... of each of its columns' rows. At k = 2048
 // a 4-bit row is 64 chunks and an 8-bit row 128, so every thread of the
@@ -46,6 +47,19 @@
 // time, each from its own registers). x is read 16 bytes at a time where it
 // is 16-byte aligned (then every row and word's x is), else one float at a
 // time, in the same order.
+//
+// Columns: how many a set has changes no column's order, only how many
+// columns' chunks a thread loads at once and how many columns one load of
+// x serves. Decoding (qmatvec1_*, qlinear1_*) is bound by a block's fixed
+// latency, not by its bytes: at k = 2048 a thread has one chunk a column,
+// so a block is one round trip for its loads, the sums, the barrier and
+// the write whatever its columns. Its sets have 8 columns: a thread issues
+// 8 16-byte code loads and 16 scale and bias loads before it uses any, a
+// block reads 16 KB of 4-bit codes (8 before) for the same 8 KB of x a
+// set, and a product has half the blocks, so fewer waves. The 4-row
+// kernels keep 4 (their sums take 4 times the registers; at 8 they would
+// spill), which leaves a row's bits as they were: TestQMatVecRowsSameBitsAnyM
+// compares qmatvec1's 16-column blocks with qmatvec's 8-column ones.
 #define QMV_COLS 8      // columns per block of the multi-row kernels (matvec8Cols in matmul.go)
 #define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads (qmvSetCols in quant.go)
 #define QMV1_SET_COLS 8 // the one-row kernels' (qmv1SetCols), 16 columns a block
@@ -74,9 +88,9 @@ DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u |
 // terms) are both of x·g, and each thread adds up the raw x² beside them;
 // the row's sums are scaled by 1/sqrt(mean(x²)+eps) at the end. Epilogue
 // (the thread that writes an output): + bias, SiLU(gate)·up, + residual.
-// With SwiGLU the block's first set computes gate columns j..j+3 (w's rows)
-// and its second the up columns n+j..n+j+3 (rows n+j...), each with its
-// own rows' codes, scales and biases, so a block has QMV_SET_COLS outputs.
+// With SwiGLU the block's first set computes gate columns j..j+SC-1 (w's
+// rows) and its second the up columns n+j..n+j+SC-1 (rows n+j...), each
+// with its own rows' codes, scales and biases, so a block has SC outputs.
 #define QLIN_NORM 1
 #define QLIN_BIAS 2
 #define QLIN_SWIGLU 4
@@ -264,11 +278,12 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 	sync_threads(); // part is written again by the next rows
 }
 // qmatvec computes m rows: MAXR (1 or 4) at a time where x (and the gain)
-// is 16-byte aligned, else one. A kernel's registers are those of its
-// largest path: 4 rows take about 190 on sm_90 (2 blocks an SM), 1 row
-// about 90 (5), so decoding (m = 1) has its own kernels, qmatvec1_* and
-// qlinear1_*, with the rows' bits unchanged since every row is computed by
-// the same code.
+// is 16-byte aligned, else one, with sets of SC columns (QMV1_SET_COLS for
+// MAXR 1, else QMV_SET_COLS). A kernel's registers are those of its
+// largest path: 4 rows of 4 columns take about 190 on sm_90 (2 blocks an
+// SM), 1 row of 8 columns about 165 (3), so decoding (m = 1) has its own
+// kernels, qmatvec1_* and qlinear1_*, with the rows' bits unchanged since
+// every (row, column) is computed by the same code in the same order.
 template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
                                   const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
@@ -312,12 +327,16 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 }
 
 // qmatvec_<bits>_<scales> computes 4 rows of x at a time (verification);
-// qmatvec1_<bits>_<scales> one (decoding), with fewer registers. Both are
+// qmatvec1_<bits>_<scales> one (decoding), 16 columns a block. Both are
 // held (launch_bounds: 128 threads, blocks an SM) to what lets one more
 // block share an SM without spilling (shaders_test.go's TestPtxas):
-// qmatvec1 96 registers, 5 blocks (ptxas would take 102: 4 blocks), qmatvec
-// 168, 3 blocks (190: 2). The weights are read once, so the loads that
-// other blocks have in flight are what keeps the memory busy.
+// qmatvec 168 registers, 3 blocks (190: 2); qmatvec1 164 to 168, 3 blocks
+// (ptxas takes about that unbounded; held to 128, 4 blocks, the 4-bit
+// kernels spill 20 bytes on sm_90, 152 on sm_80). The weights are read
+// once, so the loads that other blocks have in flight are what keeps the
+// memory busy: 3 blocks of qmatvec1 have 48 KB of codes in flight an SM
+// (128 threads × 8 × 16 bytes each), 6 MB over 132 SMs, where an H100
+// needs about 2 MB (3 TB/s × 700 ns) to keep its memory busy.
 #if CU_DEVICE_BUILD
 #define QMV_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
 #else
@@ -343,9 +362,11 @@ QMATVEC(8, bf16_t, bf16)
 // into qmatvec{1,}'s product, qlinear{1,}_norm_* the norm too (a template
 // argument, as in matvec.cu's linear8_norm_*: the prologue's loads and x²
 // stay out of the other kernels' loop). Bounds: qmatvec's bounds spill
-// them (ptxas: 4-row kernels 12 to 60 bytes, qlinear1_norm 4 to 44), so
-// a block more an SM is given up: qlinear1 96 registers, 5 blocks (as
-// qmatvec1); qlinear1_norm 128, 4; qlinear and qlinear_norm 255, 2.
+// the 4-row kernels (ptxas: 12 to 60 bytes), so a block more an SM is
+// given up: qlinear and qlinear_norm 255, 2 blocks. The one-row kernels
+// take qmatvec1's, 3 blocks: qlinear1 161 to 164 registers, qlinear1_norm
+// 167 to 168 (at 128, 4 blocks, qlinear1_norm_4_* spills 16 bytes on sm_90
+// and 84 to 92 on sm_80).
 #define QLIN_PARAMS(S) \
 	float *out, const float *x, const float *gain, const unsigned *w, const S *scales, const S *biases, const float *bias, const float *res, int m, \
 	    int k, int n, int gs, float eps, int flags
