@@ -83,9 +83,9 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 // quantized w (codes 16-byte aligned, scales and biases of sdt): m = 1
 // (decoding) goes to qlinear1_*, more rows to qlinear_* (4 at a time), as
 // qmatvecLaunch splits them and with a row's bits independent of m the same
-// way; the norm picks the *_norm_* kernels. With linSwiGLU, w has 2n rows
-// and a block computes qmvSetCols columns (gate and up rows), not
-// matvec8Cols.
+// way; the norm picks the *_norm_* kernels. A block computes
+// qmvBlockCols(m) columns; with linSwiGLU, w has 2n rows and a block
+// computes qmvSetColumns(m) (a set's gate rows, the other's up rows).
 func qlinearLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, sdt graph.DType, flags, m, k, n, gs int, eps float32) *launch {
 	name := "qlinear"
 	if m == 1 {
@@ -94,9 +94,9 @@ func qlinearLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, 
 	if flags&linNorm != 0 {
 		name += "_norm"
 	}
-	blocks := ceilDiv(n, matvec8Cols)
+	blocks := ceilDiv(n, qmvBlockCols(m))
 	if flags&linSwiGLU != 0 {
-		blocks = ceilDiv(n, qmvSetCols)
+		blocks = ceilDiv(n, qmvSetColumns(m))
 	}
 	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(blocks), 128).
 		ptr(out).ptr(x).ptr(gain).ptr(w).ptr(scales).ptr(biases).ptr(bias).ptr(res).

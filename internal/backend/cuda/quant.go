@@ -35,16 +35,18 @@ func qembedLaunch(out, w, scales, biases, ids devptr, bits int, sdt graph.DType,
 }
 
 // qmatvecLaunch: w must be 16-byte aligned (codesAligned). One row of x
-// (decoding) goes to qmatvec1_*, which holds one row's sums in fewer
-// registers (more blocks an SM); more go to qmatvec_*, which computes 4
-// rows at a time. Both compute a row with the same code, so its bits do
-// not depend on m (TestQMatVecRowsSameBitsAnyM).
+// (decoding) goes to qmatvec1_*, whose blocks compute qmvBlockCols(1)
+// columns (twice the multi-row kernels': more weight bytes in flight a
+// block for the same fixed cost); more go to qmatvec_*, which computes 4
+// rows at a time. Both compute a (row, column) with the same code, in an
+// order the columns a block has do not change, so its bits do not depend
+// on m (TestQMatVecRowsSameBitsAnyM).
 func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, m, k, n, gs int) *launch {
 	name := "qmatvec"
 	if m == 1 {
 		name = "qmatvec1"
 	}
-	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(ceilDiv(n, matvec8Cols)), 128).
+	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(ceilDiv(n, qmvBlockCols(m))), 128).
 		ptr(out).ptr(x).ptr(w).ptr(scales).ptr(biases).i32(m).i32(k).i32(n).i32(gs)
 }
 
@@ -54,10 +56,26 @@ func qmatvecLaunch(out, x, w, scales, biases devptr, bits int, sdt graph.DType, 
 // the model's width (TestQMatVecKSplit).
 const qmvKThreads = 64
 
-// qmvSetCols is the columns of a set of qmvKThreads threads (QMV_SET_COLS
-// in quant.cu): a SwiGLU block's outputs, its sets reading their gate and
-// up rows.
-const qmvSetCols = 4
+// qmvSetCols is the columns of a set of qmvKThreads threads in the
+// multi-row kernels (QMV_SET_COLS in quant.cu), qmv1SetCols in the one-row
+// ones (QMV1_SET_COLS): a SwiGLU block's outputs, its sets reading their
+// gate and up rows. A block is two sets.
+const (
+	qmvSetCols  = 4
+	qmv1SetCols = 8
+)
+
+// qmvSetColumns is the columns of a set of the kernels that take m rows.
+func qmvSetColumns(m int) int {
+	if m == 1 {
+		return qmv1SetCols
+	}
+	return qmvSetCols
+}
+
+// qmvBlockCols is the columns of a block (two sets) of the kernels that
+// take m rows.
+func qmvBlockCols(m int) int { return 2 * qmvSetColumns(m) }
 
 // codesAligned reports whether packed codes at w can be read 16 bytes at
 // a time, as quant.cu does (rows are whole 16-byte chunks for every

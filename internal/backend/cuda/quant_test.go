@@ -33,14 +33,31 @@ func TestQMatVecKSplit(t *testing.T) {
 	if want := fmt.Sprintf("#define QMV_SET_COLS %d ", qmvSetCols); !strings.Contains(src, want) {
 		t.Fatalf("quant.cu does not define QMV_SET_COLS as qmvSetCols (%d)", qmvSetCols)
 	}
-	if l := qlinearLaunch(0, 0, 0, 0, 0, 0, 0, 0, 4, graph.F16, linSwiGLU, 1, 2048, 5632, 64, 1e-5); l.grid[0] != 5632/qmvSetCols {
-		t.Fatalf("a SwiGLU qlinear launch over 5632 columns has %d blocks, want %d", l.grid[0], 5632/qmvSetCols)
+	if want := fmt.Sprintf("#define QMV1_SET_COLS %d ", qmv1SetCols); !strings.Contains(src, want) {
+		t.Fatalf("quant.cu does not define QMV1_SET_COLS as qmv1SetCols (%d)", qmv1SetCols)
+	}
+	if qmvBlockCols(4) != matvec8Cols || qmvBlockCols(1) != 2*qmv1SetCols {
+		t.Fatalf("blocks of %d columns (4 rows) and %d (1 row), want %d and %d", qmvBlockCols(4), qmvBlockCols(1), matvec8Cols, 2*qmv1SetCols)
+	}
+	// Decoding's launches (one row) have blocks of 16 columns, 8 with
+	// SwiGLU; verification's (4 rows) 8 and 4.
+	for _, c := range []struct{ m, flags, n, blocks int }{
+		{1, linSwiGLU | linNorm, 5632, 5632 / qmv1SetCols}, {4, linSwiGLU | linNorm, 5632, 5632 / qmvSetCols},
+		{1, linNorm, 2560, 2560 / (2 * qmv1SetCols)}, {4, linResidual, 2048, 2048 / matvec8Cols},
+	} {
+		if l := qlinearLaunch(0, 0, 0, 0, 0, 0, 0, 0, 4, graph.F16, c.flags, c.m, 2048, c.n, 64, 1e-5); l.grid[0] != c.blocks {
+			t.Fatalf("a qlinear launch (m = %d, flags %d) over %d columns has %d blocks, want %d", c.m, c.flags, c.n, l.grid[0], c.blocks)
+		}
+	}
+	for _, m := range []int{1, 4} {
+		if l := qmatvecLaunch(0, 0, 0, 0, 0, 4, graph.F16, m, 2048, 512, 64); l.grid[0] != 512/qmvBlockCols(m) {
+			t.Fatalf("a qmatvec launch (m = %d) over 512 columns has %d blocks, want %d", m, l.grid[0], 512/qmvBlockCols(m))
+		}
 	}
 	l := qmatvecLaunch(0, 0, 0, 0, 0, 4, graph.F16, 1, 2048, 5632, 64)
 	threads := l.block[0]
-	sets := threads / qmvKThreads // column sets of a block
-	if sets*qmvKThreads != threads || matvec8Cols%sets != 0 {
-		t.Fatalf("a block of %d threads is not whole sets of %d threads over %d columns", threads, qmvKThreads, matvec8Cols)
+	if threads != 2*qmvKThreads {
+		t.Fatalf("a block of %d threads is not two sets of %d threads", threads, qmvKThreads)
 	}
 	const k = 2048
 	for _, bits := range []int{4, 8} {

@@ -2,11 +2,12 @@
 // codes packed low bits first in u32 words, a scale s and bias b per group
 // of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
 // qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
-// a block computes QMV_COLS columns for every row (below).
-// Grid: (ceil(n/QMV_COLS)); block: 128 threads (4 warps).
+// a block computes 2·SC columns for every row, SC = QMV_SET_COLS (4) in
+// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below).
+// Grid: (ceil(n/(2·SC))); block: 128 threads (4 warps).
 // qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
 // neighbours folded in (graph.LinearOp over a quantized weight; below).
-// Grid: (ceil(n/QMV_COLS)), with SwiGLU (ceil(n/QMV_SET_COLS)); block: 128.
+// Grid: (ceil(n/(2·SC))), with SwiGLU (ceil(n/SC)); block: 128.
 // dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
 // out[n,k] = float(s·q) + b, one thread per element.
 // Grid: (ceil(n·k/256)); block: 256.
@@ -29,7 +30,7 @@
 // and with it, not memory, the previous kernel was the limit
 // (quant_ptx_test.go's TestQMatVecNoCodeConversions keeps it out of the PTX).
 //
-// Split: the 4 warps are two column sets of QMV_SET_COLS columns; in a set,
+// Split: the 4 warps are two column sets of SC columns; in a set,
 // thread kt (0..QMV_KTHREADS-1) reads 16-byte chunks (4 words: 32 4-bit or
 // 16 8-bit codes) kt, kt+64, ... of each of its columns' rows. At k = 2048
 // a 4-bit row is 64 chunks and an 8-bit row 128, so every thread of the
@@ -46,8 +47,22 @@
 // time, each from its own registers). x is read 16 bytes at a time where it
 // is 16-byte aligned (then every row and word's x is), else one float at a
 // time, in the same order.
-#define QMV_COLS 8      // columns per block (matvec8Cols in matmul.go)
-#define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads
+//
+// Columns: how many a set has changes no column's order, only how many
+// columns' chunks a thread loads at once and how many columns one load of
+// x serves. Decoding (qmatvec1_*, qlinear1_*) is bound by a block's fixed
+// latency, not by its bytes: at k = 2048 a thread has one chunk a column,
+// so a block is one round trip for its loads, the sums, the barrier and
+// the write whatever its columns. Its sets have 8 columns: a thread issues
+// 8 16-byte code loads and 16 scale and bias loads before it uses any, a
+// block reads 16 KB of 4-bit codes (8 before) for the same 8 KB of x a
+// set, and a product has half the blocks, so fewer waves. The 4-row
+// kernels keep 4 (their sums take 4 times the registers; at 8 they would
+// spill), which leaves a row's bits as they were: TestQMatVecRowsSameBitsAnyM
+// compares qmatvec1's 16-column blocks with qmatvec's 8-column ones.
+#define QMV_COLS 8      // columns per block of the multi-row kernels (matvec8Cols in matmul.go)
+#define QMV_SET_COLS 4  // columns per set of QMV_KTHREADS threads (qmvSetCols in quant.go)
+#define QMV1_SET_COLS 8 // the one-row kernels' (qmv1SetCols), 16 columns a block
 #define QMV_KTHREADS 64 // threads of a set along k (qmvKThreads in quant.go)
 
 // qmv_xscale is 2^-(BITS·i), the pre-scale of x for code i of a 16-bit
@@ -73,9 +88,9 @@ DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u |
 // terms) are both of x·g, and each thread adds up the raw x² beside them;
 // the row's sums are scaled by 1/sqrt(mean(x²)+eps) at the end. Epilogue
 // (the thread that writes an output): + bias, SiLU(gate)·up, + residual.
-// With SwiGLU the block's first set computes gate columns j..j+3 (w's rows)
-// and its second the up columns n+j..n+j+3 (rows n+j...), each with its
-// own rows' codes, scales and biases, so a block has QMV_SET_COLS outputs.
+// With SwiGLU the block's first set computes gate columns j..j+SC-1 (w's
+// rows) and its second the up columns n+j..n+j+SC-1 (rows n+j...), each
+// with its own rows' codes, scales and biases, so a block has SC outputs.
 #define QLIN_NORM 1
 #define QLIN_BIAS 2
 #define QLIN_SWIGLU 4
@@ -118,51 +133,51 @@ DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, in
 // f's epilogue and NORM its prologue (the plain qmatvec kernels have
 // neither: not a branch, not a register of them); sqs holds each warp's
 // Σx² (NORM).
-template <int BITS, class S, bool VEC, int R, bool FUSE, bool NORM>
+template <int BITS, class S, bool VEC, int R, bool FUSE, bool NORM, int SC>
 DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int r0, int k, int n, int gs,
-                                       const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
+                                       const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
 	static_assert(FUSE || !NORM, "the norm is a fold");
 	constexpr int per = 32 / BITS, per_half = 16 / BITS; // codes per word, per 16-bit half
 	constexpr unsigned mask = (1u << BITS) - 1u;
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int kt = t % QMV_KTHREADS, set = t / QMV_KTHREADS;
 	const bool glu = FUSE && (f.flags & QLIN_SWIGLU) != 0;
-	const int col0 = int(blockIdx.x) * QMV_COLS + set * QMV_SET_COLS;
+	const int col0 = int(blockIdx.x) * (2 * SC) + set * SC;
 	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
-	u64 col[QMV_SET_COLS];
+	u64 col[SC];
 	if (!glu) {
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
+		for (int c = 0; c < SC; c++) col[c] = u64(col0 + c < n ? col0 + c : n - 1);
 	} else { // set 0 reads the gate rows of the block's columns, set 1 their up rows
-		const int g0 = int(blockIdx.x) * QMV_SET_COLS;
+		const int g0 = int(blockIdx.x) * SC;
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) col[c] = u64((g0 + c < n ? g0 + c : n - 1) + set * n);
+		for (int c = 0; c < SC; c++) col[c] = u64((g0 + c < n ? g0 + c : n - 1) + set * n);
 	}
-	float acc[R][QMV_SET_COLS], ss[R];
+	float acc[R][SC], ss[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		ss[r] = 0.0f;
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] = 0.0f;
+		for (int c = 0; c < SC; c++) acc[r][c] = 0.0f;
 	}
 	for (u64 j = u64(kt); j < chunks; j += QMV_KTHREADS) {
-		u32x4 cw[QMV_SET_COLS];
-		float s[QMV_SET_COLS], b[QMV_SET_COLS];
+		u32x4 cw[SC];
+		float s[SC], b[SC];
 		const u64 g = j * u64(4 * per) / u64(gs);
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) {
+		for (int c = 0; c < SC; c++) {
 			cw[c] = ld_v4_u32(w + (col[c] * chunks + j) * 4u);
 			s[c] = load_w(scales, col[c] * groups + g);
 			b[c] = load_w(biases, col[c] * groups + g);
 		}
-		float dot[R][QMV_SET_COLS], xsum[R];
+		float dot[R][SC], xsum[R];
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			xsum[r] = 0.0f;
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) dot[r][c] = 0.0f;
+			for (int c = 0; c < SC; c++) dot[r][c] = 0.0f;
 		}
 #pragma unroll
 		for (int v = 0; v < 4; v++) {
@@ -208,7 +223,7 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 				}
 			}
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) {
+			for (int c = 0; c < SC; c++) {
 				const unsigned lo = cw[c].v[v], hi = cw[c].v[v] >> 16;
 #pragma unroll
 				for (int e = 0; e < per; e++) {
@@ -221,13 +236,13 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 #pragma unroll
-			for (int c = 0; c < QMV_SET_COLS; c++) acc[r][c] += cu_fma(s[c], dot[r][c], b[c] * xsum[r]);
+			for (int c = 0; c < SC; c++) acc[r][c] += cu_fma(s[c], dot[r][c], b[c] * xsum[r]);
 		}
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 #pragma unroll
-		for (int c = 0; c < QMV_SET_COLS; c++) {
+		for (int c = 0; c < SC; c++) {
 			const float sum = warp_sum(acc[r][c]);
 			if (lane == 0) part[warp][r][c] = sum;
 		}
@@ -240,22 +255,22 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 	}
 	sync_threads();
 	if constexpr (!FUSE) {
-		if (t < R * QMV_COLS) {
-			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+		if (t < R * (2 * SC)) {
+			const int r = t / (2 * SC), cc = t % (2 * SC), ws = 2 * (cc / SC), c = cc % SC;
+			const int oc = int(blockIdx.x) * (2 * SC) + cc;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = part[ws][r][c] + part[ws + 1][r][c];
 		}
 	} else if (!glu) {
-		if (t < R * QMV_COLS) {
-			const int r = t / QMV_COLS, cc = t % QMV_COLS, ws = 2 * (cc / QMV_SET_COLS), c = cc % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_COLS + cc;
+		if (t < R * (2 * SC)) {
+			const int r = t / (2 * SC), cc = t % (2 * SC), ws = 2 * (cc / SC), c = cc % SC;
+			const int oc = int(blockIdx.x) * (2 * SC) + cc;
 			const float q = NORM ? sqs[ws][r] + sqs[ws + 1][r] : 0.0f;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[ws][r][c] + part[ws + 1][r][c], 0.0f, q);
 		}
 	} else {
-		if (t < R * QMV_SET_COLS) {
-			const int r = t / QMV_SET_COLS, c = t % QMV_SET_COLS;
-			const int oc = int(blockIdx.x) * QMV_SET_COLS + c;
+		if (t < R * SC) {
+			const int r = t / SC, c = t % SC;
+			const int oc = int(blockIdx.x) * SC + c;
 			const float q = NORM ? sqs[0][r] + sqs[1][r] : 0.0f;
 			if (oc < n) out[u64(r0 + r) * u64(n) + u64(oc)] = qlin_out(f, r0 + r, oc, k, n, part[0][r][c] + part[1][r][c], part[2][r][c] + part[3][r][c], q);
 		}
@@ -263,30 +278,32 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 	sync_threads(); // part is written again by the next rows
 }
 // qmatvec computes m rows: MAXR (1 or 4) at a time where x (and the gain)
-// is 16-byte aligned, else one. A kernel's registers are those of its
-// largest path: 4 rows take about 190 on sm_90 (2 blocks an SM), 1 row
-// about 90 (5), so decoding (m = 1) has its own kernels, qmatvec1_* and
-// qlinear1_*, with the rows' bits unchanged since every row is computed by
-// the same code.
+// is 16-byte aligned, else one, with sets of SC columns (QMV1_SET_COLS for
+// MAXR 1, else QMV_SET_COLS). A kernel's registers are those of its
+// largest path: 4 rows of 4 columns take about 190 on sm_90 (2 blocks an
+// SM), 1 row of 8 columns about 165 (3), so decoding (m = 1) has its own
+// kernels, qmatvec1_* and qlinear1_*, with the rows' bits unchanged since
+// every (row, column) is computed by the same code in the same order.
 template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
-                                  const QLinFold &f, float part[4][4][QMV_SET_COLS], float sqs[4][4]) {
+                                  const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
+	constexpr int SC = MAXR == 1 ? QMV1_SET_COLS : QMV_SET_COLS;
 	if constexpr (!VEC || MAXR == 1) { // a row at a time
-		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
+		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			case 2: qmatvec_rows<BITS, S, VEC, 2, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			case 3: qmatvec_rows<BITS, S, VEC, 3, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
-			default: qmatvec_rows<BITS, S, VEC, 4, FUSE, NORM>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 1: qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 2: qmatvec_rows<BITS, S, VEC, 2, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			case 3: qmatvec_rows<BITS, S, VEC, 3, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
+			default: qmatvec_rows<BITS, S, VEC, 4, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs); break;
 			}
 		}
 	}
 }
 template <int BITS, class S, int MAXR>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
-	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	const QLinFold none = {x, x, x, 0.0f, 0};
 	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
 		qmatvec<BITS, S, true, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
@@ -298,7 +315,7 @@ DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w,
 template <int BITS, class S, int MAXR, bool NORM>
 DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
                                   QLinFold f) {
-	SHARED float part[4][4][QMV_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
+	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	SHARED float sqs[4][4];                // [warp][row] Σx² of each warp (NORM)
 	f.flags = NORM ? f.flags | QLIN_NORM : f.flags & ~QLIN_NORM;
 	const bool aligned = (reinterpret_cast<u64>(x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(f.gain) & 15u) == 0);
@@ -310,12 +327,16 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 }
 
 // qmatvec_<bits>_<scales> computes 4 rows of x at a time (verification);
-// qmatvec1_<bits>_<scales> one (decoding), with fewer registers. Both are
+// qmatvec1_<bits>_<scales> one (decoding), 16 columns a block. Both are
 // held (launch_bounds: 128 threads, blocks an SM) to what lets one more
 // block share an SM without spilling (shaders_test.go's TestPtxas):
-// qmatvec1 96 registers, 5 blocks (ptxas would take 102: 4 blocks), qmatvec
-// 168, 3 blocks (190: 2). The weights are read once, so the loads that
-// other blocks have in flight are what keeps the memory busy.
+// qmatvec 168 registers, 3 blocks (190: 2); qmatvec1 164 to 168, 3 blocks
+// (ptxas takes about that unbounded; held to 128, 4 blocks, the 4-bit
+// kernels spill 20 bytes on sm_90, 152 on sm_80). The weights are read
+// once, so the loads that other blocks have in flight are what keeps the
+// memory busy: 3 blocks of qmatvec1 have 48 KB of codes in flight an SM
+// (128 threads × 8 × 16 bytes each), 6 MB over 132 SMs, where an H100
+// needs about 2 MB (3 TB/s × 700 ns) to keep its memory busy.
 #if CU_DEVICE_BUILD
 #define QMV_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
 #else
@@ -326,7 +347,7 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 	                                                   int gs) { \
 		qmatvec<BITS, S, 4>(out, x, w, scales, biases, m, k, n, gs); \
 	} \
-	KERNEL QMV_BOUNDS(5) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
+	KERNEL QMV_BOUNDS(3) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
 	                                                    int gs) { \
 		qmatvec<BITS, S, 1>(out, x, w, scales, biases, m, k, n, gs); \
 	}
@@ -341,9 +362,11 @@ QMATVEC(8, bf16_t, bf16)
 // into qmatvec{1,}'s product, qlinear{1,}_norm_* the norm too (a template
 // argument, as in matvec.cu's linear8_norm_*: the prologue's loads and x²
 // stay out of the other kernels' loop). Bounds: qmatvec's bounds spill
-// them (ptxas: 4-row kernels 12 to 60 bytes, qlinear1_norm 4 to 44), so
-// a block more an SM is given up: qlinear1 96 registers, 5 blocks (as
-// qmatvec1); qlinear1_norm 128, 4; qlinear and qlinear_norm 255, 2.
+// the 4-row kernels (ptxas: 12 to 60 bytes), so a block more an SM is
+// given up: qlinear and qlinear_norm 255, 2 blocks. The one-row kernels
+// take qmatvec1's, 3 blocks: qlinear1 161 to 164 registers, qlinear1_norm
+// 167 to 168 (at 128, 4 blocks, qlinear1_norm_4_* spills 16 bytes on sm_90
+// and 84 to 92 on sm_80).
 #define QLIN_PARAMS(S) \
 	float *out, const float *x, const float *gain, const unsigned *w, const S *scales, const S *biases, const float *bias, const float *res, int m, \
 	    int k, int n, int gs, float eps, int flags
@@ -351,13 +374,13 @@ QMATVEC(8, bf16_t, bf16)
 	KERNEL QMV_BOUNDS(2) void qlinear_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 4, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
-	KERNEL QMV_BOUNDS(5) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+	KERNEL QMV_BOUNDS(3) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 1, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
 	KERNEL QMV_BOUNDS(2) void qlinear_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 4, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
-	KERNEL QMV_BOUNDS(4) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+	KERNEL QMV_BOUNDS(3) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
 		qlinear<BITS, S, 1, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	}
 QLINEAR(4, float, f32)
