@@ -37,25 +37,43 @@ func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 }
 
 // matvec8Cols is the columns of out a block of matvec8 and qmatvec
-// computes (MV8_COLS, QMV_COLS).
-const matvec8Cols = 8
+// computes (MV8_COLS, QMV_COLS); matvec8Cols8 a block of the 8-row
+// kernels (MV8_COLS8).
+const (
+	matvec8Cols  = 8
+	matvec8Cols8 = 4
+)
 
 // matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
-// time (w must qualify: vecWeights). One row of x (decoding) goes to
-// matvec8x1_*, which holds one row's sums in fewer registers (more blocks
-// an SM); more go to matvec8_*, 4 rows at a time. Both compute a row with
-// the same code, so its bits do not depend on m.
+// time (w must qualify: vecWeights). The row count picks the kernel, each
+// holding the sums of its largest pass in registers: one row of x
+// (decoding) goes to matvec8x1_*, 2 to 4 rows to matvec8_* (4 rows of 8
+// columns a pass), 5 and more (verification) to matvec8x8_* (8 rows of 4
+// columns a pass, so that a pass of up to 8 rows reads each weight word
+// once). All compute a row with the same code in the same order, so its
+// bits do not depend on m.
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
-	return newLaunch(matvec8Name("matvec8", m)+dt.String(), grid1(ceilDiv(n, matvec8Cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+	name, cols := matvec8Name("matvec8", m)
+	return newLaunch(name+dt.String(), grid1(ceilDiv(n, cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
+// matvec8MaxRows4 is the most rows that go to the 4-row kernels: they
+// read x once a block for 8 columns of w (x bytes 2·m/8 of w's at f16,
+// at most 1×), where the 8-row kernels read it for 4 (2·m/4).
+const matvec8MaxRows4 = 4
+
 // matvec8Name is the kernel-name prefix of a matvec8-family launch over m
-// rows: the one-row kernel (base+"x1_") for m = 1.
-func matvec8Name(base string, m int) string {
-	if m == 1 {
-		return base + "x1_"
+// rows and the columns of out (weight rows, with SwiGLU) a block computes:
+// the one-row kernel (base+"x1_") for m = 1, the 4-row one (base+"_") up
+// to matvec8MaxRows4, else the 8-row one (base+"x8_").
+func matvec8Name(base string, m int) (string, int) {
+	switch {
+	case m == 1:
+		return base + "x1_", matvec8Cols
+	case m <= matvec8MaxRows4:
+		return base + "_", matvec8Cols
 	}
-	return base + "_"
+	return base + "x8_", matvec8Cols8
 }
 
 // vecWeights reports whether an [n,k] weight of dt at w can be read by
