@@ -202,10 +202,10 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 // verification pass must equal decoding), with x aligned or not (a view
 // into a buffer), in matvec8's kernels with the norm and every epilogue and
 // in the warp-per-column one. Alone, a row goes to the one-row kernels
-// (linear8x1_*, 8 columns a block); among 2 to 4 to the 4-row ones
-// (linear8_*, 8 columns); among 5 and more to the 8-row ones (linear8x8_*,
-// 4 columns a block, 8 rows a pass): 5, 8 in one pass, 9, 11, 16, 17 in
-// several, the last a 1- to 3-row pass.
+// (linear8x1_*, 8 columns a block); among 5 to 16 to the 8-row ones
+// (linear8x8_*, 4 columns a block, 8 rows a pass: 5 and 8 in one pass, 9,
+// 11 and 16 in two); among 2 to 4 and past 16 to the 4-row ones
+// (linear8_*, 8 columns, 4 rows a pass: 17 in 5, the last a 1-row pass).
 func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 	if err := linearRowsSameBits(t, newEmuDevice(t, nil), false); err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func linearRowsSameBits(t *testing.T, d *emuDevice, first bool) error {
 			switch {
 			case mm == 1:
 				want = "linear8x1_"
-			case mm > 4:
+			case mm >= 5 && mm <= 16:
 				want = "linear8x8_"
 			}
 			if w8 && !strings.HasPrefix(l.kernel, want) {

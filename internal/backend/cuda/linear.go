@@ -68,7 +68,7 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
 	if w8 {
 		// linear8x1[_norm]_* for one row (decoding), linear8x8[_norm]_*
-		// from 5 (verification), as matvec8Launch.
+		// for 5 to 16 (verification), as matvec8Launch.
 		base, cols := matvec8Name("linear8", m)
 		name, blocks = base+dt.String(), ceilDiv(n, cols)
 		if flags&linNorm != 0 {

@@ -45,35 +45,43 @@ const (
 )
 
 // matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
-// time (w must qualify: vecWeights). The row count picks the kernel, each
-// holding the sums of its largest pass in registers: one row of x
-// (decoding) goes to matvec8x1_*, 2 to 4 rows to matvec8_* (4 rows of 8
-// columns a pass), 5 and more (verification) to matvec8x8_* (8 rows of 4
-// columns a pass, so that a pass of up to 8 rows reads each weight word
-// once). All compute a row with the same code in the same order, so its
-// bits do not depend on m.
+// time (w must qualify: vecWeights). The row count picks the kernel
+// (matvec8Name), each holding the sums of its largest pass in registers.
+// All compute a row with the same code in the same order, so its bits do
+// not depend on m.
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 	name, cols := matvec8Name("matvec8", m)
 	return newLaunch(name+dt.String(), grid1(ceilDiv(n, cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
-// matvec8MaxRows4 is the most rows that go to the 4-row kernels: they
-// read x once a block for 8 columns of w (x bytes 2·m/8 of w's at f16,
-// at most 1×), where the 8-row kernels read it for 4 (2·m/4).
-const matvec8MaxRows4 = 4
+// The row counts of the 8-row kernels (matvec8x8_*, linear8x8_*: 8 rows
+// of 4 columns a pass): verification, W·L+1 rows (at most 11 for W ≤ 2,
+// L ≤ 5), in one pass up to 8 rows and two up to 16, where the 4-row
+// kernels take 2 to 4 passes, each reading the weights again. Under 5 rows
+// and past 16 (prefill chunks, large joint passes) the 4-row kernels stay:
+// a block there reads x once for 8 columns of w, not 4, so at many rows,
+// where x rather than w is most of the bytes a block reads (each block
+// reads all of x's rows, from L2 or L1), they read half the x bytes; and
+// prefill's time was measured on them (docs/CUDA.md).
+const (
+	matvec8MinRows8 = 5
+	matvec8MaxRows8 = 16
+)
 
 // matvec8Name is the kernel-name prefix of a matvec8-family launch over m
-// rows and the columns of out (weight rows, with SwiGLU) a block computes:
-// the one-row kernel (base+"x1_") for m = 1, the 4-row one (base+"_") up
-// to matvec8MaxRows4, else the 8-row one (base+"x8_").
+// rows and the weight rows a block reads (columns of out; with SwiGLU the
+// gate and up rows of half as many): the one-row kernel (base+"x1_") for
+// m = 1 (decoding), the 8-row one (base+"x8_") for m in
+// [matvec8MinRows8, matvec8MaxRows8] (verification), else the 4-row one
+// (base+"_").
 func matvec8Name(base string, m int) (string, int) {
 	switch {
 	case m == 1:
 		return base + "x1_", matvec8Cols
-	case m <= matvec8MaxRows4:
-		return base + "_", matvec8Cols
+	case m >= matvec8MinRows8 && m <= matvec8MaxRows8:
+		return base + "x8_", matvec8Cols8
 	}
-	return base + "x8_", matvec8Cols8
+	return base + "_", matvec8Cols
 }
 
 // vecWeights reports whether an [n,k] weight of dt at w can be read by

@@ -108,19 +108,22 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // thread t reads 16-byte words t, t+128, ... of each column's row (8
 // independent 16-byte loads in flight per thread) and each element of x,
 // read 16 bytes at a time, serves all MV8_COLS columns. Rows go up to 4 at
-// a time (a pass per 4 rows, the second and later reading w from the
-// cache), the count a template argument so that the sums stay in
-// registers. A (row, column)'s sum runs over the words of thread t in
-// order, then the warp's butterfly, then the 4 warps in order: an order
-// that depends on k alone, never on m or the other rows, so greedy
-// ReDrafter stays bit-exact (the backend picks this kernel from k and w's
-// address alone; m picks only between the one-row and 4-row kernels, which
-// compute a row with the same code).
-// Grid: (ceil(n/MV8_COLS)); block: 128 threads.
+// a time in the 4-row kernels, up to 8 (over MV8_COLS8 = 4 columns) in the
+// 8-row ones: a pass per 4 or 8 rows, each pass reading w again, so a
+// verification pass of 5 rows read w twice in the 4-row kernels and reads
+// it once in the 8-row ones. The row count is a template argument so that
+// the sums stay in registers. A (row, column)'s sum runs over the words of
+// thread t in order, then the warp's butterfly, then the 4 warps in order:
+// an order that depends on k alone, never on m, the other rows or the
+// block's columns, so greedy ReDrafter stays bit-exact (the backend picks
+// this family from k and w's address alone; m picks only the kernel of the
+// family, each computing a row with the same code).
+// Grid: (ceil(n/MV8_COLS)), the 8-row kernels (ceil(n/MV8_COLS8)); block:
+// 128 threads.
 #define MV8_COLS 8
-#define MV8_COLS8 4 // the 8-row kernels' columns a block
+#define MV8_COLS8 4 // the 8-row kernels' columns a block: 8 rows x 4 keeps the 4-row kernels' 32 sums a thread
 #define MV8_MAXR 8
-#define MV8_SUMS 32 // a block's sums a warp: rows x columns
+#define MV8_SUMS 32 // the sums of a block's warp: rows x columns
 template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
 	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
 	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
@@ -284,7 +287,10 @@ template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void lin
 // linear8x1_*) 96 registers, 5 blocks (they would take 100 and 113
 // unbounded: 4); matvec8_* and linear8_* 168, 3 blocks (the bound only
 // pins that); linear8_norm_* 180 (207), 2 blocks, unbounded because it
-// spills when held to 168.
+// spills when held to 168. The 8-row kernels: matvec8x8_* and linear8x8_*
+// 168, 3 blocks (160 (156, 144) unbounded: 3 as well); linear8x8_norm_*
+// 184 (182), 2 blocks, unbounded because it spills when held to 168. 8
+// rows of 8 columns (64 sums a thread) spilled at every bound.
 #if CU_DEVICE_BUILD
 #define MV8_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
 #else
@@ -313,8 +319,10 @@ MATVEC8(bf16_t, bf16, true)
 // weight (f32, or rows not whole 16-byte words); the norm is a flag, as
 // this is not the decoding kernel. linear8_*: matvec8's, the norm a
 // template argument (linear8_norm_*) so that the plain loop stays as lean
-// as matvec8's; linear8x1_* the one-row kernels. Grid: linear (ceil(n/4));
-// linear8 (ceil(n/8)), or (ceil(n/4)) with SwiGLU.
+// as matvec8's; linear8x1_* the one-row kernels, linear8x8_* the 8-row
+// ones. Grid: linear (ceil(n/4)); linear8 and linear8x1 (ceil(n/8)), or
+// (ceil(n/4)) with SwiGLU; linear8x8 (ceil(n/4)), or (ceil(n/2)) with
+// SwiGLU.
 #define LIN_PARAMS(T) float *out, const float *x, const float *gain, const T *w, const float *bias, const float *res, int m, int k, int n, float eps, int flags
 #define LIN_ARGS(T) LinArgs<T>{out, x, gain, w, bias, res, m, k, n, eps, flags}
 KERNEL void linear_f32(LIN_PARAMS(float)) { linear_warp(LIN_ARGS(float)); }
