@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
@@ -83,7 +85,8 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 		for _, v := range variants {
 			shapes := [][3]int{{3, 70, 6}} // not matvec8's: the warp-per-column kernel
 			if dt != graph.F32 {
-				shapes = append(shapes, [3]int{5, 264, 9}) // matvec8's: rows 4 + 1, a column tail
+				shapes = append(shapes, [3]int{5, 264, 9}) // matvec8's 8-row kernels (linear8x8_*): verification, a column tail
+				shapes = append(shapes, [3]int{3, 264, 9}) // matvec8's 4-row kernels (linear8_*)
 				shapes = append(shapes, [3]int{1, 264, 9}) // matvec8's one-row kernels (linear8x1_*): decoding
 			}
 			for _, s := range shapes {
@@ -199,24 +202,67 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 // verification pass must equal decoding), with x aligned or not (a view
 // into a buffer), in matvec8's kernels with the norm and every epilogue and
 // in the warp-per-column one. Alone, a row goes to the one-row kernels
-// (linear8x1_*); among 5 rows the last is the 4-row kernel's 1-row pass,
-// among 7 its 3-row pass.
+// (linear8x1_*, 8 columns a block); among 5 to 16 to the 8-row ones
+// (linear8x8_*, 4 columns a block, 8 rows a pass: 5 and 8 in one pass, 9,
+// 11 and 16 in two); among 2 to 4 and past 16 to the 4-row ones
+// (linear8_*, 8 columns, 4 rows a pass: 17 in 5, the last a 1-row pass).
 func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
+	if err := linearRowsSameBits(t, newEmuDevice(t, nil), false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLinearRowsSameBitsCatchesOrder: TestLinearRowsSameBitsAtAnyM fails
+// where the 8-row kernels (passes of 5 to 8 rows) sum a column in another
+// order than the one-row kernel: the warps in reverse, or a thread's 16-byte
+// word's elements in reverse. Each is as accurate, so only the bits show it.
+func TestLinearRowsSameBitsCatchesOrder(t *testing.T) {
+	raw, err := shaders.Source("matvec.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bug := range []struct{ name, from, to string }{
+		{"warps reversed",
+			"const float y = ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];",
+			"const float y = R > 4 ? ((part[3][i] + part[2][i]) + part[1][i]) + part[0][i] : ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];"},
+		{"word's elements reversed",
+			"\t\t\tfor (int e = 0; e < 8; e++) {\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],",
+			"\t\t\tfor (int e0 = 0; e0 < 8; e0++) {\n\t\t\t\tconst int e = R > 4 ? 7 - e0 : e0;\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],"},
+	} {
+		if !strings.Contains(raw, bug.from) {
+			t.Fatalf("matvec.cu no longer contains %q; update the planted order", bug.from)
+		}
+		d := newEmuDevice(t, map[string]string{"matvec.cu": strings.Replace(raw, bug.from, bug.to, 1)})
+		if err := linearRowsSameBits(t, d, true); err == nil {
+			t.Errorf("%s: not caught", bug.name)
+		} else {
+			t.Logf("%s: %v", bug.name, err)
+		}
+	}
+}
+
+// linearRowsSameBits is TestLinearRowsSameBitsAtAnyM on d: the first row
+// whose bits depend on m, or nil. first: the first case alone (every fold,
+// a pass of each kernel).
+func linearRowsSameBits(t *testing.T, d *emuDevice, first bool) error {
 	r := rand.New(rand.NewPCG(7, 8))
-	d := newEmuDevice(t, nil)
 	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
 	const n, eps = 11, 1e-5
-	for _, c := range []struct {
-		k, m  int
+	for ci, c := range []struct {
+		k     int
+		ms    []int // row counts of the joint passes; each row also alone
 		flags int
 	}{
-		{1032, 7, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
-		{1032, 5, linNorm | linResidual},
-		{1032, 7, linResidual | linBias},
-		{2056, 5, 0},                               // 2 and 3 words a thread: sums over a thread's words
-		{70, 7, linNorm | linSwiGLU | linResidual}, // the warp per column
+		{1032, []int{5, 8, 9, 11, 16, 17}, linNorm | linBias | linSwiGLU}, // matvec8's: every thread has words, a column tail
+		{1032, []int{3, 5, 8, 17}, linNorm | linResidual},
+		{1032, []int{4, 7, 9}, linResidual | linBias},
+		{2056, []int{5, 11}, 0},                              // 2 and 3 words a thread: sums over a thread's words
+		{70, []int{7, 9}, linNorm | linSwiGLU | linResidual}, // the warp per column
 	} {
-		m := c.m
+		if first && ci > 0 {
+			break
+		}
+		m := slices.Max(c.ms)
 		d.bufs = d.bufs[:0] // the emulator takes 30 buffers a launch
 		k, rows := c.k, n
 		if c.flags&linSwiGLU != 0 {
@@ -233,24 +279,38 @@ func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 		run := func(xp, rp devptr, mm int) []float32 {
 			out := d.alloc(zeros(mm * n))
 			l := linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)
-			if one := strings.HasPrefix(l.kernel, "linear8x1_"); w8 && one != (mm == 1) {
-				t.Fatalf("k=%d m=%d launches %s", k, mm, l.kernel)
+			want := "linear8_"
+			switch {
+			case mm == 1:
+				want = "linear8x1_"
+			case mm >= 5 && mm <= 16:
+				want = "linear8x8_"
+			}
+			if w8 && !strings.HasPrefix(l.kernel, want) {
+				t.Fatalf("k=%d m=%d launches %s, not %s*", k, mm, l.kernel, want)
 			}
 			if err := d.run(l); err != nil {
 				t.Fatal(err)
 			}
 			return d.f32s(out)
 		}
-		all := run(d.alloc(x), d.alloc(res), m)
+		keep := len(d.bufs)
+		alone := make([]float32, 0, m*n)
 		for i := range m {
 			// Row i alone, 4 bytes off 16-byte alignment.
+			d.bufs = d.bufs[:keep]
 			xp := d.alloc(append(make([]byte, 4), x[4*i*k:4*(i+1)*k]...)) + 4
-			one := run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1)
-			for j := range n {
-				if math.Float32bits(one[j]) != math.Float32bits(all[i*n+j]) {
-					t.Fatalf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows", k, c.flags, i, j, one[j], all[i*n+j], m)
+			alone = append(alone, run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1)...)
+		}
+		for _, mm := range c.ms {
+			d.bufs = d.bufs[:keep]
+			all := run(d.alloc(x[:4*mm*k]), d.alloc(res[:4*mm*n]), mm)
+			for i := range mm * n {
+				if math.Float32bits(alone[i]) != math.Float32bits(all[i]) {
+					return fmt.Errorf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows", k, c.flags, i/n, i%n, alone[i], all[i], mm)
 				}
 			}
 		}
 	}
+	return nil
 }

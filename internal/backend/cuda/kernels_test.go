@@ -614,11 +614,13 @@ func TestKernels(t *testing.T) {
 // time where it is 16-byte aligned and one float at a time where it is not
 // (a view into a buffer); the sums, and so the bits, are the same. For
 // matvec8 each row is also computed alone (matvec8x1_*, the decoding
-// kernel), aligned and not, and has the bits it has among 5.
+// kernel), aligned and not, and has the bits it has among 3 and 17
+// (matvec8_*: 4 rows a pass) and among 5, 8, 9, 11 and 16 (matvec8x8_*:
+// 8 rows a pass).
 func TestMatVecUnalignedXSameBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	d := newEmuDevice(t, nil)
-	const m, k, n = 5, 4224, 11 // every thread of a block has words; a column tail
+	const m, k, n = 17, 2112, 11 // every thread of a block has 2 or 3 words; a column tail
 	const bits, gs = 4, 64
 	b, zeros := graph.AsBytes, func(n int) []byte { return make([]byte, 4*n) }
 	x := b(opcases.RandF32(r, m*k, 1))
@@ -631,13 +633,17 @@ func TestMatVecUnalignedXSameBits(t *testing.T) {
 	scales := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.1)))
 	biases := d.alloc(b(opcases.ScaledWeights(r, graph.F16, n*k/gs, 0.5)))
 	for _, kernel := range []string{"matvec8", "qmatvec"} {
+		mm := m
+		if kernel == "qmatvec" {
+			mm = 5
+		}
 		var outs [2][]float32
 		for i, off := range []int{0, 4} {
-			xp := d.alloc(append(make([]byte, off), x...)) + devptr(off)
-			out := d.alloc(zeros(m * n))
-			l := matvec8Launch(out, xp, w, graph.F16, m, k, n)
+			xp := d.alloc(append(make([]byte, off), x[:4*mm*k]...)) + devptr(off)
+			out := d.alloc(zeros(mm * n))
+			l := matvec8Launch(out, xp, w, graph.F16, mm, k, n)
 			if kernel == "qmatvec" {
-				l = qmatvecLaunch(out, xp, qw, scales, biases, bits, graph.F16, m, k, n, gs)
+				l = qmatvecLaunch(out, xp, qw, scales, biases, bits, graph.F16, mm, k, n, gs)
 			}
 			if err := d.run(l); err != nil {
 				t.Fatal(err)
@@ -652,25 +658,71 @@ func TestMatVecUnalignedXSameBits(t *testing.T) {
 		if kernel != "matvec8" {
 			continue // qmatvec's rows alone: TestQMatVecRowsSameBitsAnyM
 		}
-		keep := len(d.bufs) // the emulator takes 30 buffers a launch: each row's own only
-		for row := range m {
-			for _, off := range []int{0, 4} {
-				d.bufs = d.bufs[:keep]
-				xp := d.alloc(append(make([]byte, off), x[4*row*k:4*(row+1)*k]...)) + devptr(off)
-				out := d.alloc(zeros(n))
-				l := matvec8Launch(out, xp, w, graph.F16, 1, k, n)
-				if l.kernel != "matvec8x1_f16" {
-					t.Fatalf("m = 1 launches %s, not matvec8x1_f16", l.kernel)
-				}
-				if err := d.run(l); err != nil {
-					t.Fatal(err)
-				}
-				for j, got := range d.f32s(out) {
-					if want := outs[0][row*n+j]; math.Float32bits(got) != math.Float32bits(want) {
-						t.Fatalf("matvec8: row %d column %d is %v alone (x %d bytes off alignment), %v among %d rows", row, j, got, off, want, m)
-					}
+		keep := len(d.bufs) // the emulator takes 30 buffers a launch: each launch's own only
+		for _, mm := range []int{3, 5, 8, 9, 11, 16} {
+			d.bufs = d.bufs[:keep]
+			out := d.alloc(zeros(mm * n))
+			l := matvec8Launch(out, d.alloc(x[:4*mm*k]), w, graph.F16, mm, k, n)
+			if want := map[bool]string{false: "matvec8_f16", true: "matvec8x8_f16"}[mm >= 5 && mm <= 16]; l.kernel != want {
+				t.Fatalf("m = %d launches %s, not %s", mm, l.kernel, want)
+			}
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			for i, got := range d.f32s(out) {
+				if want := outs[0][i]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("matvec8: row %d column %d is %v among %d rows, %v among %d", i/n, i%n, got, mm, want, m)
 				}
 			}
+		}
+		for row := range m {
+			// Alone, x aligned for the even rows, 4 bytes off for the odd.
+			off := 4 * (row % 2)
+			d.bufs = d.bufs[:keep]
+			xp := d.alloc(append(make([]byte, off), x[4*row*k:4*(row+1)*k]...)) + devptr(off)
+			out := d.alloc(zeros(n))
+			l := matvec8Launch(out, xp, w, graph.F16, 1, k, n)
+			if l.kernel != "matvec8x1_f16" {
+				t.Fatalf("m = 1 launches %s, not matvec8x1_f16", l.kernel)
+			}
+			if err := d.run(l); err != nil {
+				t.Fatal(err)
+			}
+			for j, got := range d.f32s(out) {
+				if want := outs[0][row*n+j]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("matvec8: row %d column %d is %v alone (x %d bytes off alignment), %v among %d rows", row, j, got, off, want, m)
+				}
+			}
+		}
+	}
+}
+
+// TestMatVec8ColsMatchSource: the launches' grids (matvec8Name's columns a
+// block) are matvec.cu's: a grid for more columns a block than the kernel
+// computes leaves columns unwritten (which the op cases see), one for fewer
+// runs blocks past n that write nothing (which they would not).
+func TestMatVec8ColsMatchSource(t *testing.T) {
+	src, err := shaders.Source("matvec.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, def := range []struct {
+		name string
+		cols int
+	}{{"MV8_COLS", matvec8Cols}, {"MV8_COLS8", matvec8Cols8}} {
+		if want := fmt.Sprintf("#define %s %d\n", def.name, def.cols); !strings.Contains(src, want) && !strings.Contains(src, want[:len(want)-1]+" ") {
+			t.Errorf("matvec.cu does not define %s as %d", def.name, def.cols)
+		}
+	}
+	for m, want := range map[int]int{1: 8, 2: 8, 4: 8, 5: 4, 11: 4, 16: 4, 17: 8, 256: 8} {
+		if _, cols := matvec8Name("matvec8", m); cols != want {
+			t.Errorf("m = %d: %d columns a block, want %d", m, cols, want)
+		}
+		if l := matvec8Launch(0, 0, 0, graph.F16, m, 2048, 5632); l.grid[0] != 5632/want {
+			t.Errorf("m = %d: %d blocks over 5632 columns, want %d", m, l.grid[0], 5632/want)
+		}
+		if l := linearLaunch(0, 0, 0, 0, 0, 0, graph.F16, true, linSwiGLU, m, 2048, 5632, 1e-5); l.grid[0] != 5632/(want/2) {
+			t.Errorf("m = %d: a SwiGLU launch has %d blocks over 5632 columns, want %d", m, l.grid[0], 5632/(want/2))
 		}
 	}
 }

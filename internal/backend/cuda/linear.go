@@ -62,17 +62,20 @@ func (e *encoder) linear(op graph.LinearOp) error {
 
 // linearLaunch is one LinearOp over x [m,k] into out [m,n]; w8 says
 // whether w is matvec8's (vecWeights). With linSwiGLU, w has 2n rows (gate
-// then up) and a matvec8 block computes half as many columns.
+// then up) and a matvec8 block computes half as many columns of out (its
+// weight rows are gate and up).
 func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
 	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
 	if w8 {
-		// linear8x1[_norm]_* for one row (decoding), as matvec8Launch.
-		name, blocks = matvec8Name("linear8", m)+dt.String(), ceilDiv(n, matvec8Cols)
+		// linear8x1[_norm]_* for one row (decoding), linear8x8[_norm]_*
+		// for 5 to 16 (verification), as matvec8Launch.
+		base, cols := matvec8Name("linear8", m)
+		name, blocks = base+dt.String(), ceilDiv(n, cols)
 		if flags&linNorm != 0 {
-			name = matvec8Name("linear8", m) + "norm_" + dt.String()
+			name = base + "norm_" + dt.String()
 		}
 		if flags&linSwiGLU != 0 {
-			blocks = ceilDiv(n, matvec8Cols/2)
+			blocks = ceilDiv(n, cols/2)
 		}
 	}
 	return newLaunch(name, grid1(blocks), 128).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).

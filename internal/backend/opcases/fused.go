@@ -26,10 +26,10 @@ var linearVariants = []struct {
 }
 
 // fusedCases returns the cases of the fused layer ops: LinearOp on float
-// and quantized weights at matvec row counts (1, a verification pass) and
-// past them (a prefill chunk, which takes the matrix kernels), and
-// RoPEKVWrite into f32 and f16 caches, NeoX and adjacent pairs, partial
-// rotary, grouped heads.
+// and quantized weights at matvec row counts (1, a verification pass, on
+// rows of whole 16-byte words and not) and past them (a prefill chunk,
+// which takes the matrix kernels), and RoPEKVWrite into f32 and f16
+// caches, NeoX and adjacent pairs, partial rotary, grouped heads.
 func fusedCases(r *rand.Rand) []Case {
 	var cs []Case
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
@@ -67,7 +67,24 @@ func fusedCases(r *rand.Rand) []Case {
 				return q.Inputs(g, in, n, k, bits, gs, graph.F16)
 			}))
 	}
-	return append(cs, ropeKVWriteCases(r)...)
+	cs = append(cs, ropeKVWriteCases(r)...)
+	// A verification pass over f16/bf16 rows of whole 16-byte words (k a
+	// multiple of 8), which the 5-row cases above (k = 70) are not: CUDA's
+	// 8-row kernels (linear8x8_*), with a column tail. Last, so that the
+	// cases above keep their random inputs.
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for vi, v := range linearVariants {
+			m, k, n := 5, 136, 9
+			w := Weights(r, dt, wantRows(n, v.swiglu)*k)
+			cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), vi, m, k, n,
+				func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+					wa := g.Input("w", dt, wantRows(n, v.swiglu), k)
+					in[wa] = w
+					return wa
+				}))
+		}
+	}
+	return cs
 }
 
 // wantRows is the rows of w for n outputs: gate and up rows with SwiGLU.

@@ -108,16 +108,22 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // thread t reads 16-byte words t, t+128, ... of each column's row (8
 // independent 16-byte loads in flight per thread) and each element of x,
 // read 16 bytes at a time, serves all MV8_COLS columns. Rows go up to 4 at
-// a time (a pass per 4 rows, the second and later reading w from the
-// cache), the count a template argument so that the sums stay in
-// registers. A (row, column)'s sum runs over the words of thread t in
-// order, then the warp's butterfly, then the 4 warps in order: an order
-// that depends on k alone, never on m or the other rows, so greedy
-// ReDrafter stays bit-exact (the backend picks this kernel from k and w's
-// address alone; m picks only between the one-row and 4-row kernels, which
-// compute a row with the same code).
-// Grid: (ceil(n/MV8_COLS)); block: 128 threads.
+// a time in the 4-row kernels, up to 8 (over MV8_COLS8 = 4 columns) in the
+// 8-row ones: a pass per 4 or 8 rows, each pass reading w again, so a
+// verification pass of 5 rows read w twice in the 4-row kernels and reads
+// it once in the 8-row ones. The row count is a template argument so that
+// the sums stay in registers. A (row, column)'s sum runs over the words of
+// thread t in order, then the warp's butterfly, then the 4 warps in order:
+// an order that depends on k alone, never on m, the other rows or the
+// block's columns, so greedy ReDrafter stays bit-exact (the backend picks
+// this family from k and w's address alone; m picks only the kernel of the
+// family, each computing a row with the same code).
+// Grid: (ceil(n/MV8_COLS)), the 8-row kernels (ceil(n/MV8_COLS8)); block:
+// 128 threads.
 #define MV8_COLS 8
+#define MV8_COLS8 4 // the 8-row kernels' columns a block: 8 rows x 4 keeps the 4-row kernels' 32 sums a thread
+#define MV8_MAXR 8
+#define MV8_SUMS 32 // the sums of a block's warp: rows x columns
 template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
 	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
 	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
@@ -138,39 +144,43 @@ template <bool VEC> DEVICE void x8(float xs[8], const float *x, u64 i) {
 		for (int e = 0; e < 8; e++) xs[e] = x[i + u64(e)];
 	}
 }
-// matvec8_rows computes rows r0..r0+R of the block's columns: MV8_COLS
-// weight rows, which are MV8_COLS columns of out, or with SwiGLU the gate
-// and up rows of MV8_COLS/2 columns (the first half of the block's weight
-// rows gate, the second up). With NORM, x is multiplied by the gain as it
-// is loaded and each thread adds up x² beside the dot (Σx² reduced as the
-// sums are: the thread's words, the butterfly, the warps in order).
-template <bool BF16, bool VEC, int R, bool NORM>
-DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float part[4][4][MV8_COLS], float sqs[4][4]) {
+// matvec8_rows computes rows r0..r0+R of the block's columns: COLS weight
+// rows, which are COLS columns of out, or with SwiGLU the gate and up rows
+// of COLS/2 columns (the first half of the block's weight rows gate, the
+// second up). With NORM, x is multiplied by the gain as it is loaded and
+// each thread adds up x² beside the dot (Σx² reduced as the sums are: the
+// thread's words, the butterfly, the warps in order). COLS changes which
+// columns a block holds, not how a column is summed: thread t still reads
+// words t, t+128, ... of each of its rows, so a (row, column)'s bits are
+// the same at any COLS and R.
+template <bool BF16, bool VEC, int R, bool NORM, int COLS>
+DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
+	static_assert(R * COLS <= MV8_SUMS && R <= MV8_MAXR, "the block's sums outgrow part");
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int k = a.k, n = a.n;
 	const bool glu = (a.flags & LIN_SWIGLU) != 0;
-	const int per = glu ? MV8_COLS / 2 : MV8_COLS; // columns of out per block
+	const int per = glu ? COLS / 2 : COLS; // columns of out per block
 	const int col0 = int(blockIdx.x) * per;
 	const u64 words = u64(k / 8);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
-	u64 wrow[MV8_COLS];
+	u64 wrow[COLS];
 #pragma unroll
-	for (int c = 0; c < MV8_COLS; c++) {
+	for (int c = 0; c < COLS; c++) {
 		const int j = col0 + (glu ? c % per : c), jc = j < n ? j : n - 1;
 		wrow[c] = u64(glu && c >= per ? n + jc : jc) * words;
 	}
-	float acc[R][MV8_COLS], ss[R];
+	float acc[R][COLS], ss[R];
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 		ss[r] = 0.0f;
 #pragma unroll
-		for (int c = 0; c < MV8_COLS; c++) acc[r][c] = 0.0f;
+		for (int c = 0; c < COLS; c++) acc[r][c] = 0.0f;
 	}
 	for (u64 j = u64(t); j < words; j += 128u) {
-		u32x4 v[MV8_COLS];
+		u32x4 v[COLS];
 #pragma unroll
-		for (int c = 0; c < MV8_COLS; c++) v[c] = ld_v4_u32(a.w + (wrow[c] + j) * 4u);
+		for (int c = 0; c < COLS; c++) v[c] = ld_v4_u32(a.w + (wrow[c] + j) * 4u);
 		float gs[8];
 		if (NORM) x8<VEC>(gs, a.gain, j * 8u);
 #pragma unroll
@@ -187,16 +197,16 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float
 #pragma unroll
 			for (int e = 0; e < 8; e++) {
 #pragma unroll
-				for (int c = 0; c < MV8_COLS; c++) acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);
+				for (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);
 			}
 		}
 	}
 #pragma unroll
 	for (int r = 0; r < R; r++) {
 #pragma unroll
-		for (int c = 0; c < MV8_COLS; c++) {
+		for (int c = 0; c < COLS; c++) {
 			const float s = warp_sum(acc[r][c]);
-			if (lane == 0) part[warp][r][c] = s;
+			if (lane == 0) part[warp][r * COLS + c] = s;
 		}
 		if (NORM) {
 			const float q = warp_sum(ss[r]);
@@ -205,33 +215,51 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float
 	}
 	sync_threads();
 	if (t < R * per) {
-		const int r = t / per, c = t % per;
-		const float y = ((part[0][r][c] + part[1][r][c]) + part[2][r][c]) + part[3][r][c];
+		const int r = t / per, c = t % per, i = r * COLS + c;
+		const float y = ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];
 		float u = 0.0f, q = 0.0f;
-		if (glu) u = ((part[0][r][c + per] + part[1][r][c + per]) + part[2][r][c + per]) + part[3][r][c + per];
+		if (glu) u = ((part[0][i + per] + part[1][i + per]) + part[2][i + per]) + part[3][i + per];
 		if (NORM) q = ((sqs[0][r] + sqs[1][r]) + sqs[2][r]) + sqs[3][r];
 		if (col0 + c < n) a.out[u64(r0 + r) * u64(n) + u64(col0 + c)] = lin_out(a, r0 + r, col0 + c, y, u, q);
 	}
 	sync_threads(); // part is written again by the next rows
 }
-// matvec8 computes m rows: up to MAXR (1 or 4) at a time where x is
+// matvec8 computes m rows: up to MAXR (1, 4 or 8) at a time where x is
 // 16-byte aligned, else one. A kernel holds the registers of its largest
-// path, so the 4-row one (MAXR 4) is what decoding (m = 1) would run with
-// the registers of 4 rows' sums; the MAXR = 1 kernels (matvec8x1_*,
-// linear8x1_*) are that one row alone, the code of the 4-row kernel's
-// 1-row path, so a row has the same bits at any m.
+// path, so a kernel per MAXR: the one-row kernels (matvec8x1_*,
+// linear8x1_*: decoding) hold one row's sums; the 4-row ones (matvec8_*,
+// linear8_*) 4 rows of 8 columns; the 8-row ones (matvec8x8_*, linear8x8_*:
+// verification) 8 rows of 4 columns (MV8_COLS8), the same 32 sums a
+// thread, so that a pass of up to 8 rows reads each weight word once. All
+// run matvec8_rows, whose sums do not depend on R or COLS, so a row has
+// the same bits at any m.
+template <int MAXR> constexpr int mv8_cols() { return MAXR == 8 ? MV8_COLS8 : MV8_COLS; }
 template <bool BF16, bool VEC, int MAXR, bool NORM>
-DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][4][MV8_COLS], float sqs[4][4]) {
+DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
+	constexpr int C = mv8_cols<MAXR>();
 	const int m = a.m;
-	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a quarter of the code)
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM>(a, r0, part, sqs);
-	} else {
+	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a fraction of the code)
+		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs);
+	} else if constexpr (MAXR == 4) {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: matvec8_rows<BF16, VEC, 1, NORM>(a, r0, part, sqs); break;
-			case 2: matvec8_rows<BF16, VEC, 2, NORM>(a, r0, part, sqs); break;
-			case 3: matvec8_rows<BF16, VEC, 3, NORM>(a, r0, part, sqs); break;
-			default: matvec8_rows<BF16, VEC, 4, NORM>(a, r0, part, sqs); break;
+			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
+			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
+			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
+			default: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
+			}
+		}
+	} else {
+		for (int r0 = 0; r0 < m; r0 += 8) {
+			switch (m - r0) {
+			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
+			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
+			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
+			case 4: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
+			case 5: matvec8_rows<BF16, VEC, 5, NORM, C>(a, r0, part, sqs); break;
+			case 6: matvec8_rows<BF16, VEC, 6, NORM, C>(a, r0, part, sqs); break;
+			case 7: matvec8_rows<BF16, VEC, 7, NORM, C>(a, r0, part, sqs); break;
+			default: matvec8_rows<BF16, VEC, 8, NORM, C>(a, r0, part, sqs); break;
 			}
 		}
 	}
@@ -239,8 +267,8 @@ DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][4][M
 // linear8 runs matvec8 over a's x, reading x (and the gain) 16 bytes at a
 // time where both are 16-byte aligned. The flags' norm bit is NORM's.
 template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void linear8(const LinArgs<T> &in) {
-	SHARED float part[4][4][MV8_COLS]; // [warp][row][column] sums of each warp
-	SHARED float sqs[4][4];            // [warp][row] Σx² of each warp (NORM)
+	SHARED float part[4][MV8_SUMS]; // [warp][row * columns + column] sums of each warp
+	SHARED float sqs[4][MV8_MAXR];  // [warp][row] Σx² of each warp (NORM)
 	const LinArgs<unsigned> a = {in.out, in.x, in.gain, reinterpret_cast<const unsigned *>(in.w), in.bias, in.res,
 	                             in.m, in.k, in.n, in.eps, NORM ? in.flags | LIN_NORM : in.flags & ~LIN_NORM};
 	const bool aligned = (reinterpret_cast<u64>(a.x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(a.gain) & 15u) == 0);
@@ -259,7 +287,10 @@ template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void lin
 // linear8x1_*) 96 registers, 5 blocks (they would take 100 and 113
 // unbounded: 4); matvec8_* and linear8_* 168, 3 blocks (the bound only
 // pins that); linear8_norm_* 180 (207), 2 blocks, unbounded because it
-// spills when held to 168.
+// spills when held to 168. The 8-row kernels: matvec8x8_* and linear8x8_*
+// 168, 3 blocks (160 (156, 144) unbounded: 3 as well); linear8x8_norm_*
+// 184 (182), 2 blocks, unbounded because it spills when held to 168. 8
+// rows of 8 columns (64 sums a thread) spilled at every bound.
 #if CU_DEVICE_BUILD
 #define MV8_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
 #else
@@ -277,6 +308,9 @@ KERNEL void matvec_bf16(float *out, const float *x, const bf16_t *w, int m, int 
 	KERNEL MV8_BOUNDS(3) void matvec8_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { linear8<BF16, false, 4>(mv_args(out, x, w, m, k, n)); } \
 	KERNEL MV8_BOUNDS(5) void matvec8x1_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
 		linear8<BF16, false, 1>(mv_args(out, x, w, m, k, n)); \
+	} \
+	KERNEL MV8_BOUNDS(3) void matvec8x8_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
+		linear8<BF16, false, 8>(mv_args(out, x, w, m, k, n)); \
 	}
 MATVEC8(f16_t, f16, false)
 MATVEC8(bf16_t, bf16, true)
@@ -285,8 +319,10 @@ MATVEC8(bf16_t, bf16, true)
 // weight (f32, or rows not whole 16-byte words); the norm is a flag, as
 // this is not the decoding kernel. linear8_*: matvec8's, the norm a
 // template argument (linear8_norm_*) so that the plain loop stays as lean
-// as matvec8's; linear8x1_* the one-row kernels. Grid: linear (ceil(n/4));
-// linear8 (ceil(n/8)), or (ceil(n/4)) with SwiGLU.
+// as matvec8's; linear8x1_* the one-row kernels, linear8x8_* the 8-row
+// ones. Grid: linear (ceil(n/4)); linear8 and linear8x1 (ceil(n/8)), or
+// (ceil(n/4)) with SwiGLU; linear8x8 (ceil(n/4)), or (ceil(n/2)) with
+// SwiGLU.
 #define LIN_PARAMS(T) float *out, const float *x, const float *gain, const T *w, const float *bias, const float *res, int m, int k, int n, float eps, int flags
 #define LIN_ARGS(T) LinArgs<T>{out, x, gain, w, bias, res, m, k, n, eps, flags}
 KERNEL void linear_f32(LIN_PARAMS(float)) { linear_warp(LIN_ARGS(float)); }
@@ -296,6 +332,8 @@ KERNEL void linear_bf16(LIN_PARAMS(bf16_t)) { linear_warp(LIN_ARGS(bf16_t)); }
 	KERNEL MV8_BOUNDS(3) void linear8_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 4>(LIN_ARGS(T)); } \
 	KERNEL void linear8_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 4>(LIN_ARGS(T)); } \
 	KERNEL MV8_BOUNDS(5) void linear8x1_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 1>(LIN_ARGS(T)); } \
-	KERNEL MV8_BOUNDS(5) void linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>(LIN_ARGS(T)); }
+	KERNEL MV8_BOUNDS(5) void linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>(LIN_ARGS(T)); } \
+	KERNEL MV8_BOUNDS(3) void linear8x8_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 8>(LIN_ARGS(T)); } \
+	KERNEL void linear8x8_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 8>(LIN_ARGS(T)); }
 LINEAR8(f16_t, f16, false)
 LINEAR8(bf16_t, bf16, true)
