@@ -12,7 +12,8 @@ import (
 // The fast CPU backend's fused ops agree with the reference's on the op
 // cases the GPU kernels are checked with (the fast backend's products
 // differ from the reference's by rounding, as MatMul's do; its quantized
-// products round x to 8 bits, hence their looser tolerance).
+// products round x to 8 bits, hence their looser tolerance: a SwiGLU output,
+// a product of two such sums, doubles their relative error).
 func TestFusedOpCases(t *testing.T) {
 	seed := testenv.Seed(t)
 	n := 0
@@ -22,7 +23,7 @@ func TestFusedOpCases(t *testing.T) {
 		}
 		n++
 		if strings.Contains(c.Name, "-bit/") {
-			c.Tol = 3e-2
+			c.Tol = 6e-2
 		}
 		diff, err := opcases.Check(New(2), NewReference(), c)
 		if err != nil {
