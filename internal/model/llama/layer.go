@@ -70,25 +70,18 @@ func linearTypes(op graph.LinearOp, w *Weight) []graph.DType {
 }
 
 // joinLayers joins every layer's weights for the fused ops that be runs.
-func (m *Model) joinLayers(be graph.Backend) ([]fusedLayer, error) {
+func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 	out := make([]fusedLayer, len(m.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		var err error
-		if out[i].QKV, err = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V); err != nil {
-			return nil, err
-		}
+		out[i].QKV = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V)
 		if m.Config.QKVBias && out[i].QKV.Present() {
-			if out[i].QKVBias, err = joinRows(fmt.Sprintf("blk.%d.attn_qkv.bias", i), &l.QBias, &l.KBias, &l.VBias); err != nil {
-				return nil, err
-			}
+			out[i].QKVBias = joinRows(fmt.Sprintf("blk.%d.attn_qkv.bias", i), &l.QBias, &l.KBias, &l.VBias)
 			if !out[i].QKVBias.Present() {
 				out[i].QKV = Weight{}
 			}
 		}
-		if out[i].GateUp, err = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up); err != nil {
-			return nil, err
-		}
+		out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
 		f := &out[i]
 		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, false) {
 			f.QKV, f.QKVBias = Weight{}, Weight{}
@@ -98,23 +91,22 @@ func (m *Model) joinLayers(be graph.Backend) ([]fusedLayer, error) {
 		}
 		f.OResidual, f.DownResidual = residualSupported(be, &l.O), residualSupported(be, &l.Down)
 	}
-	return out, nil
+	return out
 }
 
 // joinRows stacks weights of one type along their first dimension (rows of
 // a [N,K] matrix, or a vector) into a new, owned weight. It returns an
-// absent Weight when they differ in type, quantization or row length, and
-// an error only for sizes no memory holds.
-func joinRows(name string, ws ...*Weight) (Weight, error) {
+// absent Weight when they differ in type, quantization or row length.
+func joinRows(name string, ws ...*Weight) Weight {
 	first := ws[0]
 	for _, w := range ws {
 		if !w.Present() || w.DType != first.DType || len(w.Shape) != len(first.Shape) ||
 			(len(w.Shape) == 2 && w.Shape[1] != first.Shape[1]) || (w.Quant == nil) != (first.Quant == nil) {
-			return Weight{}, nil
+			return Weight{}
 		}
 		if q, q0 := w.Quant, first.Quant; q != nil && (q.Bits != q0.Bits || q.GroupSize != q0.GroupSize ||
 			q.Symmetric != q0.Symmetric || q.Scales.DType != q0.Scales.DType || q.Biases.DType != q0.Biases.DType) {
-			return Weight{}, nil
+			return Weight{}
 		}
 	}
 	join := func(name string, part func(w *Weight) *Weight) Weight {
@@ -137,7 +129,7 @@ func joinRows(name string, ws ...*Weight) (Weight, error) {
 			Scales: join(name+".scales", func(w *Weight) *Weight { return &w.Quant.Scales }),
 			Biases: join(name+".biases", func(w *Weight) *Weight { return &w.Quant.Biases })}
 	}
-	return j, nil
+	return j
 }
 
 // segment is the part of a pass's rows that one sequence owns: rows lo..hi-1

@@ -45,10 +45,7 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 		scale: float32(1 / math.Sqrt(float64(m.Config.HeadDim)))}
 	ws := m.weightsOf()
 	if fused {
-		var err error
-		if r.fused, err = m.joinLayers(be); err != nil {
-			return nil, err
-		}
+		r.fused = m.joinLayers(be)
 		joined := map[*Weight]bool{}
 		for i := range m.Layers {
 			l, f := &m.Layers[i], &r.fused[i]
