@@ -19,7 +19,7 @@ const module = "github.com/seed9b8f47b1/redrafter"
 type layer string
 
 const (
-	leaf     layer = "leaf"     // internal/{graph,quant,sample,hostmath,envvar,apihooks}: import nothing of ours
+	leaf     layer = "leaf"     // internal/{graph,quant,sample,hostmath,envvar,apihooks,hub}: import nothing of ours
 	support  layer = "support"  // internal/testenv: what tests share; leaves only
 	backend  layer = "backend"  // internal/backend/...: leaves and backends
 	register layer = "register" // backend/{metal,cuda}: the public registrations, over their backend
@@ -59,7 +59,7 @@ func layerOf(pkg string) (layer, bool) {
 	case "internal":
 		sub, _, _ := strings.Cut(rest, "/")
 		switch sub {
-		case "graph", "quant", "sample", "hostmath", "envvar", "apihooks":
+		case "graph", "quant", "sample", "hostmath", "envvar", "apihooks", "hub":
 			return leaf, true
 		case "testenv":
 			return support, true

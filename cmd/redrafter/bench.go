@@ -50,10 +50,10 @@ line.`,
 			if err := checkInput("--prompts", prompts); err != nil {
 				return err
 			}
-			if err := checkModelPath("--model", model); err != nil {
+			if err := resolveModelPath(cmd, "--model", &model); err != nil {
 				return err
 			}
-			if err := checkDrafterPath(head); err != nil {
+			if err := resolveDrafterPath(cmd, &head, model); err != nil {
 				return err
 			}
 			ps, err := bench.ReadPrompts(prompts)

@@ -55,7 +55,10 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 			if err := checkInput("--prompts", prompts); err != nil {
 				return err
 			}
-			if err := checkModelPath("--model", model); err != nil {
+			if err := resolveModelPath(cmd, "--model", &model); err != nil {
+				return err
+			}
+			if err := resolveDrafterPath(cmd, &head, model); err != nil {
 				return err
 			}
 			ps, err := train.ReadPrompts(prompts)

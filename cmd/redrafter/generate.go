@@ -37,7 +37,7 @@ type modelFlags struct {
 func (m *modelFlags) register(cmd *cobra.Command) {
 	m.cmd = cmd
 	f := cmd.Flags()
-	f.StringVarP(&m.model, "model", "m", "", "model: a .gguf file or an HF checkpoint directory (required)")
+	f.StringVarP(&m.model, "model", "m", "", "model: a .gguf file, an HF checkpoint directory, or a Hugging Face repository REPO[:TAG] (pulled into the hub cache if not there) (required)")
 	f.IntVar(&m.context, "context", 0, "maximum tokens in the context, at most the model's (0: the model's)")
 	f.StringVar(&m.kvCache, "kv-cache", "", "KV cache element type: f32, or f16 for half the memory (keys and values rounded to halves); default f16 on a GPU, f32 on the CPU")
 	f.IntVarP(&m.maxTokens, "max-tokens", "n", 256, "stop after this many new tokens (0: until the context is full)")
@@ -49,7 +49,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability")
 	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run, shown by --stats and --json)")
 	f.StringArrayVar(&m.stops, "stop", nil, "stop before this text (repeatable)")
-	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head directory (config.json + model.safetensors): speculative decoding")
+	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head: a directory (config.json + model.safetensors), a Hugging Face repository, or auto (a cached head whose config names the model as its base): speculative decoding")
 	f.IntVar(&m.beamWidth, "beam-width", 0, "ReDrafter beams per step, 1-50 (0: the backend's default; needs --drafter)")
 	f.IntVar(&m.beamLength, "beam-length", 0, "ReDrafter tokens per beam including the last accepted one, >= 2 (0: the backend's default; needs --drafter)")
 	f.StringVar(&m.accept, "accept", string(redrafter.AcceptExact), "ReDrafter acceptance when sampling: exact (keeps the model's distribution) or apple (the reference rule, biased; needs --drafter)")
@@ -102,7 +102,10 @@ func (m *modelFlags) warnUnused(w io.Writer) {
 }
 
 func (m *modelFlags) load(g *globalFlags) (*redrafter.Engine, error) {
-	if err := checkModelPath("--model", m.model); err != nil {
+	if err := resolveModelPath(m.cmd, "--model", &m.model); err != nil {
+		return nil, err
+	}
+	if err := resolveDrafterPath(m.cmd, &m.drafter, m.model); err != nil {
 		return nil, err
 	}
 	e, err := redrafter.Load(m.model, redrafter.Options{Backend: g.backend, Context: m.context, KVCache: m.kvCache})
@@ -114,10 +117,6 @@ func (m *modelFlags) load(g *globalFlags) (*redrafter.Engine, error) {
 		return nil, fmt.Errorf("--context %d: the model holds at most %d tokens (pass 0 for all of them)", m.context, max)
 	}
 	if m.drafter != "" {
-		if err := checkDrafterPath(m.drafter); err != nil {
-			e.Close()
-			return nil, err
-		}
 		if err := e.LoadDrafter(m.drafter); err != nil {
 			e.Close()
 			return nil, err

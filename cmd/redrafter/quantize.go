@@ -117,7 +117,7 @@ hand, and scoring other versions of the model (quantized, f16) on that file
 measures what they lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkModelPath("--model", model); err != nil {
+			if err := resolveModelPath(cmd, "--model", &model); err != nil {
 				return err
 			}
 			if sampleN == 0 {

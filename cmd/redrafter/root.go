@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newDistillCmd(g), newTrainDrafterCmd(g))
 	root.AddCommand(newBenchCmd(g), newDevCmd(g))
 	root.AddCommand(newQuantizeCmd(), newPerplexityCmd(g))
+	root.AddCommand(newPullCmd(), newListCmd(), newRmCmd())
 	return root
 }
 

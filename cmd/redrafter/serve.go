@@ -105,7 +105,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err := f.check(cmd); err != nil {
 		return err
 	}
-	m := modelFlags{model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
+	m := modelFlags{cmd: cmd, model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
 	e, err := m.load(g)
 	if err != nil {
 		return err

@@ -58,7 +58,7 @@ WxL) and the tokens per step are reported; --eval-only does just that for the he
 			case !(o.Holdout > 0 && o.Holdout < 1):
 				return errors.New("--holdout must be in (0, 1)")
 			}
-			if err := checkModelPath("--model", model); err != nil {
+			if err := resolveModelPath(cmd, "--model", &model); err != nil {
 				return err
 			}
 			var prompts []string

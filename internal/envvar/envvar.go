@@ -23,6 +23,16 @@
 //	                                 CUDA graph
 //	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
+// Hugging Face's own variables, read by the CLI for pull, list, rm and model
+// names (as huggingface_hub reads them, so both share one cache and login):
+//
+//	HF_HUB_CACHE                     the hub cache directory (default $HF_HOME/hub)
+//	HF_HOME                          Hugging Face's directory (default $XDG_CACHE_HOME/huggingface)
+//	XDG_CACHE_HOME                   where HF_HOME is when unset (default ~/.cache)
+//	HF_ENDPOINT                      the hub's address, for a mirror (default https://huggingface.co)
+//	HF_TOKEN                         the token for gated and private repositories (never logged)
+//	HF_HUB_OFFLINE                   1 (or true, yes, on): use the cache only, never the network
+//
 // The Metal kernel emulator (internal/backend/metal/emu), which only tests use:
 //
 //	REDRAFTER_CLANGXX                the clang++ (16 or newer) that compiles kernels as C++
@@ -155,6 +165,31 @@ const (
 	// bit. Default 16, which covers the largest recommended beam's tree
 	// (W=3, L=5: 13 tokens).
 	MetalMatvecMaxRows Count = "REDRAFTER_METAL_MATVEC_MAX_ROWS"
+)
+
+// Hugging Face's variables, read by the CLI when a command pulls, lists or
+// removes models or is given a repository name for --model or --drafter.
+const (
+	// HFHubCache, HF_HUB_CACHE, is the hub cache directory shared with
+	// huggingface_hub, transformers and mlx-lm. Unset: $HF_HOME/hub.
+	HFHubCache Text = "HF_HUB_CACHE"
+	// HFHome, HF_HOME, is Hugging Face's directory. Unset:
+	// $XDG_CACHE_HOME/huggingface.
+	HFHome Text = "HF_HOME"
+	// XDGCacheHome, XDG_CACHE_HOME, is the user's cache directory, where
+	// HF_HOME is when unset. Unset: ~/.cache.
+	XDGCacheHome Text = "XDG_CACHE_HOME"
+	// HFEndpoint, HF_ENDPOINT, is the hub's address, for a mirror. Unset:
+	// https://huggingface.co.
+	HFEndpoint Text = "HF_ENDPOINT"
+	// HFToken, HF_TOKEN, is the access token sent to the endpoint (never to
+	// the content host files redirect to, never logged), for gated and
+	// private repositories.
+	HFToken Text = "HF_TOKEN"
+	// HFHubOffline, HF_HUB_OFFLINE, set to 1 (or true, yes, on, in any
+	// case), keeps every command off the network: model names resolve from
+	// the cache only, and an error names what is missing.
+	HFHubOffline Text = "HF_HUB_OFFLINE"
 )
 
 // The Metal kernel emulator's variables. Only tests run the emulator (it

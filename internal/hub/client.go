@@ -372,12 +372,13 @@ func (c *Client) pullFile(ctx context.Context, repo, commit, file string, treeSi
 		if err := c.download(ctx, repo, file, m, blob, p); err != nil {
 			return err
 		}
+		p.AllDone += m.size // the download reported its bytes
 	} else {
 		slog.Debug("hub: already in the cache", "repo", repo, "file", file)
+		p.Done = m.size
+		p.AllDone += m.size
+		c.report(*p)
 	}
-	p.Done = m.size
-	p.AllDone += m.size
-	c.report(*p)
 	return placeLink(blob, link)
 }
 
@@ -402,7 +403,10 @@ func (c *Client) download(ctx context.Context, repo, file string, m fileMeta, bl
 	}
 	defer unlock()
 	if _, err := os.Stat(blob); err == nil {
-		return nil // the other pull placed it
+		all := *p // the other pull placed it
+		all.Done, all.AllDone = m.size, p.AllDone+m.size
+		c.report(all)
+		return nil
 	}
 	partial := blob + ".incomplete"
 	base := p.AllDone
