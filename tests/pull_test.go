@@ -43,8 +43,10 @@ func TestPullGenerateByName(t *testing.T) {
 	s := hubtest.New(map[string]*hubtest.Repo{
 		"demo/stories260K":         {Files: map[string][]byte{"stories260K.gguf": gguf, "README.md": []byte("# demo\n")}},
 		"demo/stories260K-drafter": {Files: map[string][]byte{"config.json": headCfg, "model.safetensors": weights}},
+		"demo/gated":               {Files: map[string][]byte{"config.json": headCfg, "model.safetensors": weights}, Gated: true},
 	})
 	defer s.Close()
+	s.Token = "hf_e2eSECRET"
 	cache := t.TempDir()
 	t.Setenv("HF_ENDPOINT", s.URL())
 	t.Setenv("HF_HUB_CACHE", cache)
@@ -96,6 +98,19 @@ func TestPullGenerateByName(t *testing.T) {
 		t.Fatalf("pull the head: %v\n%s", err, stderr)
 	}
 
+	// A gated repository: a clear error without HF_TOKEN; with it, a pull
+	// that never shows the token, even at debug level.
+	_, stderr, err = runCLI(t, "pull", "demo/gated")
+	if err == nil || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "set HF_TOKEN") {
+		t.Errorf("gated, no token: %v\n%s", err, stderr)
+	}
+	t.Setenv("HF_TOKEN", s.Token)
+	out, stderr, err = runCLI(t, "--log-level", "debug", "pull", "demo/gated")
+	if err != nil || strings.Contains(out+stderr, s.Token) {
+		t.Errorf("gated, HF_TOKEN: %v, or the token shown:\n%s%s", err, out, stderr)
+	}
+	t.Setenv("HF_TOKEN", "")
+
 	list, _, err := runCLI(t, "list")
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +144,10 @@ func TestPullGenerateByName(t *testing.T) {
 	}
 	t.Setenv("HF_HUB_OFFLINE", "")
 
-	if _, stderr, err := runCLI(t, "rm", "demo/stories260K-drafter"); err != nil {
-		t.Fatalf("rm: %v\n%s", err, stderr)
+	for _, name := range []string{"demo/stories260K-drafter", "demo/gated"} {
+		if _, stderr, err := runCLI(t, "rm", name); err != nil {
+			t.Fatalf("rm %s: %v\n%s", name, err, stderr)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(cache, "models--demo--stories260K-drafter")); !os.IsNotExist(err) {
 		t.Errorf("rm left the head's folder: %v", err)

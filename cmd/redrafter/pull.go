@@ -109,7 +109,7 @@ func fromHub(cmd *cobra.Command, flag, value string) (path string, ok bool, err 
 	snap, err := c.Get(cmdContext(cmd), name)
 	pl.finish()
 	if err != nil {
-		return "", true, fmt.Errorf("%s %s: %w", flag, value, err)
+		return "", true, fmt.Errorf("%s %s: no such file or directory here, and as a Hugging Face repository: %w", flag, value, err)
 	}
 	return snap.Path(), true, nil
 }
