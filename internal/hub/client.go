@@ -59,11 +59,20 @@ func (c *Client) endpoint() string {
 	return strings.TrimRight(c.Endpoint, "/")
 }
 
+// defaultHTTP is the client when Client.HTTP is nil: the default transport
+// (proxies from the environment), with a bound on a server that accepts a
+// request and never answers.
+var defaultHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = time.Minute
+	return &http.Client{Transport: t}
+}()
+
 func (c *Client) http() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
-	return http.DefaultClient
+	return defaultHTTP
 }
 
 // Find returns name in the cache at revision ("" for main), without the
@@ -297,21 +306,32 @@ type fileMeta struct {
 }
 
 // head asks the endpoint about one file, without following the redirect of
-// an LFS file to its content host, whose headers are not the hub's.
+// an LFS file to its content host, whose headers are not the hub's; a
+// redirect within the hub (a renamed repository) is followed, as
+// huggingface_hub follows relative redirects.
 func (c *Client) head(ctx context.Context, repo, commit, file string) (fileMeta, error) {
 	u := c.endpoint() + "/" + repo + "/resolve/" + commit + "/" + escapePath(file)
-	req, err := c.request(ctx, http.MethodHead, u)
-	if err != nil {
-		return fileMeta{}, err
-	}
-	req.Header.Set("Accept-Encoding", "identity")
 	client := *c.http()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := client.Do(req)
-	if err != nil {
-		return fileMeta{}, fmt.Errorf("%s: %s: %w", repo, file, err)
+	var resp *http.Response
+	for hops := 0; ; hops++ {
+		req, err := c.request(ctx, http.MethodHead, u)
+		if err != nil {
+			return fileMeta{}, err
+		}
+		req.Header.Set("Accept-Encoding", "identity")
+		resp, err = client.Do(req)
+		if err != nil {
+			return fileMeta{}, fmt.Errorf("%s: %s: %w", repo, file, err)
+		}
+		resp.Body.Close()
+		loc, lerr := resp.Location()
+		if resp.StatusCode < 300 || resp.StatusCode >= 400 || lerr != nil || resp.Header.Get("X-Linked-Etag") != "" ||
+			!sameOrigin(loc.String(), c.endpoint()) || hops == 5 {
+			break
+		}
+		u = loc.String()
 	}
-	resp.Body.Close()
 	if err := c.statusErr(repo, file, resp); err != nil {
 		return fileMeta{}, err
 	}

@@ -205,6 +205,18 @@ func TestPullWritesTheHubLayout(t *testing.T) {
 	}
 }
 
+// A renamed repository's old name still pulls, through the hub's
+// redirects; the cache keeps the name the user gave.
+func TestRenamedRepository(t *testing.T) {
+	s, repos := standIn(t)
+	s.Moved = map[string]string{"old/ckpt": "owner/ckpt"}
+	c := newClient(t, s)
+	if _, err := c.Pull(context.Background(), Name{Repo: "old/ckpt"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, c.Cache, "old/ckpt", repos["owner/ckpt"], []string{"config.json", "model.safetensors"})
+}
+
 // A cache laid out by huggingface_hub (hf_hub_download) is read without a
 // request.
 func TestFindsACacheOtherToolsWrote(t *testing.T) {

@@ -21,6 +21,9 @@
 //     HEADs without following the redirect and drops the Authorization
 //     header for the content host; the constants are HUGGINGFACE_HEADER_X_*
 //     in constants.py.
+//   - A renamed repository's old name answers 307 with a relative Location
+//     to the new one (file_download.py follows relative redirects only:
+//     _request_wrapper's follow_relative_redirects).
 //   - GET of the same address serves the bytes (regular files) or the same
 //     302 (LFS); the content host serves Range requests with 206 (the
 //     downloader's resume, http_get's Range header in file_download.py).
@@ -85,6 +88,10 @@ type Server struct {
 	Hub, Content *httptest.Server
 	Token        string // the token gated repositories accept
 	PageSize     int    // tree entries per page (default 1000)
+	// Moved maps an old repository name to its new one: requests for it
+	// are redirected (307, a relative Location), as the hub does for a
+	// renamed repository.
+	Moved map[string]string
 
 	mu       sync.Mutex
 	repos    map[string]*Repo
@@ -198,6 +205,15 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, repo string) (*R
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	s.log("hub", r)
 	p := r.URL.Path
+	for old, repo := range s.Moved {
+		for _, prefix := range []string{"/api/models/", "/"} {
+			if rest, ok := strings.CutPrefix(p, prefix+old+"/"); ok {
+				w.Header().Set("Location", prefix+repo+"/"+rest)
+				w.WriteHeader(http.StatusTemporaryRedirect)
+				return
+			}
+		}
+	}
 	if rest, ok := strings.CutPrefix(p, "/api/models/"); ok {
 		parts := strings.SplitN(rest, "/", 4) // owner, name, revision|tree, rev
 		if len(parts) != 4 {
