@@ -115,7 +115,7 @@ func TestPullGenerateByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"demo/stories260K ", "llama", "demo/stories260K-drafter", "for demo/stories260K", "main "} {
+	for _, want := range []string{"demo/stories260K ", "F32", "llama", "demo/stories260K-drafter", "for demo/stories260K", "main "} {
 		if !strings.Contains(list, want) {
 			t.Errorf("list lacks %q:\n%s", want, list)
 		}

@@ -95,6 +95,9 @@ func describe(c hub.Cached) (quant, arch string) {
 			if ft, ok := g.Uint("general.file_type"); ok && q == "" {
 				q = ggufFileTypes[ft]
 			}
+			if q == "" {
+				q = matrixType(g)
+			}
 			g.Close()
 		}
 		add(&quants, q)
@@ -134,4 +137,22 @@ func orDash(list []string) string {
 		return "-"
 	}
 	return strings.Join(list, ",")
+}
+
+// matrixType is the type most of a GGUF's matrices have, for a file that
+// names no quantization (the demo's F32).
+func matrixType(g *formats.GGUF) string {
+	count := map[string]int{}
+	best := ""
+	for _, t := range g.Tensors {
+		if len(t.Shape) != 2 {
+			continue
+		}
+		name := strings.ToUpper(t.DType.String())
+		count[name]++
+		if count[name] > count[best] {
+			best = name
+		}
+	}
+	return best
 }
