@@ -37,7 +37,6 @@ type Client struct {
 	// Faults the tests inject.
 	freeSpace func(dir string) (int64, error) // default: the file system's
 	wrapWrite func(w io.Writer) io.Writer     // around each download's file
-	sleep     func(ctx context.Context, d time.Duration) error
 }
 
 // Progress is the state of a pull.

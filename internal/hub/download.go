@@ -93,9 +93,6 @@ func (c *Client) download(ctx context.Context, repo, file string, m fileMeta, bl
 }
 
 func (c *Client) wait(ctx context.Context, d time.Duration) error {
-	if c.sleep != nil {
-		return c.sleep(ctx, d)
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
