@@ -33,7 +33,10 @@ generation uses ReDrafter speculative decoding.
 It listens on 127.0.0.1:8080 (loopback only) unless told otherwise;
 --socket serves on a Unix socket instead (mode 0600). With --api-key (or
 REDRAFTER_API_KEY) every route but /health requires
-"Authorization: Bearer KEY". Ctrl-C or SIGTERM stops accepting, lets the
+"Authorization: Bearer KEY". So that web pages cannot drive it through the
+browser, POST bodies must be application/json (415 otherwise) and the Host
+header must be an IP address, localhost, the --host name or an
+--allowed-host name (403 otherwise). Ctrl-C or SIGTERM stops accepting, lets the
 requests in flight finish (10 s at most, then cancels them) and exits 0.
 The address is logged on stderr once the server listens (--port 0 picks a
 free port).`
@@ -44,7 +47,7 @@ type serveFlags struct {
 	host, socket                            string
 	port, parallel, queue                   int
 	apiKey                                  string
-	corsOrigins                             []string
+	corsOrigins, allowedHosts               []string
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -74,6 +77,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a slot; more are refused with 429 (0: none wait)")
 	fl.StringVar(&f.apiKey, "api-key", envvar.APIKey.Get(), "require \"Authorization: Bearer KEY\" on every route but /health (env "+envvar.APIKey.Name()+", which keeps it out of the process list)")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; * for any); none by default")
+	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "a name requests may give as Host besides IP addresses, localhost and a --host name, e.g. a reverse proxy's llm.example.com (repeatable; * for any); others get 403")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }
@@ -90,6 +94,9 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 		return errors.New("give --socket or --host/--port, not both")
 	case f.context < 0:
 		return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", f.context)
+	}
+	if err := server.CheckAllowedHosts(f.allowedHosts); err != nil {
+		return fmt.Errorf("--allowed-host: %w", err)
 	}
 	if f.drafter == "" {
 		for _, name := range []string{"beam-width", "beam-length"} {
@@ -122,10 +129,17 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
 	}
+	draft := redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength}
+	if err := e.CheckDraft(draft); err != nil {
+		return fmt.Errorf("--beam-width %d --beam-length %d: %w", f.beamWidth, f.beamLength, err)
+	}
+	allowed := f.allowedHosts
+	if f.host != "" && net.ParseIP(f.host) == nil && f.socket == "" {
+		allowed = append(allowed, f.host) // listening by name: answer to it
+	}
 	srv, err := server.New(server.Config{
-		Engine: e, ModelName: name, Template: tmpl,
-		Draft:    redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength},
-		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins,
+		Engine: e, ModelName: name, Template: tmpl, Draft: draft,
+		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins, AllowedHosts: allowed,
 		Logger: slog.Default(),
 	})
 	if err != nil {
