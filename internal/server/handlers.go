@@ -150,9 +150,14 @@ func (s *Server) acquire(ctx context.Context, j *job) (*slot, error) {
 	if err := s.sched.admit(); err != nil {
 		return nil, s.busyError()
 	}
+	var sl *slot
+	defer func() {
+		if sl == nil { // refused, cancelled or panicked before a slot
+			s.sched.leave()
+		}
+	}()
 	sl, err := s.tokenizeAndWait(ctx, j)
 	if err != nil {
-		s.sched.leave()
 		return nil, err
 	}
 	if s.testAcquired != nil {
@@ -525,13 +530,13 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.busyError())
 		return
 	}
-	var ids []int32
-	if req.ParseSpecial {
-		ids = s.e.Tokenizer().EncodeSpecial(*req.Content, req.AddSpecial)
-	} else {
-		ids = s.e.Tokenizer().Encode(*req.Content, req.AddSpecial)
-	}
-	s.sched.leave()
+	ids := func() []int32 {
+		defer s.sched.leave()
+		if req.ParseSpecial {
+			return s.e.Tokenizer().EncodeSpecial(*req.Content, req.AddSpecial)
+		}
+		return s.e.Tokenizer().Encode(*req.Content, req.AddSpecial)
+	}()
 	if ids == nil {
 		ids = []int32{}
 	}
