@@ -33,11 +33,11 @@ generation uses ReDrafter speculative decoding.
 It listens on 127.0.0.1:8080 (loopback only) unless told otherwise;
 --socket serves on a Unix socket instead (mode 0600). With --api-key (or
 REDRAFTER_API_KEY) every route but /health requires
-"Authorization: Bearer KEY". So that web pages cannot drive it through the
-browser, POST bodies must be application/json (415 otherwise) and the Host
-header must be an IP address, localhost, the --host name or an
---allowed-host name (403 otherwise). Ctrl-C or SIGTERM stops accepting, lets the
-requests in flight finish (10 s at most, then cancels them) and exits 0.
+"Authorization: Bearer KEY". So that web pages cannot drive it through
+the browser, POST bodies must be application/json (415 otherwise) and the
+Host header an IP address, localhost, the --host name or an --allowed-host
+name (403 otherwise). Ctrl-C or SIGTERM stops accepting, lets the requests
+in flight finish (10 s at most, then cancels them) and exits 0.
 The address is logged on stderr once the server listens (--port 0 picks a
 free port).`
 
@@ -70,7 +70,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.kvCache, "kv-cache", "", "KV cache element type: f32, or f16 for half the memory; default f16 on a GPU, f32 on the CPU")
 	fl.StringVar(&f.template, "template", "auto", "chat template: vicuna, llama2, chatml, llama3, or auto (from the model's metadata; vicuna, with a warning, when it has none we know)")
 	fl.StringVar(&f.name, "model-name", "", "the model's id in /v1/models, which requests may name (default: the model file's name without its extension)")
-	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or :: for every interface: then set --api-key)")
+	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or :: for every interface: then set --api-key, and --allowed-host for the names clients use)")
 	fl.IntVar(&f.port, "port", 8080, "TCP port (0: a free one, logged)")
 	fl.StringVar(&f.socket, "socket", "", "listen on this Unix socket instead of TCP (created with mode 0600; a stale socket there is replaced)")
 	fl.IntVar(&f.parallel, "parallel", 1, "requests decoding at once (slots), each with a KV cache of --context tokens")
