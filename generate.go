@@ -19,7 +19,7 @@ type GenerateOptions struct {
 	MaxTokens int          // stop after this many new tokens (0: until the context is full)
 	Sampling  Sampling     // zero value: greedy
 	Seed      uint64       // seeds sampling; the same seed gives the same text
-	Stop      []string     // stop before the first occurrence of any of these
+	Stop      []string     // end the text before the earliest occurrence of any of these
 	NoBOS     bool         // do not prepend the BOS token to the prompt
 	Draft     DraftOptions // speculative decoding, when the engine has a draft head
 	// ParseSpecial makes special-token text in the prompt (such as
@@ -228,7 +228,10 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 		err = d.autoregressive(ctx)
 	}
 	if err == nil {
-		err = em.out.flush()
+		var stopped bool
+		if stopped, err = em.out.flush(); stopped {
+			res.Reason = StopString
+		}
 	}
 	if err != nil {
 		return partial(err)
@@ -385,7 +388,10 @@ func (s *Session) run(b llama.Batch, logits, hidden []float32) error {
 }
 
 // stopWriter streams decoded text, holding back anything that could still
-// become a stop string.
+// become a stop string. The text ends before the earliest occurrence of any
+// stop string in what the model produced, whatever the order of the list
+// and wherever the token boundaries fall: a match is final only once no
+// other stop string could still complete at an earlier position.
 type stopWriter struct {
 	dec     *tokenizer.StreamDecoder
 	stops   []string
@@ -409,29 +415,50 @@ func newStopWriter(t tokenizer.Tokenizer, prompt []int32, stops []string, emit f
 // add decodes one token; it reports whether a stop string was completed.
 func (w *stopWriter) add(id int32) (bool, error) {
 	w.pending += w.dec.Add(id)
+	return w.settle(false)
+}
+
+// settle emits what can no longer be part of a stop string and ends the
+// text at a stop string once that is certain; final says no more text
+// comes, so only complete matches count.
+func (w *stopWriter) settle(final bool) (bool, error) {
+	match := -1
 	for _, s := range w.stops {
 		if s == "" {
 			continue
 		}
-		if i := strings.Index(w.pending, s); i >= 0 {
-			w.pending = w.pending[:i]
-			w.stopped = true
-			return true, w.flushPending()
+		if i := strings.Index(w.pending, s); i >= 0 && (match < 0 || i < match) {
+			match = i
 		}
 	}
-	// Emit all but the longest suffix that is a prefix of a stop string.
-	keep := 0
-	for _, s := range w.stops {
-		for k := min(len(s)-1, len(w.pending)); k > keep; k-- {
-			if strings.HasSuffix(w.pending, s[:k]) {
-				keep = k
-				break
+	// hold is where the earliest stop string that more text could still
+	// complete would start.
+	hold := len(w.pending)
+	if !final {
+		hold = w.openPrefix()
+	}
+	if match >= 0 && match <= hold {
+		w.pending = w.pending[:match]
+		w.stopped = true
+		return true, w.flushPending()
+	}
+	ready := w.pending[:hold]
+	w.pending = w.pending[hold:]
+	return false, w.write(ready)
+}
+
+// openPrefix is the earliest position from which the rest of pending is a
+// proper prefix of a stop string (len(pending) when there is none).
+func (w *stopWriter) openPrefix() int {
+	for i := range len(w.pending) {
+		rest := w.pending[i:]
+		for _, s := range w.stops {
+			if len(rest) < len(s) && strings.HasPrefix(s, rest) {
+				return i
 			}
 		}
 	}
-	ready := w.pending[:len(w.pending)-keep]
-	w.pending = w.pending[len(w.pending)-keep:]
-	return false, w.write(ready)
+	return len(w.pending)
 }
 
 func (w *stopWriter) write(s string) error {
@@ -448,11 +475,13 @@ func (w *stopWriter) flushPending() error {
 	return w.write(s)
 }
 
-// flush emits whatever is held back at the end of generation.
-func (w *stopWriter) flush() error {
+// flush emits whatever is held back at the end of generation; it reports
+// whether that text held a stop string (one that waited on a longer stop
+// string that might have started earlier).
+func (w *stopWriter) flush() (bool, error) {
 	if w.stopped {
-		return nil
+		return true, nil
 	}
 	w.pending += w.dec.Flush()
-	return w.flushPending()
+	return w.settle(true)
 }

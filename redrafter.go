@@ -103,6 +103,15 @@ type specPlan struct {
 	accept AcceptanceRule
 }
 
+// CheckDraft reports the error every generation with o would fail with (a
+// beam width out of range, a tree that cannot fit the context, an unknown
+// acceptance rule), so that a server can refuse such options at startup;
+// nil when o is valid or the engine has no draft head.
+func (e *Engine) CheckDraft(o DraftOptions) error {
+	_, err := e.draftPlan(o)
+	return err
+}
+
 // draftPlan validates o against the engine; nil means autoregressive.
 func (e *Engine) draftPlan(o DraftOptions) (*specPlan, error) {
 	if e.draftSource == nil || o.Off {

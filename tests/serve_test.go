@@ -79,6 +79,10 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--port", "70000"}, "--port 70000"},
 		{[]string{"--socket", file}, "not a socket"},
 		{[]string{"--socket", file, "--port", "1"}, "not both"},
+		{[]string{"--allowed-host", "llm.example.com:443"}, "--allowed-host"},
+		{[]string{"--allowed-host", "https://llm.example.com"}, "--allowed-host"},
+		// A beam that cannot fit the context would fail every request.
+		{[]string{"--drafter", storiesHead, "--beam-width", "50", "--beam-length", "50"}, "--beam-width 50 --beam-length 50: redrafter: beams of 50×50 need up to 2451 tokens, more than the context of"},
 	} {
 		_, stderr, err := runCLI(t, append([]string{"serve", "--backend", "cpu", "-m", stories}, c.args...)...)
 		if err == nil || !strings.Contains(stderr, c.want) {
@@ -87,5 +91,73 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(file); string(b) != "keep me" {
 		t.Error("--socket over a regular file changed it")
+	}
+}
+
+// serveTCP starts redrafter serve on a free loopback port with args and
+// returns its address once it listens; the server is killed at the end of
+// the test.
+func serveTCP(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--backend", "cpu", "-m", stories, "--port", "0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	var logs strings.Builder
+	for sc.Scan() {
+		logs.WriteString(sc.Text() + "\n")
+		if _, rest, ok := strings.Cut(sc.Text(), "msg=listening addr="); ok {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return strings.Fields(rest)[0]
+		}
+	}
+	t.Fatalf("serve did not listen:\n%s", logs.String())
+	return ""
+}
+
+// A web page cannot drive serve: a Host that is not the server's (DNS
+// rebinding) gets 403 and a POST that is not JSON 415; --allowed-host adds
+// a reverse proxy's name.
+func TestServeRefusesWebPages(t *testing.T) {
+	addr := serveTCP(t, "--allowed-host", "llm.example.com")
+	_, port, _ := net.SplitHostPort(addr)
+	do := func(host, contentType string) int {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/completions", strings.NewReader(`{"prompt":"Once","max_tokens":2}`))
+		req.Host = host
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		host, contentType string
+		want              int
+	}{
+		{"evil.example:" + port, "application/json", 403},
+		{"attacker.example", "application/json", 403},
+		{"localhost:" + port, "text/plain", 415},
+		{"localhost:" + port, "", 415},
+		{"localhost:" + port, "application/json", 200},
+		{addr, "application/json", 200},
+		{"llm.example.com", "application/json", 200},
+		{"llm.example.com:443", "application/json; charset=utf-8", 200},
+	} {
+		if got := do(c.host, c.contentType); got != c.want {
+			t.Errorf("Host %s, Content-Type %q: %d, want %d", c.host, c.contentType, got, c.want)
+		}
 	}
 }

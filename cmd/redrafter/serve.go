@@ -33,8 +33,11 @@ generation uses ReDrafter speculative decoding.
 It listens on 127.0.0.1:8080 (loopback only) unless told otherwise;
 --socket serves on a Unix socket instead (mode 0600). With --api-key (or
 REDRAFTER_API_KEY) every route but /health requires
-"Authorization: Bearer KEY". Ctrl-C or SIGTERM stops accepting, lets the
-requests in flight finish (10 s at most, then cancels them) and exits 0.
+"Authorization: Bearer KEY". So that web pages cannot drive it through
+the browser, POST bodies must be application/json (415 otherwise) and the
+Host header an IP address, localhost, the --host name or an --allowed-host
+name (403 otherwise). Ctrl-C or SIGTERM stops accepting, lets the requests
+in flight finish (10 s at most, then cancels them) and exits 0.
 The address is logged on stderr once the server listens (--port 0 picks a
 free port).`
 
@@ -44,7 +47,7 @@ type serveFlags struct {
 	host, socket                            string
 	port, parallel, queue                   int
 	apiKey                                  string
-	corsOrigins                             []string
+	corsOrigins, allowedHosts               []string
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -67,13 +70,14 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.kvCache, "kv-cache", "", "KV cache element type: f32, or f16 for half the memory; default f16 on a GPU, f32 on the CPU")
 	fl.StringVar(&f.template, "template", "auto", "chat template: vicuna, llama2, chatml, llama3, or auto (from the model's metadata; vicuna, with a warning, when it has none we know)")
 	fl.StringVar(&f.name, "model-name", "", "the model's id in /v1/models, which requests may name (default: the model file's name without its extension)")
-	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or :: for every interface: then set --api-key)")
+	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 or :: for every interface: then set --api-key, and --allowed-host for the names clients use)")
 	fl.IntVar(&f.port, "port", 8080, "TCP port (0: a free one, logged)")
 	fl.StringVar(&f.socket, "socket", "", "listen on this Unix socket instead of TCP (created with mode 0600; a stale socket there is replaced)")
 	fl.IntVar(&f.parallel, "parallel", 1, "requests decoding at once (slots), each with a KV cache of --context tokens")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a slot; more are refused with 429 (0: none wait)")
 	fl.StringVar(&f.apiKey, "api-key", envvar.APIKey.Get(), "require \"Authorization: Bearer KEY\" on every route but /health (env "+envvar.APIKey.Name()+", which keeps it out of the process list)")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; * for any); none by default")
+	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "a name requests may give as Host besides IP addresses, localhost and a --host name, e.g. a reverse proxy's llm.example.com (repeatable; * for any); others get 403")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }
@@ -90,6 +94,9 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 		return errors.New("give --socket or --host/--port, not both")
 	case f.context < 0:
 		return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", f.context)
+	}
+	if err := server.CheckAllowedHosts(f.allowedHosts); err != nil {
+		return fmt.Errorf("--allowed-host: %w", err)
 	}
 	if f.drafter == "" {
 		for _, name := range []string{"beam-width", "beam-length"} {
@@ -122,10 +129,17 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
 	}
+	draft := redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength}
+	if err := e.CheckDraft(draft); err != nil {
+		return fmt.Errorf("--beam-width %d --beam-length %d: %w", f.beamWidth, f.beamLength, err)
+	}
+	allowed := f.allowedHosts
+	if f.host != "" && net.ParseIP(f.host) == nil && f.socket == "" {
+		allowed = append(allowed, f.host) // listening by name: answer to it
+	}
 	srv, err := server.New(server.Config{
-		Engine: e, ModelName: name, Template: tmpl,
-		Draft:    redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength},
-		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins,
+		Engine: e, ModelName: name, Template: tmpl, Draft: draft,
+		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins, AllowedHosts: allowed,
 		Logger: slog.Default(),
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
@@ -16,14 +17,17 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
-// job is one generation request, parsed and tokenized.
+// job is one generation request, parsed; acquire tokenizes it.
 type job struct {
 	endpoint string
 	arrived  time.Time
 	fields   *samplingFields
 	prompt   string
-	ids      []int32 // the prompt's tokens, as Session.Generate will encode them
-	opt      redrafter.GenerateOptions
+	// encode tokenizes the prompt as Session.Generate will; acquire runs it
+	// once the request is admitted.
+	encode func() []int32
+	ids    []int32 // the prompt's tokens (set by acquire)
+	opt    redrafter.GenerateOptions
 }
 
 // outcome is what a generation produced, for the response.
@@ -94,20 +98,43 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		NoBOS: noBOS, ParseSpecial: special, Draft: s.cfg.Draft,
 	}
 	tok := s.e.Tokenizer()
-	var ids []int32
-	if special {
-		ids = tok.EncodeSpecial(prompt, !noBOS)
-	} else {
-		ids = tok.Encode(prompt, !noBOS)
+	encode := func() []int32 {
+		if special {
+			return tok.EncodeSpecial(prompt, !noBOS)
+		}
+		return tok.Encode(prompt, !noBOS)
 	}
-	if len(ids) == 0 {
-		return nil, badRequest("prompt", "the prompt is empty and the model has no BOS token to start from")
+	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, encode: encode, opt: opt}, nil
+}
+
+// maxTokenBytes is the most prompt bytes one token of tok can stand for:
+// the longest piece of its vocabulary (a piece is at least as long as the
+// text it covers: SentencePiece's "▁" is 3 bytes for a space's one, a byte
+// piece "<0x0A>" 6 for one, a byte-level BPE rune 1 or 2 for one), and at
+// least 4 (an unknown token for one UTF-8 character). 0 when no bound is
+// known: a tokenizer without pieces, or one that drops text it cannot
+// encode (checked on a few such texts), which a prompt's bytes say nothing
+// about.
+func maxTokenBytes(tok redrafter.Tokenizer) int {
+	pieces, ok := tok.(interface{ Piece(id int32) string })
+	if !ok {
+		return 0
 	}
-	if ctxLen := s.e.Context(); len(ids) >= ctxLen {
-		return nil, &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
-			message: fmt.Sprintf("the prompt is %d tokens; the context holds %d, and at least 1 must be left for the reply", len(ids), ctxLen)}
+	n := 4
+	for id := range tok.VocabSize() {
+		n = max(n, len(pieces.Piece(int32(id))))
 	}
-	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, ids: ids, opt: opt}, nil
+	for _, probe := range []string{"\x01", "\xff", "\ue000", "\U0001f600", "\u00a0"} {
+		text := strings.Repeat(probe, 64)
+		if len(tok.Encode(text, false))*n < len(text) {
+			return 0
+		}
+	}
+	return n
+}
+
+func contextExceeded(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded", message: fmt.Sprintf(format, args...)}
 }
 
 func modelNotFound(asked, have string) *apiError {
@@ -115,20 +142,56 @@ func modelNotFound(asked, have string) *apiError {
 		message: fmt.Sprintf("the model %q does not exist: this server serves %q", asked, have)}
 }
 
-// acquire takes a slot for j, or says why not as an API error.
+// acquire admits j (under --parallel and --queue, so that tokenizing counts
+// as the request's work), refuses a prompt that cannot fit the context
+// (first by its bytes, without tokenizing), tokenizes it and takes a slot;
+// or says why not as an API error. The slot's release counts j out.
 func (s *Server) acquire(ctx context.Context, j *job) (*slot, error) {
-	sl, err := s.sched.acquire(ctx, j.ids)
-	switch {
-	case errors.Is(err, errQueueFull):
-		return nil, &apiError{status: http.StatusTooManyRequests, kind: "rate_limit_error", code: "server_busy",
-			message: fmt.Sprintf("the server is busy: %d requests are decoding and %d waiting (--parallel, --queue); retry later", s.cfg.Parallel, s.cfg.Queue)}
-	case err != nil:
+	if err := s.sched.admit(); err != nil {
+		return nil, s.busyError()
+	}
+	var sl *slot
+	defer func() {
+		if sl == nil { // refused, cancelled or panicked before a slot
+			s.sched.leave()
+		}
+	}()
+	sl, err := s.tokenizeAndWait(ctx, j)
+	if err != nil {
 		return nil, err
 	}
 	if s.testAcquired != nil {
 		s.testAcquired(ctx)
 	}
 	return sl, nil
+}
+
+func (s *Server) tokenizeAndWait(ctx context.Context, j *job) (*slot, error) {
+	ctxLen := s.e.Context()
+	// A token stands for at most maxTokenBytes bytes, so a prompt of
+	// ctxLen*maxTokenBytes bytes or more is ctxLen tokens or more: refused
+	// without the work (and memory) of tokenizing it.
+	if n := s.maxTokenBytes; n > 0 && len(j.prompt) >= ctxLen*n {
+		return nil, contextExceeded("the prompt is %d bytes, so at least %d tokens; the context holds %d, and at least 1 must be left for the reply",
+			len(j.prompt), len(j.prompt)/n, ctxLen)
+	}
+	j.ids = j.encode()
+	if len(j.ids) == 0 {
+		return nil, badRequest("prompt", "the prompt is empty and the model has no BOS token to start from")
+	}
+	if len(j.ids) >= ctxLen {
+		return nil, contextExceeded("the prompt is %d tokens; the context holds %d, and at least 1 must be left for the reply", len(j.ids), ctxLen)
+	}
+	sl, err := s.sched.acquire(ctx, j.ids)
+	if errors.Is(err, errQueueFull) {
+		return nil, s.busyError()
+	}
+	return sl, err
+}
+
+func (s *Server) busyError() *apiError {
+	return &apiError{status: http.StatusTooManyRequests, kind: "rate_limit_error", code: "server_busy",
+		message: fmt.Sprintf("the server is busy: %d requests are decoding and %d waiting (--parallel, --queue); retry later", s.cfg.Parallel, s.cfg.Queue)}
 }
 
 // generate runs j on sl and gives the slot back. onText gets the text as it
@@ -145,7 +208,8 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 				sl.session = fresh
 			} else {
 				s.log.Error("replacing a slot's session after a panic", "slot", sl.id, "err", err)
-				return // the slot stays out of use
+				s.sched.leave() // the request is over; the slot stays out of use
+				return
 			}
 		}
 		s.sched.release(sl)
@@ -460,12 +524,19 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("content", "content: required (a string)"))
 		return
 	}
-	var ids []int32
-	if req.ParseSpecial {
-		ids = s.e.Tokenizer().EncodeSpecial(*req.Content, req.AddSpecial)
-	} else {
-		ids = s.e.Tokenizer().Encode(*req.Content, req.AddSpecial)
+	// Tokenizing is the request's work: it counts under --parallel and
+	// --queue as a generation does.
+	if err := s.sched.admit(); err != nil {
+		writeError(w, s.busyError())
+		return
 	}
+	ids := func() []int32 {
+		defer s.sched.leave()
+		if req.ParseSpecial {
+			return s.e.Tokenizer().EncodeSpecial(*req.Content, req.AddSpecial)
+		}
+		return s.e.Tokenizer().Encode(*req.Content, req.AddSpecial)
+	}()
 	if ids == nil {
 		ids = []int32{}
 	}

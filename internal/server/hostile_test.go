@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -75,7 +76,7 @@ func TestBadRequests(t *testing.T) {
 		{"an array body", "/v1/completions", `[1,2]`, 400, "", "JSON object"},
 		{"max_tokens a string", "/v1/completions", `{"prompt":"a","max_tokens":"ten"}`, 400, "", "max_tokens: want an integer"},
 		{"max_tokens 1e30", "/v1/completions", `{"prompt":"a","max_tokens":1e30}`, 400, "", "max_tokens"},
-		{"max_tokens negative", "/v1/completions", `{"prompt":"a","max_tokens":-1}`, 400, "", "negative"},
+		{"max_tokens negative", "/v1/completions", `{"prompt":"a","max_tokens":-1}`, 400, "", "want at least 1"},
 		{"temperature a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, 400, "", "temperature: want a number"},
 		{"temperature 5", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":5}`, 400, "", "temperature"},
 		{"top_p 2", "/v1/completions", `{"prompt":"a","top_p":2}`, 400, "", "top_p"},
@@ -246,6 +247,7 @@ func TestDisconnectCancels(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "temperature": 0, "stream": true})
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.url+"/v1/completions", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +408,7 @@ func TestSlowClientCutOff(t *testing.T) {
 	// Room for a long story, in events of ~250 bytes: far more than the
 	// socket buffers hold.
 	body := `{"prompt":"Once upon a time","temperature":0,"stream":true,"stop":["zzzz"]}`
-	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	waitFor(t, "the slot freed from the client that never reads", func() bool {
 		m := ts.metricsText(t)
 		return strings.Contains(m, `redrafter_generations_total{reason="error"} 1`) || strings.Contains(m, `redrafter_generations_total{reason="canceled"} 1`)
@@ -476,5 +478,304 @@ func TestShutdownCancelsStreams(t *testing.T) {
 	<-stopped
 	if _, err := http.Get(ts.url + "/health"); err == nil {
 		t.Error("the server still accepts after shutdown")
+	}
+}
+
+// withHost sends a request with Host: host to the server (which listens on
+// 127.0.0.1) and returns the status and the error code.
+func (ts *testServer) withHost(t *testing.T, method, path, host, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e chatResult
+	json.Unmarshal(b, &e)
+	code := ""
+	if e.Error != nil && e.Error.Code != nil {
+		code = *e.Error.Code
+	}
+	return resp.StatusCode, code
+}
+
+// A web page cannot reach the server under its own name (DNS rebinding: its
+// name resolves to 127.0.0.1, so the browser sends it as Host) nor under any
+// other name: 403 on every route, before any work. IP addresses, localhost
+// and the names given in AllowedHosts are answered.
+func TestHostCheck(t *testing.T) {
+	ts := start(t, Config{})
+	port := ts.url[strings.LastIndex(ts.url, ":")+1:]
+	chat := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
+	for _, host := range []string{"attacker.example", "evil.example:" + port, "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port} {
+		for _, r := range []struct{ method, path, body string }{
+			{"POST", "/v1/chat/completions", chat},
+			{"POST", "/v1/completions", `{"prompt":"Once","max_tokens":2}`},
+			{"POST", "/tokenize", `{"content":"Once"}`},
+			{"GET", "/metrics", ""},
+			{"GET", "/v1/models", ""},
+		} {
+			if status, code := ts.withHost(t, r.method, r.path, host, r.body); status != 403 || code != "host_not_allowed" {
+				t.Errorf("Host %s: %s %s answered %d %q, want 403 host_not_allowed", host, r.method, r.path, status, code)
+			}
+		}
+	}
+	if m := ts.metricsText(t); strings.Contains(m, "redrafter_generations_total{") {
+		t.Errorf("a refused Host generated:\n%s", grep(m, "generations"))
+	}
+	for _, host := range []string{"localhost", "localhost:" + port, "LocalHost.:" + port, "app.localhost:" + port,
+		"127.0.0.1", "127.0.0.1:" + port, "[::1]:" + port, "[::1]", "10.1.2.3:" + port} {
+		if status, code := ts.withHost(t, "POST", "/v1/chat/completions", host, chat); status != 200 {
+			t.Errorf("Host %s: %d %q, want 200", host, status, code)
+		}
+	}
+
+	proxied := start(t, Config{AllowedHosts: []string{"llm.example.com", "Gateway.Internal."}})
+	for host, want := range map[string]int{"llm.example.com": 200, "llm.example.com:443": 200, "LLM.example.com": 200,
+		"gateway.internal:8080": 200, "example.com": 403, "api.llm.example.com": 403, "localhost:" + port: 200} {
+		if status, _ := proxied.withHost(t, "GET", "/v1/models", host, ""); status != want {
+			t.Errorf("AllowedHosts llm.example.com: Host %s answered %d, want %d", host, status, want)
+		}
+	}
+	anyHost := start(t, Config{AllowedHosts: []string{"*"}})
+	if status, _ := anyHost.withHost(t, "GET", "/v1/models", "evil.example", ""); status != 200 {
+		t.Errorf("AllowedHosts *: Host evil.example answered %d, want 200", status)
+	}
+	for _, bad := range []string{"llm.example.com:443", "http://llm.example.com", "a b", ""} {
+		if _, err := New(Config{Engine: plain, ModelName: "m", Template: tokenizer.TemplateVicuna, AllowedHosts: []string{bad}}); err == nil {
+			t.Errorf("AllowedHosts %q accepted", bad)
+		}
+	}
+}
+
+// Every POST route takes application/json only (with a UTF-8 charset or
+// none): a page's "simple" requests (text/plain, forms), which a browser
+// sends cross-origin without a preflight, are refused with 415.
+func TestPOSTNeedsJSON(t *testing.T) {
+	ts := start(t, Config{})
+	bodies := map[string]string{
+		"/v1/chat/completions": `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`,
+		"/v1/completions":      `{"prompt":"Once","max_tokens":2}`,
+		"/tokenize":            `{"content":"Once"}`,
+		"/detokenize":          `{"tokens":[1]}`,
+	}
+	for path, body := range bodies {
+		for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+			"", "application/jsonx", "application/json; charset=latin1", "json"} {
+			req, _ := http.NewRequest("POST", ts.url+path, strings.NewReader(body))
+			if ct != "" {
+				req.Header.Set("Content-Type", ct)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 415 || !strings.Contains(string(b), `"unsupported_media_type"`) || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("POST %s with Content-Type %q: %d %s, want 415", path, ct, resp.StatusCode, b)
+			}
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"} {
+			if status, _, b := ts.post(t, path, body, "Content-Type", ct); status != 200 {
+				t.Errorf("POST %s with Content-Type %q: %d %s, want 200", path, ct, status, b)
+			}
+		}
+	}
+	m := ts.metricsText(t)
+	generations := 0
+	for _, l := range strings.Split(grep(m, "redrafter_generations_total{"), "\n") {
+		var n int
+		fmt.Sscanf(l[strings.LastIndex(l, " ")+1:], "%d", &n)
+		generations += n
+	}
+	if generations != 6 {
+		t.Errorf("%d generations, want the 6 sent as JSON only:\n%s", generations, grep(m, "generations"))
+	}
+}
+
+// Fields the server does not implement are refused naming the field, unless
+// they ask for nothing; max_tokens 0 is refused as OpenAI does; null stop is
+// no stop; the order of stop strings does not matter.
+func TestUnsupportedFields(t *testing.T) {
+	ts := start(t, Config{})
+	for _, c := range []struct{ field, body string }{
+		{"max_tokens", `"max_tokens":0`},
+		{"max_completion_tokens", `"max_completion_tokens":0`},
+		{"max_completion_tokens", `"max_tokens":5,"max_completion_tokens":0`},
+		{"response_format", `"response_format":{"type":"json_object"}`},
+		{"response_format", `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}`},
+		{"logit_bias", `"logit_bias":{"50":-100}`},
+		{"presence_penalty", `"presence_penalty":0.5`},
+		{"frequency_penalty", `"frequency_penalty":-1`},
+		{"tool_choice", `"tool_choice":"required"`},
+		{"modalities", `"modalities":["text","audio"]`},
+		{"audio", `"audio":{"voice":"alloy","format":"wav"}`},
+		{"prediction", `"prediction":{"type":"content","content":"x"}`},
+		{"reasoning_effort", `"reasoning_effort":"high"`},
+		{"min_p", `"min_p":0.1`},
+		{"grammar", `"grammar":"root ::= \"a\""`},
+		{"messages[0].name", `"messages":[{"role":"user","content":"hi","name":"bob"}]`},
+		{"messages[0].tool_calls", `"messages":[{"role":"assistant","content":"hi","tool_calls":[{"id":"1"}]}]`},
+		{"stream_options.bogus", `"stream":true,"stream_options":{"bogus":1}`},
+	} {
+		body := `{"messages":[{"role":"user","content":"hi"}],` + c.body + `}`
+		if strings.Contains(c.body, `"messages"`) {
+			body = `{` + c.body + `}`
+		}
+		status, _, b := ts.post(t, "/v1/chat/completions", body)
+		var e struct {
+			Error struct{ Message, Param string }
+		}
+		json.Unmarshal(b, &e)
+		param := c.field
+		if i := strings.LastIndex(param, "."); i >= 0 && !strings.HasPrefix(param, "messages") {
+			param = param[i+1:]
+		}
+		if status != 400 || e.Error.Param != param || !strings.Contains(e.Error.Message, param) {
+			t.Errorf("%s: %d %s, want 400 naming %s", c.body, status, b, param)
+		}
+	}
+	// What asks for nothing is accepted, as clients send it.
+	for _, extra := range []string{`"stop":null`, `"presence_penalty":0,"frequency_penalty":0`, `"logit_bias":{}`, `"logit_bias":null`,
+		`"response_format":{"type":"text"}`, `"user":"u1","metadata":{"a":"b"},"store":false,"service_tier":"auto"`, `"n":1,"logprobs":false`,
+		`"tool_choice":"none","parallel_tool_calls":false`, `"modalities":["text"]`, `"max_tokens":null`,
+		`"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false}`} {
+		body := `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hi!","refusal":null,"tool_calls":null,"annotations":[]},` +
+			`{"role":"user","content":"more"}],"max_completion_tokens":2,` + extra + `}`
+		if status, _, b := ts.post(t, "/v1/chat/completions", body); status != 200 {
+			t.Errorf("%s: %d %s, want 200", extra, status, b)
+		}
+	}
+	// Stop strings end the text before the earliest match, in any order.
+	for _, stop := range []string{`["e"," there"]`, `[" there","e"]`} {
+		_, _, b := ts.post(t, "/v1/completions", `{"prompt":"Once upon a time,","max_tokens":10,"temperature":0,"stop":`+stop+`}`)
+		if r := decode[chatResult](t, b); len(r.Choices) != 1 || r.Choices[0].Text != "" || *r.Choices[0].FinishReason != "stop" {
+			t.Errorf("stop %s: %s, want \"\" (\" there\" starts the continuation)", stop, b)
+		}
+	}
+}
+
+// A prompt far over the context is refused by its bytes, before it is
+// tokenized: the request allocates little more than its body.
+func TestHugePromptRefusedUntokenized(t *testing.T) {
+	ts := start(t, Config{})
+	prompt := strings.Repeat("Once upon a time there was a cat. ", (DefaultMaxBodyBytes-1024)/34)
+	body := `{"prompt":"` + prompt + `","max_tokens":1}`
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	status, _, b := ts.post(t, "/v1/completions", body)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a %d-byte prompt: %d in %v, %d MiB allocated (client and server)", len(prompt), status, took, allocated>>20)
+	if status != 400 || !strings.Contains(string(b), "context_length_exceeded") {
+		t.Errorf("a %d-byte prompt: %d %s, want 400 context_length_exceeded", len(prompt), status, b)
+	}
+	if allocated > 64<<20 {
+		t.Errorf("refusing a %d-byte prompt allocated %d MiB: it was tokenized", len(prompt), allocated>>20)
+	}
+}
+
+// Tokenizing is counted under --parallel and --queue: with the one slot
+// busy and no queue, a long prompt and /tokenize are refused with 429 before
+// they are tokenized; once the slot is free they are answered.
+func TestTokenizingIsAdmitted(t *testing.T) {
+	ts := start(t, Config{Parallel: 1, Queue: 0})
+	release := make(chan struct{})
+	var holds sync.Once
+	ts.testAcquired = func(ctx context.Context) { holds.Do(func() { <-release }) }
+	held := make(chan int, 1)
+	go func() {
+		status, _, _, err := ts.tryPost("/v1/completions", map[string]any{"prompt": "Once", "max_tokens": 2})
+		if err != nil {
+			t.Error(err)
+		}
+		held <- status
+	}()
+	waitFor(t, "the slot busy", func() bool { busy, _ := ts.health(t); return busy == 1 })
+	long := strings.Repeat("Once upon a time there was a cat. ", 60) // over the context in tokens, not in bytes
+	if status, _, b := ts.post(t, "/v1/completions", map[string]any{"prompt": long}); status != 429 {
+		t.Errorf("a long prompt while the slot is busy: %d %s, want 429 before tokenizing", status, b)
+	}
+	if status, _, b := ts.post(t, "/tokenize", map[string]any{"content": long}); status != 429 {
+		t.Errorf("/tokenize while the slot is busy: %d %s, want 429", status, b)
+	}
+	close(release)
+	if s := <-held; s != 200 {
+		t.Errorf("the request holding the slot: %d", s)
+	}
+	if status, _, b := ts.post(t, "/v1/completions", map[string]any{"prompt": long}); status != 400 {
+		t.Errorf("a long prompt on a free server: %d %s, want 400", status, b)
+	}
+	if status, _, b := ts.post(t, "/tokenize", map[string]any{"content": long}); status != 200 {
+		t.Errorf("/tokenize on a free server: %d %s", status, b)
+	}
+}
+
+// A request refused after tokenizing (its prompt over the context) gives
+// its memory back to the OS as a generation does, once the server is idle.
+func TestRefusedPromptReleasesMemory(t *testing.T) {
+	saved := restTime
+	t.Cleanup(func() { restTime = saved }) // after the server stops
+	restTime = 20 * time.Millisecond
+	ts := start(t, Config{})
+	long := strings.Repeat("Once upon a time there was a cat. ", 60)
+	if status, _, b := ts.post(t, "/v1/completions", map[string]any{"prompt": long}); status != 400 {
+		t.Fatalf("%d %s, want 400", status, b)
+	}
+	waitFor(t, "memory returned after the refused prompt", func() bool { return ts.rests.Load() > 0 })
+}
+
+// A body that trickles in past the read timeout is answered 408, not 400.
+func TestSlowBodyTimesOut(t *testing.T) {
+	ts := start(t, Config{ReadTimeout: 500 * time.Millisecond})
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"prompt":"Once upon a time","max_tokens":2}`
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	go func() {
+		for i := range len(body) {
+			if _, err := c.Write([]byte{body[i]}); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 408 || !strings.Contains(string(b), `"request_timeout"`) {
+		t.Errorf("a body at 10 bytes a second: %d %s, want 408 request_timeout", resp.StatusCode, b)
+	}
+}
+
+// A beam that cannot fit the context would fail every request: New refuses it.
+func TestBeamOverContextRefused(t *testing.T) {
+	_, err := New(Config{Engine: drafted, ModelName: "m", Template: tokenizer.TemplateVicuna, Draft: redrafter.DraftOptions{BeamWidth: 50, BeamLength: 50}})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("context of %d", testContext)) {
+		t.Errorf("beams of 50×50 in a context of %d: %v, want an error naming the context", testContext, err)
+	}
+	// Without a draft head the beam is not used.
+	s, err := New(Config{Engine: plain, ModelName: "m", Template: tokenizer.TemplateVicuna, Draft: redrafter.DraftOptions{BeamWidth: 50, BeamLength: 50}})
+	if err != nil {
+		t.Errorf("beams without a draft head: %v", err)
+	} else {
+		s.Close()
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
@@ -55,6 +57,10 @@ func (e *apiError) body() errorBody {
 type stopList []string
 
 func (s *stopList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" { // as every other nullable field: not set
+		*s = nil
+		return nil
+	}
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
 		*s = stopList{one}
@@ -82,6 +88,8 @@ type samplingFields struct {
 	Stream              bool     `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
+		// Padding against length side channels: nothing to pad here.
+		IncludeObfuscation json.RawMessage `json:"include_obfuscation"`
 	} `json:"stream_options"`
 	Logprobs    json.RawMessage `json:"logprobs"`
 	TopLogprobs json.RawMessage `json:"top_logprobs"`
@@ -90,6 +98,31 @@ type samplingFields struct {
 	BestOf      *int            `json:"best_of"`
 	Tools       json.RawMessage `json:"tools"`
 	Functions   json.RawMessage `json:"functions"`
+
+	// OpenAI's fields this server does not implement: accepted only at the
+	// value that asks for nothing (check refuses any other). A field that is
+	// not listed in samplingFields at all is refused by decodeJSON.
+	ResponseFormat   json.RawMessage `json:"response_format"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Modalities       json.RawMessage `json:"modalities"`
+	Audio            json.RawMessage `json:"audio"`
+	Prediction       json.RawMessage `json:"prediction"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	ReasoningEffort  json.RawMessage `json:"reasoning_effort"`
+	Verbosity        json.RawMessage `json:"verbosity"`
+
+	// Fields that ask nothing of the answer: accepted and ignored.
+	User              json.RawMessage `json:"user"`
+	Metadata          json.RawMessage `json:"metadata"`
+	Store             json.RawMessage `json:"store"`
+	ServiceTier       json.RawMessage `json:"service_tier"`
+	SafetyIdentifier  json.RawMessage `json:"safety_identifier"`
+	PromptCacheKey    json.RawMessage `json:"prompt_cache_key"`
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
 }
 
 // maxStops bounds "stop": each one is matched against the text as it grows.
@@ -119,11 +152,16 @@ func (f *samplingFields) check() error {
 	if isSet(f.Tools) && string(f.Tools) != "[]" || isSet(f.Functions) && string(f.Functions) != "[]" {
 		return badRequest("tools", "tools and functions are not supported")
 	}
-	if f.MaxTokens != nil && *f.MaxTokens < 0 {
-		return badRequest("max_tokens", "max_tokens: %d is negative", *f.MaxTokens)
+	if err := f.checkUnimplemented(); err != nil {
+		return err
 	}
-	if f.MaxCompletionTokens != nil && *f.MaxCompletionTokens < 0 {
-		return badRequest("max_completion_tokens", "max_completion_tokens: %d is negative", *f.MaxCompletionTokens)
+	// OpenAI requires at least 1; leaving the field out means "until the
+	// context is full".
+	if f.MaxTokens != nil && *f.MaxTokens < 1 {
+		return badRequest("max_tokens", "max_tokens: %d: want at least 1 (leave it out to generate until the context is full)", *f.MaxTokens)
+	}
+	if f.MaxCompletionTokens != nil && *f.MaxCompletionTokens < 1 {
+		return badRequest("max_completion_tokens", "max_completion_tokens: %d: want at least 1 (leave it out to generate until the context is full)", *f.MaxCompletionTokens)
 	}
 	if t := f.Temperature; t != nil && !(*t >= 0 && *t <= 2) {
 		return badRequest("temperature", "temperature: %v is outside [0, 2]", *t)
@@ -140,6 +178,64 @@ func (f *samplingFields) check() error {
 	for _, s := range f.Stop {
 		if s == "" {
 			return badRequest("stop", "stop: an empty string would stop before the first token")
+		}
+	}
+	return nil
+}
+
+// checkUnimplemented refuses the fields this server does not implement
+// unless they hold the value that asks for nothing (penalties of 0, a text
+// response format, no logit bias, no tool choice, text output).
+func (f *samplingFields) checkUnimplemented() error {
+	unsupported := func(field, why string) error {
+		return badRequest(field, "%s: %s is not supported by this server", field, why)
+	}
+	if isSet(f.ResponseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(f.ResponseFormat, &rf) != nil || rf.Type != "text" {
+			return unsupported("response_format", "a response format other than {\"type\": \"text\"} (structured output)")
+		}
+	}
+	if isSet(f.LogitBias) {
+		var bias map[string]json.RawMessage
+		if json.Unmarshal(f.LogitBias, &bias) != nil || len(bias) > 0 {
+			return unsupported("logit_bias", "logit bias")
+		}
+	}
+	if p := f.PresencePenalty; p != nil && *p != 0 {
+		return unsupported("presence_penalty", "a presence penalty other than 0")
+	}
+	if p := f.FrequencyPenalty; p != nil && *p != 0 {
+		return unsupported("frequency_penalty", "a frequency penalty other than 0")
+	}
+	for _, c := range []struct {
+		field string
+		raw   json.RawMessage
+	}{{"tool_choice", f.ToolChoice}, {"function_call", f.FunctionCall}} {
+		if isSet(c.raw) && string(c.raw) != `"none"` && string(c.raw) != `"auto"` {
+			return unsupported(c.field, "calling tools")
+		}
+	}
+	if isSet(f.Modalities) {
+		var m []string
+		if json.Unmarshal(f.Modalities, &m) != nil || len(m) != 1 || m[0] != "text" {
+			return unsupported("modalities", "output other than text")
+		}
+	}
+	for _, c := range []struct {
+		field, what string
+		raw         json.RawMessage
+	}{
+		{"audio", "audio output", f.Audio},
+		{"prediction", "a predicted output", f.Prediction},
+		{"web_search_options", "web search", f.WebSearchOptions},
+		{"reasoning_effort", "reasoning effort (the model is not a reasoning model)", f.ReasoningEffort},
+		{"verbosity", "a verbosity setting", f.Verbosity},
+	} {
+		if isSet(c.raw) {
+			return unsupported(c.field, c.what)
 		}
 	}
 	return nil
@@ -168,6 +264,16 @@ func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "nu
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// A participant's name, which the templates have no place for.
+	Name *string `json:"name"`
+	// What an assistant message of a response holds besides its content,
+	// sent back as is by clients that append the response's message to the
+	// conversation: accepted when empty.
+	Refusal      json.RawMessage `json:"refusal"`
+	ToolCalls    json.RawMessage `json:"tool_calls"`
+	FunctionCall json.RawMessage `json:"function_call"`
+	Audio        json.RawMessage `json:"audio"`
+	Annotations  json.RawMessage `json:"annotations"`
 }
 
 type chatRequest struct {
@@ -198,6 +304,17 @@ func (r *chatRequest) messages() ([]tokenizer.Message, error) {
 		case "system", "user", "assistant":
 		default:
 			return nil, badRequest(param+".role", "%s.role: %q is not supported (want system, developer, user or assistant)", param, m.Role)
+		}
+		if m.Name != nil && *m.Name != "" {
+			return nil, badRequest(param+".name", "%s.name: participant names are not supported", param)
+		}
+		for _, c := range []struct {
+			field string
+			raw   json.RawMessage
+		}{{"refusal", m.Refusal}, {"tool_calls", m.ToolCalls}, {"function_call", m.FunctionCall}, {"audio", m.Audio}} {
+			if isSet(c.raw) && string(c.raw) != "[]" {
+				return nil, badRequest(param+"."+c.field, "%s.%s: not supported", param, c.field)
+			}
 		}
 		text, err := contentText(m.Content)
 		if err != nil {
@@ -259,6 +376,10 @@ func (r *completionRequest) promptText() (string, error) {
 // the field and the type it wants.
 func decodeJSON(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
+	// A field the server does not know is refused as OpenAI refuses one,
+	// rather than ignored, which would answer something else than what was
+	// asked.
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -296,6 +417,19 @@ func jsonError(err error) error {
 	var apiErr *apiError
 	if errors.As(err, &apiErr) {
 		return apiErr
+	}
+	// A body read past the server's read timeout (a client sending slowly).
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return &apiError{status: http.StatusRequestTimeout, kind: "invalid_request_error", code: "request_timeout",
+			message: "the request body did not arrive within the server's read timeout"}
+	}
+	// encoding/json has no type for this error; its text is
+	// `json: unknown field "NAME"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if field, err := strconv.Unquote(name); err == nil {
+			return badRequest(field, "%s: an unknown field (not supported by this server)", field)
+		}
 	}
 	// An UnmarshalJSON of ours (stop) failing, or another decoding error.
 	return badRequest("", "malformed request: %v", err)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,6 +56,10 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to call the API ("*":
 	// any); none by default.
 	CORSOrigins []string
+	// AllowedHosts are the names, besides IP addresses and localhost, that
+	// requests may give as Host (a reverse proxy's public name); "*" allows
+	// any. Other names are refused with 403 (security.go).
+	AllowedHosts []string
 	// MaxBodyBytes bounds a request body (0: DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are http.Server's
@@ -81,6 +86,7 @@ type Server struct {
 	group   *redrafter.Group // the slots' sessions decode in its shared passes
 	metrics *metrics
 	handler http.Handler
+	hosts   *hostPolicy
 	keyHash [sha256.Size]byte
 	created int64
 	// base is the parent context of every request; cancelling it stops
@@ -89,8 +95,13 @@ type Server struct {
 	cancelBase context.CancelCauseFunc
 	closeOnce  sync.Once
 	// atRest gives freed memory back to the OS once no request has been
-	// generating for restTime (see New).
+	// admitted for restTime (see New); rests counts the times it did.
 	atRest *time.Timer
+	rests  atomic.Int64
+	// maxTokenBytes bounds the prompt bytes one token stands for (0: no
+	// bound known), so that a prompt can be refused by its length before
+	// it is tokenized (promptTooLong).
+	maxTokenBytes int
 
 	// Hooks for tests: called after a slot is taken and after each piece
 	// of text, on the request's goroutine.
@@ -98,10 +109,10 @@ type Server struct {
 	testText     func(ctx context.Context)
 }
 
-// restTime is how long the server waits without a generation before it
+// restTime is how long the server waits without a request before it
 // returns freed memory to the OS: longer than the group's 2 s before it
-// frees its compiled passes.
-const restTime = 3 * time.Second
+// frees its compiled passes. A variable for tests.
+var restTime = 3 * time.Second
 
 // errShutdown cancels the requests still running when the shutdown grace
 // period ends.
@@ -122,6 +133,14 @@ func New(cfg Config) (*Server, error) {
 	if _, err := tokenizer.RenderChat(cfg.Template, nil, false); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// A beam that cannot fit the context would fail every request.
+	if err := cfg.Engine.CheckDraft(cfg.Draft); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	hosts, err := newHostPolicy(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Parallel = max(cfg.Parallel, 1)
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -139,7 +158,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, e: cfg.Engine, log: cfg.Logger, metrics: newMetrics(cfg.Parallel), created: time.Now().Unix()}
+	s := &Server{cfg: cfg, e: cfg.Engine, log: cfg.Logger, metrics: newMetrics(cfg.Parallel), created: time.Now().Unix(),
+		hosts: hosts, maxTokenBytes: maxTokenBytes(cfg.Engine.Tokenizer())}
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	if cfg.APIKey != "" {
 		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
@@ -156,17 +176,21 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.slots = append(s.slots, &slot{id: i, session: sess})
 	}
-	// A burst of requests leaves garbage (request buffers, the group's
-	// compiled passes, which it frees after 2 s idle) that a server at rest
-	// would otherwise hold until the runtime's next collection, minutes
-	// later: once idle for restTime, collect and return it to the OS, so the
-	// process is back at its baseline memory after a load.
-	s.atRest = time.AfterFunc(time.Hour, func() { debug.FreeOSMemory() })
+	// A burst of requests leaves garbage (request buffers, a long prompt's
+	// tokenization, the group's compiled passes, which it frees after 2 s
+	// idle) that a server at rest would otherwise hold until the runtime's
+	// next collection, minutes later: once no request has been admitted for
+	// restTime, collect and return it to the OS, so the process is back at
+	// its baseline memory after a load.
+	s.atRest = time.AfterFunc(time.Hour, func() {
+		debug.FreeOSMemory()
+		s.rests.Add(1)
+	})
 	s.atRest.Stop()
-	s.sched = newScheduler(slices.Clone(s.slots), cfg.Queue, func(queued, busy int) {
+	s.sched = newScheduler(slices.Clone(s.slots), cfg.Queue, func(queued, busy, admitted int) {
 		s.metrics.queueDepth.Set(float64(queued))
 		s.metrics.slotsBusy.Set(float64(busy))
-		if busy == 0 && queued == 0 {
+		if admitted == 0 {
 			s.atRest.Reset(restTime)
 		} else {
 			s.atRest.Stop()
@@ -238,7 +262,8 @@ func (s *Server) Close() {
 }
 
 // routes builds the mux and wraps it in the middleware, outermost first:
-// panic recovery and the request counter, CORS, the API key.
+// panic recovery and the request counter, the Host check, CORS, the API
+// key, JSON bodies on POST (security.go).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
@@ -249,7 +274,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
-	return s.recoverer(s.cors(s.auth(jsonMuxErrors(mux))))
+	return s.recoverer(s.checkHost(s.cors(s.auth(requireJSON(jsonMuxErrors(mux))))))
 }
 
 // endpoints are the paths counted by name in the metrics; others count as

@@ -57,7 +57,7 @@ type testServer struct {
 	stop func() // shuts the server down (Serve returns), then closes it
 }
 
-func start(t *testing.T, cfg Config) *testServer {
+func start(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	if cfg.Engine == nil {
 		cfg.Engine = plain

@@ -29,30 +29,58 @@ type waiter struct {
 	got    chan *slot
 }
 
-// scheduler hands slots to requests: at once when one is idle, else in
-// arrival order through a bounded queue.
+// scheduler admits requests and hands them slots: at once when one is idle,
+// else in arrival order through a bounded queue. A request is admitted
+// before its prompt is tokenized and counts until its slot is released, so
+// that the slots and the queue bound the work in flight, tokenization
+// included: at most slots+queue requests are admitted at once.
 type scheduler struct {
-	mu      sync.Mutex
-	idle    []*slot
-	queue   []*waiter
-	maxWait int
-	clock   uint64
-	// onChange reports the queue depth and the busy slots after each change
-	// (metrics).
-	onChange func(queued, busy int)
+	mu       sync.Mutex
+	idle     []*slot
+	queue    []*waiter
+	maxWait  int
+	admitted int
+	clock    uint64
+	// onChange reports the queue depth, the busy slots and the admitted
+	// requests after each change (metrics, memory at rest).
+	onChange func(queued, busy, admitted int)
 	total    int
 }
 
-func newScheduler(slots []*slot, maxWait int, onChange func(queued, busy int)) *scheduler {
+func newScheduler(slots []*slot, maxWait int, onChange func(queued, busy, admitted int)) *scheduler {
 	if onChange == nil {
-		onChange = func(int, int) {}
+		onChange = func(int, int, int) {}
 	}
 	return &scheduler{idle: slots, maxWait: maxWait, onChange: onChange, total: len(slots)}
 }
 
+// admit counts a request in, or fails at once with errQueueFull when
+// slots+queue requests are admitted already. The request then calls
+// acquire, or leave if it goes no further.
+func (s *scheduler) admit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitted >= s.total+s.maxWait {
+		return errQueueFull
+	}
+	s.admitted++
+	s.changedLocked()
+	return nil
+}
+
+// leave counts out an admitted request that holds no slot: refused after
+// admission, or its wait for a slot ended.
+func (s *scheduler) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.admitted--
+	s.changedLocked()
+}
+
 // acquire returns the idle slot whose cached tokens share the longest prefix
-// with prompt, waits in the queue for one, or fails at once with
-// errQueueFull. It returns ctx's error if ctx ends while it waits.
+// with prompt to an admitted request, waits in the queue for one, or fails
+// at once with errQueueFull. It returns ctx's error if ctx ends while it
+// waits. When it fails the request is still admitted (see leave).
 func (s *scheduler) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 	s.mu.Lock()
 	if len(s.idle) > 0 && len(s.queue) == 0 {
@@ -83,17 +111,24 @@ func (s *scheduler) acquire(ctx context.Context, prompt []int32) (*slot, error) 
 				return nil, context.Cause(ctx)
 			}
 		}
-		s.mu.Unlock()
 		// A slot was handed over as ctx ended: give it back.
-		s.release(<-w.got)
+		s.putBackLocked(<-w.got)
+		s.mu.Unlock()
 		return nil, context.Cause(ctx)
 	}
 }
 
-// release returns a slot: to the first waiter, or to the idle set.
+// release returns an admitted request's slot and counts the request out.
 func (s *scheduler) release(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.admitted--
+	s.putBackLocked(sl)
+}
+
+// putBackLocked gives a slot to the first waiter, or to the idle set. s.mu
+// is held.
+func (s *scheduler) putBackLocked(sl *slot) {
 	s.clock++
 	sl.lastUse = s.clock
 	if len(s.queue) > 0 {
@@ -131,7 +166,7 @@ func (s *scheduler) takeBest(prompt []int32) *slot {
 }
 
 func (s *scheduler) changedLocked() {
-	s.onChange(len(s.queue), s.total-len(s.idle))
+	s.onChange(len(s.queue), s.total-len(s.idle), s.admitted)
 }
 
 // busy reports the slots in use and the requests waiting.
