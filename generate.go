@@ -175,13 +175,19 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	tok := e.tok
 	var ids []int32
 	if opt.ParseSpecial {
-		ids = tok.EncodeSpecial(prompt, !opt.NoBOS)
+		ids = e.tok.EncodeSpecial(prompt, !opt.NoBOS)
 	} else {
-		ids = tok.Encode(prompt, !opt.NoBOS)
+		ids = e.tok.Encode(prompt, !opt.NoBOS)
 	}
+	return s.generate(ctx, ids, opt, onText)
+}
+
+// generate continues the session with the prompt's ids (Generate, Chat).
+func (s *Session) generate(ctx context.Context, ids []int32, opt GenerateOptions, onText func(string) error) (*Result, error) {
+	e := s.e
+	tok := e.tok
 	if len(ids) == 0 {
 		return nil, errors.New("redrafter: the prompt is empty and the model has no BOS token")
 	}

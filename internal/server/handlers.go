@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
@@ -21,8 +20,9 @@ type job struct {
 	endpoint string
 	arrived  time.Time
 	fields   *samplingFields
-	prompt   string
-	ids      []int32 // the prompt's tokens, as Session.Generate will encode them
+	prompt   string              // a completion's prompt
+	chat     []redrafter.Message // a chat's messages (then prompt is unused)
+	ids      []int32             // the prompt's tokens, as Session.Generate or Chat will encode them
 	opt      redrafter.GenerateOptions
 }
 
@@ -65,7 +65,10 @@ func (o *outcome) extension() *extension {
 // newJob checks the fields shared by both endpoints and builds the
 // generation options; prompt is the text to continue, special says it was
 // rendered from a chat template (control-token text parses as tokens).
-func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, prompt string, special, noBOS bool) (*job, error) {
+// newJob checks a request and tokenizes its prompt: a completion's text, or
+// a chat's messages (non-nil chat), whose content is plain text and only
+// the template's markup special tokens (Engine.ChatTokens).
+func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, prompt string, chat []redrafter.Message) (*job, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
@@ -91,14 +94,16 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 	}
 	opt := redrafter.GenerateOptions{
 		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling(params), Seed: seed, Stop: f.Stop,
-		NoBOS: noBOS, ParseSpecial: special, Draft: s.cfg.Draft,
+		Draft: s.cfg.Draft,
 	}
-	tok := s.e.Tokenizer()
 	var ids []int32
-	if special {
-		ids = tok.EncodeSpecial(prompt, !noBOS)
+	if chat != nil {
+		var err error
+		if ids, err = s.e.ChatTokens(chat, s.cfg.Template); err != nil {
+			return nil, badRequest("messages", "messages: %v", err)
+		}
 	} else {
-		ids = tok.Encode(prompt, !noBOS)
+		ids = s.e.Tokenizer().Encode(prompt, true)
 	}
 	if len(ids) == 0 {
 		return nil, badRequest("prompt", "the prompt is empty and the model has no BOS token to start from")
@@ -107,7 +112,7 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		return nil, &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
 			message: fmt.Sprintf("the prompt is %d tokens; the context holds %d, and at least 1 must be left for the reply", len(ids), ctxLen)}
 	}
-	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, ids: ids, opt: opt}, nil
+	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, chat: chat, ids: ids, opt: opt}, nil
 }
 
 func modelNotFound(asked, have string) *apiError {
@@ -150,7 +155,7 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 		}
 		s.sched.release(sl)
 	}()
-	res, err := sl.session.Generate(ctx, j.prompt, j.opt, func(text string) error {
+	emit := func(text string) error {
 		if out.firstText == 0 {
 			out.firstText = time.Since(j.arrived)
 		}
@@ -161,7 +166,14 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 			s.testText(ctx)
 		}
 		return nil
-	})
+	}
+	var res *redrafter.Result
+	var err error
+	if j.chat != nil {
+		res, err = sl.session.Chat(ctx, j.chat, redrafter.ChatOptions{Template: s.cfg.Template, GenerateOptions: j.opt}, emit)
+	} else {
+		res, err = sl.session.Generate(ctx, j.prompt, j.opt, emit)
+	}
 	completed = true
 	out.res = res
 	// A cache hit is what Session.Generate did not prefill again.
@@ -220,12 +232,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.generationError(w, r, err)
 		return
 	}
-	prompt, err := tokenizer.RenderChat(s.cfg.Template, msgs, true)
-	if err != nil {
-		s.generationError(w, r, badRequest("messages", "messages: %v", err))
-		return
+	chat := make([]redrafter.Message, len(msgs))
+	for i, m := range msgs {
+		chat[i] = redrafter.Message{Role: m.Role, Content: m.Content}
 	}
-	j, err := s.newJob("/v1/chat/completions", arrived, &req.samplingFields, prompt, true, tokenizer.TemplateAddsBOS(s.cfg.Template))
+	j, err := s.newJob("/v1/chat/completions", arrived, &req.samplingFields, "", chat)
 	if err != nil {
 		s.generationError(w, r, err)
 		return
@@ -291,7 +302,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// As `redrafter generate`: BOS first, control-token text not parsed.
-	j, err := s.newJob("/v1/completions", arrived, &req.samplingFields, prompt, false, false)
+	j, err := s.newJob("/v1/completions", arrived, &req.samplingFields, prompt, nil)
 	if err != nil {
 		s.generationError(w, r, err)
 		return
