@@ -45,9 +45,11 @@ type ChatOptions struct {
 // unknown template name, or messages the template cannot frame (Vicuna and
 // Llama-2 want user and assistant to alternate) is an error before any work.
 func (s *Session) Chat(ctx context.Context, msgs []Message, opt ChatOptions, onText func(string) error) (*Result, error) {
-	if s.state == nil || s.e.runner == nil {
-		return nil, ErrClosed
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer end()
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func (e *Engine) RenderChat(msgs []Message, template string) (string, error) {
 // against Context before it is sent, to drop old turns when it no longer
 // fits.
 func (e *Engine) ChatTokens(msgs []Message, template string) ([]int32, error) {
-	if e.closed {
+	if e.isClosed() {
 		return nil, ErrClosed
 	}
 	return e.chatTokens(msgs, template)
