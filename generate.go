@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,16 +39,29 @@ type Sampling struct {
 	// more than K tokens can survive. Negative is an error.
 	TopK int
 	// TopP keeps the smallest set of most probable tokens whose mass is at
-	// least TopP (at least one token); 0 or 1 keeps all. Outside [0, 1] is
-	// an error.
+	// least TopP (at least one token); 1 keeps all. 0 is "not set", all
+	// tokens, unless TopPSet: then it keeps only the most probable token,
+	// as OpenAI's top_p 0 does. Outside [0, 1] is an error.
 	TopP float32
+	// TopPSet says that TopP was given, so that a TopP of 0 means 0: the
+	// most probable token alone (ties to the lowest id), which is greedy
+	// decoding's token. The CLI, the server and the C library set it.
+	TopPSet bool
 }
 
 // Greedy reports whether p means greedy (argmax) decoding.
 func (p Sampling) Greedy() bool { return p.params().Greedy() }
 
-// params is p as the sampler takes it (the same fields).
-func (p Sampling) params() sample.Params { return sample.Params(p) }
+// params is p as the sampler takes it. The sampler's TopP 0 is off; a TopP
+// of 0 that was set is the nucleus's limit as its mass goes to 0, the most
+// probable token alone, which the least positive TopP gives.
+func (p Sampling) params() sample.Params {
+	topP := p.TopP
+	if topP == 0 && p.TopPSet {
+		topP = math.SmallestNonzeroFloat32
+	}
+	return sample.Params{Temperature: p.Temperature, TopK: p.TopK, TopP: topP}
+}
 
 // StopReason says why a generation ended.
 type StopReason string

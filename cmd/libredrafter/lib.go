@@ -449,7 +449,7 @@ func (s *session) generateOptions(copts *C.rd_cgenerate_options) (redrafter.Gene
 	draft.Off = o.no_draft != 0
 	return redrafter.GenerateOptions{
 		MaxTokens: int(o.max_tokens),
-		Sampling:  redrafter.Sampling{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p)},
+		Sampling:  redrafter.Sampling{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p), TopPSet: true},
 		Seed:      uint64(o.seed),
 		Stop:      stops,
 		Draft:     draft,

@@ -133,7 +133,7 @@ typedef struct rd_generate_options {
     int32_t max_tokens;       /* stop after this many new tokens; 0: until the context is full */
     float temperature;        /* 0: greedy */
     int32_t top_k;            /* 0: all tokens */
-    float top_p;              /* in (0, 1]; 1: all tokens */
+    float top_p;              /* in [0, 1]; 1: all tokens; 0: the most probable token only */
     uint64_t seed;            /* the same seed gives the same sampled text */
     const char *const *stop;  /* n_stop stop strings, or NULL */
     size_t n_stop;

@@ -99,10 +99,10 @@ func (c *chat) set(arg string) error {
 		p.Temperature = float32(x)
 	case "top_p", "top-p":
 		x, err := parseFloat(value)
-		if err != nil || !(x > 0 && x <= 1) {
-			return fmt.Errorf("/set top_p: %q: want a number in (0, 1]", value)
+		if err != nil || !(x >= 0 && x <= 1) {
+			return fmt.Errorf("/set top_p: %q: want a number in [0, 1] (0: the most probable token only)", value)
 		}
-		p.TopP = float32(x)
+		p.TopP, p.TopPSet = float32(x), true
 	case "top_k", "top-k":
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 0 {

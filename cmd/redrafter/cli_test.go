@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,22 @@ func TestGenerateJSON(t *testing.T) {
 	}
 	if len(r.Tokens) != 8 || r.Text == "" || r.Stats.GeneratedTokens != 8 || r.Stats.Backend != "cpu" || r.Stats.Draft != nil {
 		t.Errorf("unexpected result %+v", r)
+	}
+}
+
+// --top-p 0 keeps only the most probable token (OpenAI's top_p 0): at
+// temperature 1, 8 seeds print the greedy text (it was refused).
+func TestTopPZero(t *testing.T) {
+	args := []string{"generate", "--backend", "cpu", "--model", stories, "--max-tokens", "24", "--prompt", "Once upon a time"}
+	greedy, _, err := run(t, "", append(args, "--temperature", "0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range 8 {
+		out, stderr, err := run(t, "", append(args, "--temperature", "1", "--top-p", "0", "--seed", fmt.Sprint(seed))...)
+		if err != nil || out != greedy {
+			t.Errorf("seed %d: --top-p 0 printed %q (%v %s), greedy %q", seed, out, err, stderr, greedy)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f.Float32Var(&m.temperature, "temp", 0, "alias of --temperature")
 	_ = f.MarkHidden("temp")
 	f.IntVar(&m.topK, "top-k", 0, "sample from the k most likely tokens only (0: all)")
-	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability")
+	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability (0: the most probable token only)")
 	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run, shown by --stats and --json)")
 	f.StringArrayVar(&m.stops, "stop", nil, "stop before this text (repeatable)")
 	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head directory (config.json + model.safetensors): speculative decoding")
@@ -67,8 +67,8 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 		return redrafter.GenerateOptions{}, fmt.Errorf("--temperature %v: want a number >= 0 (0: greedy)", m.temperature)
 	case m.topK < 0:
 		return redrafter.GenerateOptions{}, errors.New("--top-k must not be negative")
-	case !(m.topP > 0 && m.topP <= 1):
-		return redrafter.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
+	case !(m.topP >= 0 && m.topP <= 1):
+		return redrafter.GenerateOptions{}, errors.New("--top-p must be in [0, 1] (0: the most probable token only; 1: all tokens)")
 	case m.context < 0:
 		return redrafter.GenerateOptions{}, fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", m.context)
 	case redrafter.AcceptanceRule(m.accept) != redrafter.AcceptExact && redrafter.AcceptanceRule(m.accept) != redrafter.AcceptApple:
@@ -80,7 +80,7 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	}
 	return redrafter.GenerateOptions{
 		MaxTokens: m.maxTokens,
-		Sampling:  redrafter.Sampling{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
+		Sampling:  redrafter.Sampling{Temperature: m.temperature, TopK: m.topK, TopP: m.topP, TopPSet: true},
 		Seed:      seed,
 		Stop:      m.stops,
 		Draft:     redrafter.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: redrafter.AcceptanceRule(m.accept)},

@@ -93,7 +93,7 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		seed = uint64(*f.Seed)
 	}
 	opt := redrafter.GenerateOptions{
-		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling(params), Seed: seed, Stop: f.Stop,
+		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling{Temperature: params.Temperature, TopK: params.TopK, TopP: params.TopP, TopPSet: true}, Seed: seed, Stop: f.Stop,
 		Draft: s.cfg.Draft,
 	}
 	var ids []int32

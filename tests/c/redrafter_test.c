@@ -298,6 +298,26 @@ static void test_threads(rd_engine e, const char *want_ar, const char *want_draf
     CHECK(w[1].ok, "the ReDrafter session on its own thread failed or differed");
 }
 
+/* top_p 0 keeps only the most probable token: sampled at temperature 1,
+ * every seed gives the greedy text. */
+static void test_top_p_zero(rd_engine e, const char *want_ar) {
+    rd_session s;
+    rd_session_new(e, &s, NULL);
+    for (uint64_t seed = 0; seed < 8; seed++) {
+        rd_generate_options o = greedy(64, 1);
+        o.temperature = 1;
+        o.top_p = 0;
+        o.seed = seed;
+        rd_result r;
+        char *err = NULL;
+        expect_status("generate with top_p 0", rd_session_generate(s, prompt, &o, NULL, NULL, &r, &err), RD_OK, &err, NULL);
+        CHECK(r.text && strcmp(r.text, want_ar) == 0, "top_p 0, seed %llu: text\n%s\nwant the greedy\n%s",
+              (unsigned long long)seed, r.text, want_ar);
+        rd_free(r.text);
+    }
+    rd_session_free(s, NULL);
+}
+
 /* ---- bad input: each a clear error, none a crash ------------------------- */
 
 static void test_bad_input(const char *model, const char *drafter, const char *wrong_drafter, rd_engine e) {
@@ -518,6 +538,7 @@ int main(int argc, char **argv) {
     test_cancel(e, 0, beam_length);
     test_threads(e, want_ar, want_draft);
     test_tokens_and_chat(e, want_chat);
+    test_top_p_zero(e, want_ar);
     test_bad_input(model, drafter, wrong, e);
     expect_status("rd_engine_free", rd_engine_free(e, NULL), RD_OK, NULL, NULL);
 
