@@ -14,7 +14,7 @@ const chatCommandsHelp = `  /help, /?                 this list
   /stats                    the last reply's tokens, speeds and ReDrafter acceptance
   /set                      show the sampling settings
   /set temperature X        0 or more (0: greedy)
-  /set top_p X              in (0, 1]
+  /set top_p X              in [0, 1] (0: the most probable token only)
   /set top_k N              0 or more (0: all tokens)
   /set seed N               0 or more, or -1 for a fresh random seed
   /set system "TEXT"        a new system prompt ("" removes it)

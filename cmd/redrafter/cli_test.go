@@ -76,7 +76,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"generate", "--model", filepath.Join(dir, "none.gguf")}, "no such file"},
 		{[]string{"generate", "--model", trunc}, "gguf"},
 		{[]string{"generate"}, `required flag(s) "model" not set`},
-		{[]string{"generate", "--model", stories, "--top-p", "0"}, "--top-p"},
+		{[]string{"generate", "--model", stories, "--top-p", "1.5"}, "--top-p"},
 		{[]string{"generate", "--model", stories, "--temperature", "-1"}, "--temperature"},
 		{[]string{"generate", "--model", stories, "--context", "64", "--prompt", long}, "context of 64"},
 		{[]string{"generate", "--model", stories, "--drafter", wrongHead}, "vocabulary has 32000 tokens"},
