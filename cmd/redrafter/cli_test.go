@@ -120,3 +120,35 @@ func TestInspect(t *testing.T) {
 		}
 	}
 }
+
+// endless is a stream that never ends, as /dev/zero or `yes |` is.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'y'
+	}
+	return len(p), nil
+}
+
+// A prompt file that is a device is refused before it is read, and a prompt
+// stream that does not end stops at the bound with an error: both read
+// forever and grew to gigabytes.
+func TestPromptBounds(t *testing.T) {
+	_, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--prompt-file", "/dev/zero")
+	if err == nil || err.Error() != "--prompt-file /dev/zero: not a text file (it is a device)" {
+		t.Errorf("--prompt-file /dev/zero: %v", err)
+	}
+	for _, args := range [][]string{{"--prompt-file", "-"}, nil} {
+		cmd := newRootCmd()
+		var out, errOut bytes.Buffer
+		cmd.SetArgs(append([]string{"generate", "--backend", "cpu", "--model", stories}, args...))
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetIn(endless{})
+		err := cmd.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "longer than 64 MiB") || out.Len() != 0 {
+			t.Errorf("%v with an endless stdin: %v, stdout %q", args, err, out.String())
+		}
+	}
+}

@@ -137,25 +137,67 @@ func readPrompt(cmd *cobra.Command, prompt, promptFile string) (string, error) {
 	case given:
 		return prompt, nil
 	case promptFile == "-":
-		b, err := io.ReadAll(cmd.InOrStdin())
+		b, err := readBounded(cmd.InOrStdin())
 		if err != nil {
 			return "", fmt.Errorf("--prompt-file -: reading stdin: %w", err)
 		}
 		return trimNewline(string(b)), nil
 	case promptFile != "":
-		b, err := os.ReadFile(promptFile)
+		b, err := readPromptFile(promptFile)
 		if err != nil {
-			return "", fmt.Errorf("--prompt-file %s: %w", promptFile, plainErr(err))
+			return "", fmt.Errorf("--prompt-file %s: %w", promptFile, err)
 		}
 		return string(b), nil
 	case stdinPiped(cmd.InOrStdin()):
-		b, err := io.ReadAll(cmd.InOrStdin())
+		b, err := readBounded(cmd.InOrStdin())
 		if err != nil {
 			return "", fmt.Errorf("reading the prompt from stdin: %w", err)
 		}
 		return trimNewline(string(b)), nil
 	}
 	return "", nil
+}
+
+// maxPromptBytes bounds a prompt read from a file or stdin: far more text
+// than any context holds, and a stream that never ends (/dev/zero, yes |)
+// stops there instead of growing without bound.
+const maxPromptBytes = 64 << 20
+
+// errPromptTooLong is a prompt over maxPromptBytes.
+var errPromptTooLong = fmt.Errorf("longer than %d MiB: a prompt is at most that", maxPromptBytes>>20)
+
+// readBounded reads r to its end, or fails past maxPromptBytes.
+func readBounded(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxPromptBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPromptBytes {
+		return nil, errPromptTooLong
+	}
+	return b, nil
+}
+
+// readPromptFile reads a prompt file: a regular file, or a named pipe (a
+// shell's <(command)), bounded as stdin is. Devices, sockets and
+// directories are refused before reading (/dev/zero never ends).
+func readPromptFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, plainErr(err)
+	}
+	switch m := st.Mode(); {
+	case m.IsDir():
+		return nil, errors.New("a directory, not a text file")
+	case !m.IsRegular() && m&os.ModeNamedPipe == 0:
+		return nil, fmt.Errorf("not a text file (it is a %s)", fileKind(m))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, plainErr(err)
+	}
+	defer f.Close()
+	return readBounded(f)
 }
 
 // trimNewline drops the one newline that echo and a here-string end
