@@ -119,7 +119,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 // useLiner reports whether line editing can run: stdin and stdout are this
 // process's own and both a terminal liner can drive.
 func useLiner(in io.Reader, out io.Writer) bool {
-	return in == io.Reader(os.Stdin) && out == io.Writer(os.Stdout) &&
+	return in == io.Reader(os.Stdin) && isStdout(out) &&
 		term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd())) && liner.TerminalSupported()
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -64,10 +65,52 @@ func runMain(args []string) int {
 	}()
 	cmd := newRootCmd()
 	cmd.SetArgs(args)
+	out := &stdoutWriter{w: os.Stdout}
+	cmd.SetOut(out)
 	err := cmd.ExecuteContext(ctx)
+	if werr := out.failed(); err == nil && werr != nil {
+		err = fmt.Errorf("writing the output: %w", werr)
+	}
 	signal.Stop(sigs)
 	close(sigs)
 	return exitCode(ctx, err)
+}
+
+// stdoutWriter is every command's stdout. It keeps the first write error (a
+// full disk, a closed pipe), which main reports with exit status 1: the
+// commands print with fmt.Fprint and would otherwise exit 0 with their
+// output lost.
+type stdoutWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+func (s *stdoutWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *stdoutWriter) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// isStdout reports whether w is the process's stdout, bare or as main
+// wraps it.
+func isStdout(w io.Writer) bool {
+	if s, ok := w.(*stdoutWriter); ok {
+		w = s.w
+	}
+	return w == io.Writer(os.Stdout)
 }
 
 // interruptOwner records the signals a command handles itself (chat's
