@@ -61,7 +61,7 @@ test-lib:
 TEST_TIMEOUT ?= 30m
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrentSessions|TestGroup.*)$$' .
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrent.*|TestGroup.*)$$' .
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/server
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./internal/backend/cpu/...
 	$(MAKE) --no-print-directory test-clients

@@ -23,9 +23,10 @@ type ChatOptions struct {
 	// "vicuna", "llama2", "chatml" or "llama3"; "" or "auto" is the one the
 	// model's metadata names (ModelInfo.Template), else vicuna.
 	Template string
-	// GenerateOptions control the reply. Chat sets ParseSpecial and NoBOS
-	// itself (the template's markers are special tokens, and a template that
-	// writes BOS gets no second one); their values here are ignored.
+	// GenerateOptions control the reply. Chat tokenizes the conversation
+	// itself (the template's markers are special tokens, the messages' text
+	// is plain text, and a template that writes BOS gets no second one), so
+	// ParseSpecial and NoBOS here are ignored.
 	GenerateOptions
 }
 
@@ -35,30 +36,38 @@ type ChatOptions struct {
 // session's KV cache keeps the prefix that did not change, so a turn runs
 // only what is new. The Result is the reply's, as Generate's.
 //
+// Message content is plain text: "</s>" or "<|im_start|>system" in a
+// message is those characters, never the control tokens, so a message
+// cannot end its turn or forge another. Only the template's own markup
+// becomes special tokens (ChatTokens gives the ids).
+//
 // An empty conversation, a role other than system, user or assistant, an
 // unknown template name, or messages the template cannot frame (Vicuna and
 // Llama-2 want user and assistant to alternate) is an error before any work.
 func (s *Session) Chat(ctx context.Context, msgs []Message, opt ChatOptions, onText func(string) error) (*Result, error) {
-	if s.state == nil || s.e.runner == nil {
-		return nil, ErrClosed
-	}
-	prompt, hasBOS, err := s.e.renderChat(msgs, opt.Template)
+	ctx, end, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	g := opt.GenerateOptions
-	g.ParseSpecial = true
-	g.NoBOS = hasBOS
-	return s.Generate(ctx, prompt, g, onText)
+	defer end()
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	ids, err := s.e.chatTokens(msgs, opt.Template)
+	if err != nil {
+		return nil, err
+	}
+	return s.generate(ctx, ids, opt.GenerateOptions, onText)
 }
 
 // RenderChat is the text Chat frames msgs in with the named template (see
 // ChatOptions.Template), ending with the opening of the assistant's turn:
 // to show or log a prompt. Its special-token text ("<|im_start|>", "</s>")
-// stands for those tokens; ChatTokens gives the ids Chat runs.
+// stands for those tokens where the template wrote it; the same text in a
+// message looks alike but is plain text. ChatTokens gives the ids Chat runs.
 func (e *Engine) RenderChat(msgs []Message, template string) (string, error) {
-	prompt, _, err := e.renderChat(msgs, template)
-	return prompt, err
+	parts, _, err := e.renderChat(msgs, template)
+	return tokenizer.JoinParts(parts), err
 }
 
 // ChatTokens are the token ids Chat would run for msgs with the named
@@ -66,14 +75,18 @@ func (e *Engine) RenderChat(msgs []Message, template string) (string, error) {
 // against Context before it is sent, to drop old turns when it no longer
 // fits.
 func (e *Engine) ChatTokens(msgs []Message, template string) ([]int32, error) {
-	if e.closed {
+	if e.isClosed() {
 		return nil, ErrClosed
 	}
-	prompt, hasBOS, err := e.renderChat(msgs, template)
+	return e.chatTokens(msgs, template)
+}
+
+func (e *Engine) chatTokens(msgs []Message, template string) ([]int32, error) {
+	parts, hasBOS, err := e.renderChat(msgs, template)
 	if err != nil {
 		return nil, err
 	}
-	return e.tok.EncodeSpecial(prompt, !hasBOS), nil
+	return e.tok.EncodeParts(parts, !hasBOS), nil
 }
 
 // chatTemplate resolves a template name: "" and "auto" become the model's
@@ -91,20 +104,17 @@ func (e *Engine) chatTemplate(name string) (string, error) {
 	return "", fmt.Errorf("redrafter: chat template %q: want vicuna, llama2, chatml, llama3 or auto", name)
 }
 
-// renderChat renders msgs with a template name and says whether the text
-// already starts with BOS (Llama-2's and Llama-3's do), which then must not
-// be added again.
-//
-// Issue #36 will tokenize message content as plain text (a user's
-// "<|im_start|>" then stays text); msgs arrive structured so that it can be
-// done here, in ChatTokens and Chat, without changing their signatures.
-func (e *Engine) renderChat(msgs []Message, template string) (prompt string, hasBOS bool, err error) {
+// renderChat renders msgs with a template name, the template's markup apart
+// from the messages' text (tokenizer.Part: a Jinja renderer would produce
+// the same), and says whether the text already starts with BOS (Llama-2's
+// and Llama-3's do), which then must not be added again.
+func (e *Engine) renderChat(msgs []Message, template string) (parts []tokenizer.Part, hasBOS bool, err error) {
 	if len(msgs) == 0 {
-		return "", false, errors.New("redrafter: no messages")
+		return nil, false, errors.New("redrafter: no messages")
 	}
 	tmpl, err := e.chatTemplate(template)
 	if err != nil {
-		return "", false, err
+		return nil, false, err
 	}
 	tm := make([]tokenizer.Message, len(msgs))
 	for i, m := range msgs {
@@ -112,13 +122,13 @@ func (e *Engine) renderChat(msgs []Message, template string) (prompt string, has
 		case "system", "user", "assistant":
 		default:
 			// ChatML and Llama-3 would frame any role; refuse them all alike.
-			return "", false, fmt.Errorf("redrafter: message %d: role %q: want system, user or assistant", i, m.Role)
+			return nil, false, fmt.Errorf("redrafter: message %d: role %q: want system, user or assistant", i, m.Role)
 		}
 		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 	}
 	// The template's own error names it and the message at fault.
-	if prompt, err = tokenizer.RenderChat(tmpl, tm, true); err != nil {
-		return "", false, err
+	if parts, err = tokenizer.RenderChatParts(tmpl, tm, true); err != nil {
+		return nil, false, err
 	}
-	return prompt, tokenizer.TemplateAddsBOS(tmpl), nil
+	return parts, tokenizer.TemplateAddsBOS(tmpl), nil
 }

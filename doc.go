@@ -49,10 +49,14 @@
 // search its own draft-step plans and scratch. So may Engine.Generate calls
 // (each runs a fresh Session), Engine.NewSession, and the accessors
 // (Context, Model, Backend, DraftHead, DefaultBeam, Tokenizer). One Session
-// is not safe for concurrent use: its calls must not overlap.
-// Engine.LoadDrafter and Engine.Close must not run concurrently with
-// anything else on the Engine. After Close, an Engine's methods and those of
-// its Sessions return ErrClosed (Close itself may be repeated). Concurrent
+// generates on one goroutine at a time (a second Generate or Chat while one
+// runs is an error), and its other calls must not overlap a generation,
+// except Close: Session.Close and Engine.Close may come from any goroutine
+// during generations, which they end (each returns ErrClosed) and wait for
+// before they free anything, so neither may be called from a generation's
+// own onText. Engine.LoadDrafter must not run concurrently with anything
+// else on the Engine. After Close, an Engine's methods and those of its
+// Sessions return ErrClosed (Close itself may be repeated). Concurrent
 // Sessions share the backend's cores (on the CPU, one pool
 // of workers), so they add throughput only where one Session leaves the
 // hardware idle; each one's output is what it gives alone.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	// The CPU backend runs everywhere and is the reference: an app that
@@ -59,7 +60,10 @@ type Engine struct {
 	context     int
 	decodeBytes int64 // weight bytes a decode step reads (llama.Model.DecodeBytes)
 	log         *slog.Logger
-	closed      bool
+
+	mu         sync.Mutex
+	closed     bool
+	generating map[*Session]chan struct{} // sessions generating, and when each ends
 }
 
 // minTokenizerCover is the share of the embedding rows, in percent, that the
@@ -87,7 +91,7 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: ck.Model.Config, be: be, ckpt: ck, log: log}
+	e := &Engine{cfg: ck.Model.Config, be: be, ckpt: ck, log: log, generating: map[*Session]chan struct{}{}}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
@@ -282,18 +286,36 @@ func (e *Engine) Model() ModelInfo {
 		Template: tokenizer.DetectTemplate(e.ChatTemplate)}
 }
 
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
 // Backend is the name of the backend the engine runs on ("cpu", "metal", ...).
 func (e *Engine) Backend() string { return e.be.Name() }
 
-// Close releases the model and its mapping. Later calls of the engine's
-// methods, and of its sessions', return ErrClosed; closing again does
-// nothing. Sessions still open should be closed first: Close must not run
-// while a generation does.
+// Close releases the model and its mapping. Generations running on other
+// goroutines are ended first (they return ErrClosed) and waited for, so
+// Close must not be called from a generation's own onText. Later calls of
+// the engine's methods, and of its sessions', return ErrClosed; closing
+// again does nothing. Close the sessions too (their caches are theirs).
 func (e *Engine) Close() error {
+	e.mu.Lock()
 	if e.closed {
+		e.mu.Unlock()
 		return nil
 	}
 	e.closed = true
+	var running []chan struct{}
+	for s, done := range e.generating {
+		s.cancel(ErrClosed)
+		running = append(running, done)
+	}
+	e.mu.Unlock()
+	for _, done := range running {
+		<-done
+	}
 	if e.drafter != nil {
 		e.drafter.Close()
 		e.drafter.Head.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -38,16 +39,29 @@ type Sampling struct {
 	// more than K tokens can survive. Negative is an error.
 	TopK int
 	// TopP keeps the smallest set of most probable tokens whose mass is at
-	// least TopP (at least one token); 0 or 1 keeps all. Outside [0, 1] is
-	// an error.
+	// least TopP (at least one token); 1 keeps all. 0 is "not set", all
+	// tokens, unless TopPSet: then it keeps only the most probable token,
+	// as OpenAI's top_p 0 does. Outside [0, 1] is an error.
 	TopP float32
+	// TopPSet says that TopP was given, so that a TopP of 0 means 0: the
+	// most probable token alone (ties to the lowest id), which is greedy
+	// decoding's token. The CLI, the server and the C library set it.
+	TopPSet bool
 }
 
 // Greedy reports whether p means greedy (argmax) decoding.
 func (p Sampling) Greedy() bool { return p.params().Greedy() }
 
-// params is p as the sampler takes it (the same fields).
-func (p Sampling) params() sample.Params { return sample.Params(p) }
+// params is p as the sampler takes it. The sampler's TopP 0 is off; a TopP
+// of 0 that was set is the nucleus's limit as its mass goes to 0, the most
+// probable token alone, which the least positive TopP gives.
+func (p Sampling) params() sample.Params {
+	topP := p.TopP
+	if topP == 0 && p.TopPSet {
+		topP = math.SmallestNonzeroFloat32
+	}
+	return sample.Params{Temperature: p.Temperature, TopK: p.TopK, TopP: topP}
+}
 
 // StopReason says why a generation ended.
 type StopReason string
@@ -128,6 +142,11 @@ func (e *Engine) Generate(ctx context.Context, prompt string, opt GenerateOption
 // reuse the cached keys and values of the longest common token prefix, so a
 // chat that re-renders the whole conversation each turn only runs the new
 // part.
+//
+// A session generates on one goroutine at a time (a second Generate or
+// Chat while one runs is an error). Close, and its Engine's Close, may come
+// from any goroutine, during a generation too: they end it (it returns
+// ErrClosed) and wait for it before they free anything.
 type Session struct {
 	e      *Engine
 	state  *llama.State
@@ -136,11 +155,18 @@ type Session struct {
 	hidden []float32 // [dim] final-norm hidden state of the last cached token
 	reused int       // tokens of the last prompt found in the cache
 	group  *Group    // the group whose passes it shares, or nil
+
+	// Guarded by e.mu.
+	closed bool                    // Close has begun
+	cancel context.CancelCauseFunc // ends the generation running, if any
+	done   chan struct{}           // closed when that generation returns
 }
 
 // NewSession allocates a KV cache of Engine.Context() tokens.
 func (e *Engine) NewSession() (*Session, error) {
-	if e.runner == nil {
+	e.mu.Lock()
+	defer e.mu.Unlock() // Close waits: the runner stays until the state is made
+	if e.closed {
 		return nil, ErrClosed
 	}
 	st, err := e.runner.NewState(e.context)
@@ -150,17 +176,61 @@ func (e *Engine) NewSession() (*Session, error) {
 	return &Session{e: e, state: st, logits: make([]float32, e.cfg.Vocab), hidden: make([]float32, e.cfg.Dim)}, nil
 }
 
-// Close frees the session's cache. Closing twice is harmless; the session
-// must not be in use (Close is not safe concurrently with Generate).
+// Close frees the session's cache. A generation running on another
+// goroutine is ended first (it returns ErrClosed) and waited for, so Close
+// must not be called from that generation's own onText. Closing twice is
+// harmless.
 func (s *Session) Close() {
-	if s.state != nil {
-		if s.group != nil {
-			s.group.forget(s)
-		}
-		s.state.Close()
-		s.state = nil
+	e := s.e
+	e.mu.Lock()
+	s.closed = true
+	done := s.done
+	if s.cancel != nil {
+		s.cancel(ErrClosed)
 	}
-	s.tokens = nil
+	e.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	e.mu.Lock()
+	st := s.state
+	s.state, s.tokens = nil, nil
+	e.mu.Unlock()
+	if st != nil {
+		if s.group != nil {
+			s.group.forget(st)
+		}
+		st.Close()
+	}
+}
+
+// begin marks the start of a generation: it refuses a closed session or
+// engine and a session already generating, and returns the context the
+// generation runs under, which Close cancels with ErrClosed as its cause.
+// end must be called when the generation returns.
+func (s *Session) begin(ctx context.Context) (context.Context, func(), error) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case s.closed || s.state == nil || e.closed:
+		return nil, nil, ErrClosed
+	case s.done != nil:
+		return nil, nil, errors.New("redrafter: the session is already generating (one generation at a time per session)")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	s.cancel, s.done = cancel, done
+	e.generating[s] = done
+	end := func() {
+		cancel(nil)
+		e.mu.Lock()
+		s.cancel, s.done = nil, nil
+		delete(e.generating, s)
+		e.mu.Unlock()
+		close(done)
+	}
+	return ctx, end, nil
 }
 
 // Tokens returns a copy of the tokens currently cached.
@@ -169,19 +239,28 @@ func (s *Session) Tokens() []int32 { return slices.Clone(s.tokens) }
 // Generate continues the session with prompt; see Engine.Generate.
 func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptions, onText func(string) error) (*Result, error) {
 	e := s.e
-	if s.state == nil || e.runner == nil {
-		return nil, ErrClosed
+	ctx, end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer end()
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	tok := e.tok
 	var ids []int32
 	if opt.ParseSpecial {
-		ids = tok.EncodeSpecial(prompt, !opt.NoBOS)
+		ids = e.tok.EncodeSpecial(prompt, !opt.NoBOS)
 	} else {
-		ids = tok.Encode(prompt, !opt.NoBOS)
+		ids = e.tok.Encode(prompt, !opt.NoBOS)
 	}
+	return s.generate(ctx, ids, opt, onText)
+}
+
+// generate continues the session with the prompt's ids (Generate, Chat),
+// between begin and its end.
+func (s *Session) generate(ctx context.Context, ids []int32, opt GenerateOptions, onText func(string) error) (*Result, error) {
+	e := s.e
+	tok := e.tok
 	if len(ids) == 0 {
 		return nil, errors.New("redrafter: the prompt is empty and the model has no BOS token")
 	}
@@ -201,6 +280,9 @@ func (s *Session) Generate(ctx context.Context, prompt string, opt GenerateOptio
 	// partial ends the generation with err and what it produced so far.
 	var decodeStart time.Time
 	partial := func(err error) (*Result, error) {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+			err = ErrClosed // Session.Close or Engine.Close ended it
+		}
 		res.Reason = StopError
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			res.Reason = StopCanceled

@@ -259,12 +259,12 @@ func (g *Group) release() {
 	}
 }
 
-// forget frees the compiled passes that involve s's cache.
-func (g *Group) forget(s *Session) {
+// forget frees the compiled passes that involve a member's cache.
+func (g *Group) forget(st *llama.State) {
 	g.passMu.Lock()
 	defer g.passMu.Unlock()
-	if g.batcher != nil && s.state != nil {
-		g.batcher.Forget(s.state)
+	if g.batcher != nil {
+		g.batcher.Forget(st)
 	}
 }
 

@@ -63,7 +63,7 @@ func TestBadInput(t *testing.T) {
 		{name: "context above the model's", args: stop("-m", stories, "--context", "1000000000000"), want: "the model holds at most 2048 tokens"},
 		{name: "context not an integer", args: stop("-m", stories, "--context", "1e12"), want: "--context"},
 		{name: "accept unknown", args: stop("-m", stories, "--accept", "foo"), want: `--accept "foo": want exact or apple`},
-		{name: "top-p zero", args: stop("-m", stories, "--top-p", "0"), want: "--top-p"},
+		{name: "top-p above 1", args: stop("-m", stories, "--top-p", "1.01"), want: "--top-p"},
 		{name: "top-p NaN", args: stop("-m", stories, "--top-p", "NaN"), want: "--top-p"},
 		{name: "top-k negative", args: stop("-m", stories, "--top-k", "-1"), want: "--top-k"},
 		{name: "max-tokens negative", args: stop("-m", stories, "--max-tokens", "-3"), want: "--max-tokens"},

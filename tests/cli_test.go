@@ -1,7 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +104,30 @@ func TestCLIErrorsExitNonZero(t *testing.T) {
 	}
 	if out != "" || !strings.Contains(stderr, "no such file") || strings.Contains(stderr, "goroutine ") {
 		t.Errorf("stdout %q, stderr %q", out, stderr)
+	}
+}
+
+// A command whose output cannot be written (a full disk: /dev/full) says so
+// and exits 1: inspect and devices exited 0 with their output lost.
+func TestCLIStdoutWriteErrors(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here (%v): Linux has one", err)
+	}
+	defer full.Close()
+	for _, args := range [][]string{
+		{"inspect", stories},
+		{"devices"},
+		{"generate", "--backend", "cpu", "-m", stories, "-p", "Once", "-n", "4"},
+		{"--help"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &errOut
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "no space left on device") {
+			t.Errorf("%v > /dev/full: %v, stderr %q; want exit 1 naming the write error", args, err, errOut.String())
+		}
 	}
 }

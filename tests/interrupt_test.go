@@ -53,10 +53,10 @@ type interrupted struct {
 	stopped        time.Duration // from the signal to the exit
 }
 
-// interrupt runs the binary with args, sends SIGINT when trigger appears
-// on stdout or stderr (or after wait, if trigger is ""), and returns what
-// it did. The test fails if the command ends before the signal.
-func interrupt(t *testing.T, trigger string, wait time.Duration, args ...string) interrupted {
+// interrupt runs the binary with args, sends sig when trigger appears on
+// stdout or stderr (or after wait, if trigger is ""), and returns what it
+// did. The test fails if the command ends before the signal.
+func interrupt(t *testing.T, sig syscall.Signal, trigger string, wait time.Duration, args ...string) interrupted {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	seen := make(chan struct{})
@@ -87,7 +87,7 @@ func interrupt(t *testing.T, trigger string, wait time.Duration, args ...string)
 			t.Fatalf("%v never printed %q:\nstderr %q", args, trigger, errOut.String())
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now()
@@ -124,7 +124,10 @@ func files(t *testing.T, dir string) []string {
 // Every long command stops on Ctrl-C within a second, says
 // "redrafter: interrupted" on one line, exits 130 and leaves no
 // temporaries: the model here is stories260K inflated to a shape that
-// makes each command take many seconds.
+// makes each command take many seconds. SIGTERM (what timeout, systemd and
+// container runtimes send) and SIGHUP stop them the same way, exiting 143
+// and 129: they left quantize's and inflate's hidden temporaries behind,
+// and generate without its last newline and stats.
 func TestInterruptLongCommands(t *testing.T) {
 	base := t.TempDir()
 	mid := filepath.Join(base, "mid.gguf")
@@ -151,19 +154,24 @@ func TestInterruptLongCommands(t *testing.T) {
 		trigger string // sent Ctrl-C when this appears (else after a second)
 		args    []string
 		allowed []string // files the command may leave in its output directory
+		sig     syscall.Signal
 	}{
-		{"dev inflate", "msg=inflate", []string{"dev", "inflate", "--model", stories, "--out", "OUT/big.gguf"}, nil},
-		{"quantize", "msg=quantize", []string{"quantize", "--in", mid, "--out", "OUT/q4"}, nil},
-		{"generate", "Once", []string{"generate", "--backend", "cpu", "-m", mid, "-n", "0", "--stats"}, nil},
-		{"perplexity", "", []string{"perplexity", "--backend", "cpu", "--model", mid, "--text", "OUT/held.txt", "--sample", "3", "--max-tokens", "0"}, nil},
+		{"dev inflate", "msg=inflate", []string{"dev", "inflate", "--model", stories, "--out", "OUT/big.gguf"}, nil, syscall.SIGINT},
+		{"quantize", "msg=quantize", []string{"quantize", "--in", mid, "--out", "OUT/q4"}, nil, syscall.SIGINT},
+		{"generate", "Once", []string{"generate", "--backend", "cpu", "-m", mid, "-n", "0", "--stats"}, nil, syscall.SIGINT},
+		{"dev inflate SIGTERM", "msg=inflate", []string{"dev", "inflate", "--model", stories, "--out", "OUT/big.gguf"}, nil, syscall.SIGTERM},
+		{"quantize SIGTERM", "msg=quantize", []string{"quantize", "--in", mid, "--out", "OUT/q4"}, nil, syscall.SIGTERM},
+		{"quantize SIGHUP", "msg=quantize", []string{"quantize", "--in", mid, "--out", "OUT/q4"}, nil, syscall.SIGHUP},
+		{"generate SIGTERM", "Once", []string{"generate", "--backend", "cpu", "-m", mid, "-n", "0", "--stats"}, nil, syscall.SIGTERM},
+		{"perplexity", "", []string{"perplexity", "--backend", "cpu", "--model", mid, "--text", "OUT/held.txt", "--sample", "3", "--max-tokens", "0"}, nil, syscall.SIGINT},
 		{"bench", "", []string{"bench", "--backend", "cpu", "--model", mid, "--drafter", midHead, "--prompts", heldout,
-			"--limit", "2", "--max-tokens", "200", "--json", "OUT/bench.json"}, nil},
+			"--limit", "2", "--max-tokens", "200", "--json", "OUT/bench.json"}, nil, syscall.SIGINT},
 		// distill keeps finished continuations (a rerun resumes), never a
 		// half-written shard.
 		{"distill", "", []string{"distill", "--backend", "cpu", "--model", mid, "--prompts", heldout, "--out", "OUT/set",
-			"--max-tokens", "300"}, []string{"set", "set/meta.json"}},
+			"--max-tokens", "300"}, []string{"set", "set/meta.json"}, syscall.SIGINT},
 		{"train-drafter", "", []string{"train-drafter", "--backend", "cpu", "--model", mid, "--data", set, "--out", "OUT/head",
-			"--steps", "100000", "--holdout", "0.4"}, nil},
+			"--steps", "100000", "--holdout", "0.4"}, nil, syscall.SIGINT},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := t.TempDir()
@@ -171,16 +179,18 @@ func TestInterruptLongCommands(t *testing.T) {
 			for i, a := range c.args {
 				args[i] = strings.ReplaceAll(a, "OUT", out)
 			}
-			r := interrupt(t, c.trigger, time.Second, args...)
-			if r.code != 130 {
-				t.Errorf("exit code %d, want 130\nstderr %q", r.code, r.stderr)
+			r := interrupt(t, c.sig, c.trigger, time.Second, args...)
+			if want := 128 + int(c.sig); r.code != want {
+				t.Errorf("exit code %d, want %d\nstderr %q", r.code, want, r.stderr)
 			}
-			t.Logf("stopped %v after Ctrl-C", r.stopped.Round(time.Millisecond))
+			t.Logf("stopped %v after %v", r.stopped.Round(time.Millisecond), c.sig)
 			if r.stopped > stopBound {
-				t.Errorf("took %v to stop after Ctrl-C", r.stopped.Round(time.Millisecond))
+				t.Errorf("took %v to stop after %v", r.stopped.Round(time.Millisecond), c.sig)
 			}
-			if !strings.HasSuffix(r.stderr, "redrafter: interrupted\n") || strings.Contains(r.stderr, "goroutine ") {
-				t.Errorf("stderr does not end with one line \"redrafter: interrupted\":\n%s", r.stderr)
+			last := map[syscall.Signal]string{syscall.SIGINT: "redrafter: interrupted\n",
+				syscall.SIGTERM: "redrafter: stopped by SIGTERM\n", syscall.SIGHUP: "redrafter: stopped by SIGHUP\n"}[c.sig]
+			if !strings.HasSuffix(r.stderr, last) || strings.Contains(r.stderr, "goroutine ") {
+				t.Errorf("stderr does not end with one line %q:\n%s", last, r.stderr)
 			}
 			left := files(t, out)
 			if c.name == "distill" {
@@ -193,7 +203,7 @@ func TestInterruptLongCommands(t *testing.T) {
 			if !equalSets(left, c.allowed) {
 				t.Errorf("left in the output directory: %v (allowed %v)", left, c.allowed)
 			}
-			if c.name == "generate" {
+			if strings.HasPrefix(c.name, "generate") {
 				if !strings.HasSuffix(r.stdout, "\n") {
 					t.Errorf("stdout does not end its line: %q", r.stdout[max(0, len(r.stdout)-40):])
 				}
@@ -238,4 +248,49 @@ func wholeJSONL(t *testing.T, path string) bool {
 		}
 	}
 	return true
+}
+
+// chat waiting for input stops on SIGTERM and SIGHUP as the other commands
+// do (Ctrl-C at its prompt only warns): exit 128 + the signal, one line on
+// stderr. The default action killed it.
+func TestChatStopSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		cmd := exec.Command(bin, "chat", "--backend", "cpu", "--model", stories)
+		stdin, err := cmd.StdinPipe() // open and silent: the chat waits for a line
+		if err != nil {
+			t.Fatal(err)
+		}
+		loaded := make(chan struct{})
+		var once sync.Once
+		// The model has no template: the chat warns once it has loaded it.
+		errOut := &watched{trigger: "no chat template", hit: func() { once.Do(func() { close(loaded) }) }}
+		cmd.Stderr = errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-loaded:
+		case err := <-exited:
+			t.Fatalf("chat ended before %v: %v\n%s", sig, err, errOut.String())
+		}
+		cmd.Process.Signal(sig)
+		select {
+		case err = <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("chat still running 30 s after %v", sig)
+		}
+		stdin.Close()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if want := 128 + int(sig); code != want || !strings.HasSuffix(errOut.String(), "redrafter: stopped by SIG"+map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP"}[sig]+"\n") {
+			t.Errorf("%v: exit code %d (want %d), stderr %q", sig, code, want, errOut.String())
+		}
+	}
 }

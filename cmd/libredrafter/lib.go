@@ -226,6 +226,13 @@ func rd_engine_load(path *C.rd_cchar, copts *C.rd_cload_options, out *C.rd_engin
 		if err != nil {
 			return fail(C.RD_ERR_LOAD, "%v", err)
 		}
+		// Options.Context caps a larger context to the model's; a C caller
+		// asking for more learns it rather than getting less silently (the
+		// CLI's --context alike).
+		if most := e.Model().TrainedContext; int(o.context) > most {
+			e.Close()
+			return fail(C.RD_ERR_ARGUMENT, "redrafter: context %d: the model holds at most %d tokens (0 for all of them)", o.context, most)
+		}
 		if o.drafter != nil {
 			if err := e.LoadDrafter(C.GoString(o.drafter)); err != nil {
 				e.Close()
@@ -313,11 +320,20 @@ func rd_tokenize(h C.rd_engine, ctext *C.rd_cchar, addBOS C.int32_t, tokens **C.
 	})
 }
 
+// maxDetokenize bounds rd_detokenize's count: far more tokens than any
+// context holds, and few enough that their ids and text fit in memory.
+const maxDetokenize = 1 << 24
+
 //export rd_detokenize
 func rd_detokenize(h C.rd_engine, ctokens *C.rd_cint32, n C.size_t, text **C.char, errOut **C.char) C.rd_status {
 	return call(errOut, func() error {
 		if text == nil || (ctokens == nil && n > 0) {
 			return fail(C.RD_ERR_ARGUMENT, "redrafter: text is NULL, or tokens is NULL with n_tokens > 0")
+		}
+		if n > maxDetokenize {
+			// Before any slice of that length is made: a size_t count that
+			// is no array's would be a Go panic, or an abort out of memory.
+			return fail(C.RD_ERR_ARGUMENT, "redrafter: n_tokens %d: at most %d", uint64(n), maxDetokenize)
 		}
 		*text = nil
 		eng, err := getEngine(h)
@@ -433,7 +449,7 @@ func (s *session) generateOptions(copts *C.rd_cgenerate_options) (redrafter.Gene
 	draft.Off = o.no_draft != 0
 	return redrafter.GenerateOptions{
 		MaxTokens: int(o.max_tokens),
-		Sampling:  redrafter.Sampling{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p)},
+		Sampling:  redrafter.Sampling{Temperature: float32(o.temperature), TopK: int(o.top_k), TopP: float32(o.top_p), TopPSet: true},
 		Seed:      uint64(o.seed),
 		Stop:      stops,
 		Draft:     draft,

@@ -82,7 +82,8 @@ typedef struct rd_load_options {
     int32_t threads;       /* >0: worker threads of this engine's CPU backend
                               (at most 4 per core, else RD_ERR_ARGUMENT);
                               0: all cores */
-    int32_t context;       /* tokens a session holds; 0: the model's */
+    int32_t context;       /* tokens a session holds, at most the model's
+                              (else RD_ERR_ARGUMENT); 0: the model's */
     const char *kv_cache;  /* "f32", "f16", or NULL for the backend's default */
     const char *drafter;   /* ReDrafter draft head directory, or NULL for none */
     int32_t beam_width;    /* ReDrafter beams per step; 0: the backend's default */
@@ -110,8 +111,8 @@ rd_status rd_engine_context(rd_engine engine, int32_t *out, char **err);
 rd_status rd_tokenize(rd_engine engine, const char *text, int32_t add_bos,
                       int32_t **tokens, size_t *n_tokens, char **err);
 
-/* Turns ids into text (*text, rd_free). An id outside the vocabulary is
- * RD_ERR_ARGUMENT. Thread-safe. */
+/* Turns ids into text (*text, rd_free). An id outside the vocabulary, or
+ * n_tokens above 2^24, is RD_ERR_ARGUMENT. Thread-safe. */
 rd_status rd_detokenize(rd_engine engine, const int32_t *tokens, size_t n_tokens,
                         char **text, char **err);
 
@@ -132,7 +133,7 @@ typedef struct rd_generate_options {
     int32_t max_tokens;       /* stop after this many new tokens; 0: until the context is full */
     float temperature;        /* 0: greedy */
     int32_t top_k;            /* 0: all tokens */
-    float top_p;              /* in (0, 1]; 1: all tokens */
+    float top_p;              /* in [0, 1]; 1: all tokens; 0: the most probable token only */
     uint64_t seed;            /* the same seed gives the same sampled text */
     const char *const *stop;  /* n_stop stop strings, or NULL */
     size_t n_stop;
@@ -192,12 +193,16 @@ typedef struct rd_message {
 
 /* Renders messages with a chat template ("vicuna", "llama2", "chatml",
  * "llama3", or NULL / "auto": the model's own, else vicuna) followed by the
- * opening of the assistant's turn. *prompt is rd_free'd. Thread-safe. */
+ * opening of the assistant's turn, to show: special-token text ("</s>") in
+ * it is a token where the template wrote it, and plain text where a message
+ * did. *prompt is rd_free'd. Thread-safe. */
 rd_status rd_chat_render(rd_engine engine, const rd_message *messages, size_t n_messages,
                          const char *template_name, char **prompt, char **err);
 
 /* Generates the assistant's reply to messages, rendered as rd_chat_render
- * does (special-token text in it becomes those tokens). Re-send the whole
+ * does: the template's markup becomes special tokens, and the messages'
+ * content is plain text ("</s>" or "<|im_start|>" in a message cannot end a
+ * turn or forge one). Re-send the whole
  * conversation each turn: the session's cache keeps what is unchanged.
  * Otherwise as rd_session_generate. */
 rd_status rd_session_chat(rd_session session, const rd_message *messages, size_t n_messages,

@@ -85,9 +85,9 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			defer c.close()
 
 			// Ctrl-C stops a reply, not the chat: from here on the chat takes
-			// every interrupt and main no longer cancels the command's context
-			// (nor reports the exit as interrupted).
-			if !takeInterrupts(cmd.Context()) {
+			// every Ctrl-C and main no longer cancels the command's context
+			// for it. SIGTERM and SIGHUP still do: they end the chat.
+			if !takeInterrupts(cmd.Context(), os.Interrupt) {
 				return cmd.Context().Err() // Ctrl-C while the model loaded: the user left
 			}
 			interrupts := make(chan os.Signal, 1)
@@ -96,7 +96,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 			in := cmd.InOrStdin()
 			var r lineReader
 			if useLiner(in, cmd.OutOrStdout()) {
-				r = newLinerReader()
+				r = newLinerReader(cmd.Context())
 			} else {
 				var prompt io.Writer
 				if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -104,7 +104,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 					// terminal edits the line, the prompt goes to stderr.
 					prompt = cmd.ErrOrStderr()
 				}
-				r = newPlainReader(in, prompt, interrupts)
+				r = newPlainReader(cmd.Context(), in, prompt, interrupts)
 			}
 			defer r.close()
 			return c.run(cmd.Context(), r, interrupts)
@@ -119,7 +119,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 // useLiner reports whether line editing can run: stdin and stdout are this
 // process's own and both a terminal liner can drive.
 func useLiner(in io.Reader, out io.Writer) bool {
-	return in == io.Reader(os.Stdin) && out == io.Writer(os.Stdout) &&
+	return in == io.Reader(os.Stdin) && isStdout(out) &&
 		term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd())) && liner.TerminalSupported()
 }
 

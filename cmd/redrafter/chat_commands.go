@@ -14,7 +14,7 @@ const chatCommandsHelp = `  /help, /?                 this list
   /stats                    the last reply's tokens, speeds and ReDrafter acceptance
   /set                      show the sampling settings
   /set temperature X        0 or more (0: greedy)
-  /set top_p X              in (0, 1]
+  /set top_p X              in [0, 1] (0: the most probable token only)
   /set top_k N              0 or more (0: all tokens)
   /set seed N               0 or more, or -1 for a fresh random seed
   /set system "TEXT"        a new system prompt ("" removes it)
@@ -99,10 +99,10 @@ func (c *chat) set(arg string) error {
 		p.Temperature = float32(x)
 	case "top_p", "top-p":
 		x, err := parseFloat(value)
-		if err != nil || !(x > 0 && x <= 1) {
-			return fmt.Errorf("/set top_p: %q: want a number in (0, 1]", value)
+		if err != nil || !(x >= 0 && x <= 1) {
+			return fmt.Errorf("/set top_p: %q: want a number in [0, 1] (0: the most probable token only)", value)
 		}
-		p.TopP = float32(x)
+		p.TopP, p.TopPSet = float32(x), true
 	case "top_k", "top-k":
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 0 {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/peterh/liner"
 )
@@ -35,17 +37,52 @@ type lineReader interface {
 // keys, history, Ctrl-R search, and a 2 MB paste in seconds (liner appends
 // at the end of the line without copying it per key). It needs the process's
 // own stdin and stdout to be that terminal: it writes the prompt to stdout.
-type linerReader struct{ st *liner.State }
+type linerReader struct {
+	st    *liner.State
+	ctx   context.Context // the command's: SIGTERM and SIGHUP cancel it
+	state atomic.Int32    // linerIdle, linerPrompting or linerExiting
+}
 
-func newLinerReader() *linerReader {
+const (
+	linerIdle = iota
+	linerPrompting
+	linerExiting
+)
+
+func newLinerReader(ctx context.Context) *linerReader {
 	st := liner.NewLiner()
 	// Ctrl-C at the prompt returns to us, so that a second one can quit.
 	st.SetCtrlCAborts(true)
-	return &linerReader{st: st}
+	r := &linerReader{st: st, ctx: ctx}
+	go r.exitOnStop()
+	return r
+}
+
+// exitOnStop ends the process when SIGTERM or SIGHUP cancels ctx while the
+// user is at the prompt, where liner reads the terminal and cannot be
+// interrupted: it restores the terminal's mode and exits as main would.
+// During a reply the cancelled context ends the chat the ordinary way.
+func (r *linerReader) exitOnStop() {
+	<-r.ctx.Done()
+	if r.state.CompareAndSwap(linerPrompting, linerExiting) {
+		r.st.Close()
+		fmt.Println()
+		os.Exit(exitCode(r.ctx, r.ctx.Err()))
+	}
 }
 
 func (r *linerReader) readLine(prompt string) (string, error) {
+	if !r.state.CompareAndSwap(linerIdle, linerPrompting) {
+		select {} // exitOnStop is ending the process
+	}
+	if err := r.ctx.Err(); err != nil {
+		r.state.Store(linerIdle)
+		return "", err
+	}
 	line, err := r.st.Prompt(prompt)
+	if !r.state.CompareAndSwap(linerPrompting, linerIdle) {
+		select {}
+	}
 	if errors.Is(err, liner.ErrPromptAborted) {
 		return "", errPromptInterrupted
 	}
@@ -69,6 +106,7 @@ func (r *linerReader) close() error         { return r.st.Close() }
 type plainReader struct {
 	lines      chan lineResult
 	done       chan struct{}
+	stop       <-chan struct{} // the command context's end (SIGTERM, SIGHUP)
 	interrupts <-chan os.Signal
 	prompt     io.Writer // nil: no prompt (the input is not a terminal)
 }
@@ -85,8 +123,8 @@ const maxMessageBytes = 64 << 20
 // errLineTooLong reports a line over maxMessageBytes; the line is skipped.
 var errLineTooLong = fmt.Errorf("a line of input is longer than %d MiB: skipped", maxMessageBytes>>20)
 
-func newPlainReader(in io.Reader, prompt io.Writer, interrupts <-chan os.Signal) *plainReader {
-	r := &plainReader{lines: make(chan lineResult), done: make(chan struct{}), interrupts: interrupts, prompt: prompt}
+func newPlainReader(ctx context.Context, in io.Reader, prompt io.Writer, interrupts <-chan os.Signal) *plainReader {
+	r := &plainReader{lines: make(chan lineResult), done: make(chan struct{}), stop: ctx.Done(), interrupts: interrupts, prompt: prompt}
 	go r.readAll(bufio.NewReaderSize(in, 64<<10))
 	return r
 }
@@ -150,6 +188,8 @@ func (r *plainReader) readLine(prompt string) (string, error) {
 			fmt.Fprintln(r.prompt) // the terminal echoed ^C without ending the line
 		}
 		return "", errPromptInterrupted
+	case <-r.stop:
+		return "", context.Canceled
 	}
 }
 

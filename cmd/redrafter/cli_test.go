@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,22 @@ func TestGenerateJSON(t *testing.T) {
 	}
 }
 
+// --top-p 0 keeps only the most probable token (OpenAI's top_p 0): at
+// temperature 1, 8 seeds print the greedy text (it was refused).
+func TestTopPZero(t *testing.T) {
+	args := []string{"generate", "--backend", "cpu", "--model", stories, "--max-tokens", "24", "--prompt", "Once upon a time"}
+	greedy, _, err := run(t, "", append(args, "--temperature", "0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range 8 {
+		out, stderr, err := run(t, "", append(args, "--temperature", "1", "--top-p", "0", "--seed", fmt.Sprint(seed))...)
+		if err != nil || out != greedy {
+			t.Errorf("seed %d: --top-p 0 printed %q (%v %s), greedy %q", seed, out, err, stderr, greedy)
+		}
+	}
+}
+
 // Every user mistake gets an error that says what is wrong, and nothing
 // on stdout.
 func TestErrors(t *testing.T) {
@@ -59,7 +76,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"generate", "--model", filepath.Join(dir, "none.gguf")}, "no such file"},
 		{[]string{"generate", "--model", trunc}, "gguf"},
 		{[]string{"generate"}, `required flag(s) "model" not set`},
-		{[]string{"generate", "--model", stories, "--top-p", "0"}, "--top-p"},
+		{[]string{"generate", "--model", stories, "--top-p", "1.5"}, "--top-p"},
 		{[]string{"generate", "--model", stories, "--temperature", "-1"}, "--temperature"},
 		{[]string{"generate", "--model", stories, "--context", "64", "--prompt", long}, "context of 64"},
 		{[]string{"generate", "--model", stories, "--drafter", wrongHead}, "vocabulary has 32000 tokens"},
@@ -100,6 +117,38 @@ func TestInspect(t *testing.T) {
 		"tokenizer:    llama, 512 tokens", "blk.4.ffn_down.weight", "F32"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// endless is a stream that never ends, as /dev/zero or `yes |` is.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'y'
+	}
+	return len(p), nil
+}
+
+// A prompt file that is a device is refused before it is read, and a prompt
+// stream that does not end stops at the bound with an error: both read
+// forever and grew to gigabytes.
+func TestPromptBounds(t *testing.T) {
+	_, _, err := run(t, "", "generate", "--backend", "cpu", "--model", stories, "--prompt-file", "/dev/zero")
+	if err == nil || err.Error() != "--prompt-file /dev/zero: not a text file (it is a device)" {
+		t.Errorf("--prompt-file /dev/zero: %v", err)
+	}
+	for _, args := range [][]string{{"--prompt-file", "-"}, nil} {
+		cmd := newRootCmd()
+		var out, errOut bytes.Buffer
+		cmd.SetArgs(append([]string{"generate", "--backend", "cpu", "--model", stories}, args...))
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetIn(endless{})
+		err := cmd.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "longer than 64 MiB") || out.Len() != 0 {
+			t.Errorf("%v with an endless stdin: %v, stdout %q", args, err, out.String())
 		}
 	}
 }

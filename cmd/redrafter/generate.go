@@ -46,7 +46,7 @@ func (m *modelFlags) register(cmd *cobra.Command) {
 	f.Float32Var(&m.temperature, "temp", 0, "alias of --temperature")
 	_ = f.MarkHidden("temp")
 	f.IntVar(&m.topK, "top-k", 0, "sample from the k most likely tokens only (0: all)")
-	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability")
+	f.Float32Var(&m.topP, "top-p", 1, "sample from the smallest set of tokens with this much probability (0: the most probable token only)")
 	f.Int64Var(&m.seed, "seed", -1, "random seed for sampling (-1: a fresh one each run, shown by --stats and --json)")
 	f.StringArrayVar(&m.stops, "stop", nil, "stop before this text (repeatable)")
 	f.StringVar(&m.drafter, "drafter", "", "ReDrafter draft head: a directory (config.json + model.safetensors), a Hugging Face repository, or auto (a cached head whose config names the model as its base): speculative decoding")
@@ -67,8 +67,8 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 		return redrafter.GenerateOptions{}, fmt.Errorf("--temperature %v: want a number >= 0 (0: greedy)", m.temperature)
 	case m.topK < 0:
 		return redrafter.GenerateOptions{}, errors.New("--top-k must not be negative")
-	case !(m.topP > 0 && m.topP <= 1):
-		return redrafter.GenerateOptions{}, errors.New("--top-p must be in (0, 1]")
+	case !(m.topP >= 0 && m.topP <= 1):
+		return redrafter.GenerateOptions{}, errors.New("--top-p must be in [0, 1] (0: the most probable token only; 1: all tokens)")
 	case m.context < 0:
 		return redrafter.GenerateOptions{}, fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", m.context)
 	case redrafter.AcceptanceRule(m.accept) != redrafter.AcceptExact && redrafter.AcceptanceRule(m.accept) != redrafter.AcceptApple:
@@ -80,7 +80,7 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	}
 	return redrafter.GenerateOptions{
 		MaxTokens: m.maxTokens,
-		Sampling:  redrafter.Sampling{Temperature: m.temperature, TopK: m.topK, TopP: m.topP},
+		Sampling:  redrafter.Sampling{Temperature: m.temperature, TopK: m.topK, TopP: m.topP, TopPSet: true},
 		Seed:      seed,
 		Stop:      m.stops,
 		Draft:     redrafter.DraftOptions{BeamWidth: m.beamWidth, BeamLength: m.beamLength, Accept: redrafter.AcceptanceRule(m.accept)},
@@ -136,25 +136,67 @@ func readPrompt(cmd *cobra.Command, prompt, promptFile string) (string, error) {
 	case given:
 		return prompt, nil
 	case promptFile == "-":
-		b, err := io.ReadAll(cmd.InOrStdin())
+		b, err := readBounded(cmd.InOrStdin())
 		if err != nil {
 			return "", fmt.Errorf("--prompt-file -: reading stdin: %w", err)
 		}
 		return trimNewline(string(b)), nil
 	case promptFile != "":
-		b, err := os.ReadFile(promptFile)
+		b, err := readPromptFile(promptFile)
 		if err != nil {
-			return "", fmt.Errorf("--prompt-file %s: %w", promptFile, plainErr(err))
+			return "", fmt.Errorf("--prompt-file %s: %w", promptFile, err)
 		}
 		return string(b), nil
 	case stdinPiped(cmd.InOrStdin()):
-		b, err := io.ReadAll(cmd.InOrStdin())
+		b, err := readBounded(cmd.InOrStdin())
 		if err != nil {
 			return "", fmt.Errorf("reading the prompt from stdin: %w", err)
 		}
 		return trimNewline(string(b)), nil
 	}
 	return "", nil
+}
+
+// maxPromptBytes bounds a prompt read from a file or stdin: far more text
+// than any context holds, and a stream that never ends (/dev/zero, yes |)
+// stops there instead of growing without bound.
+const maxPromptBytes = 64 << 20
+
+// errPromptTooLong is a prompt over maxPromptBytes.
+var errPromptTooLong = fmt.Errorf("longer than %d MiB: a prompt is at most that", maxPromptBytes>>20)
+
+// readBounded reads r to its end, or fails past maxPromptBytes.
+func readBounded(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxPromptBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPromptBytes {
+		return nil, errPromptTooLong
+	}
+	return b, nil
+}
+
+// readPromptFile reads a prompt file: a regular file, or a named pipe (a
+// shell's <(command)), bounded as stdin is. Devices, sockets and
+// directories are refused before reading (/dev/zero never ends).
+func readPromptFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, plainErr(err)
+	}
+	switch m := st.Mode(); {
+	case m.IsDir():
+		return nil, errors.New("a directory, not a text file")
+	case !m.IsRegular() && m&os.ModeNamedPipe == 0:
+		return nil, fmt.Errorf("not a text file (it is a %s)", fileKind(m))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, plainErr(err)
+	}
+	defer f.Close()
+	return readBounded(f)
 }
 
 // trimNewline drops the one newline that echo and a here-string end

@@ -34,7 +34,9 @@ not whole groups, and those named by --keep-fp16, stay in f16. --bits 16 or 32
 converts without quantizing. The output is written beside DIR and renamed
 into place, so nothing is left half written on an error or Ctrl-C (which
 exits with status 130). --force replaces an earlier output (a directory
-with config.json and model.safetensors), never a directory of other files.
+with config.json and model.safetensors), never a directory of other files,
+and only its checkpoint files (config, weights, tokenizer): its other files
+(README, NOTES.md, LICENSE) stay. The output is never the input.
 generate --model and --drafter read the result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,6 +62,8 @@ generate --model and --drafter read the result.`,
 			switch {
 			case errors.Is(err, convert.ErrExists):
 				return fmt.Errorf("%w: pass --force to replace it", err)
+			case errors.Is(err, convert.ErrOutputIsInput):
+				return fmt.Errorf("%w: --out would replace --in: choose another --out", err)
 			case errors.Is(err, convert.ErrNotOutput):
 				return fmt.Errorf("%w; --force replaces only an earlier output of quantize: choose another --out", err)
 			case err != nil:

@@ -43,6 +43,7 @@ func TestQuantizeCommand(t *testing.T) {
 		{[]string{"--in", stories, "--out", filepath.Join(dir, "x"), "--bits", "3"}, "3 bits"},
 		{[]string{"--in", stories, "--out", filepath.Join(dir, "x"), "--group-size", "48"}, "group size 48"},
 		{[]string{"--in", filepath.Join(dir, "absent"), "--out", filepath.Join(dir, "x")}, "no such file"},
+		{[]string{"--in", out, "--out", out, "--bits", "8", "--force"}, "the output is the input: --out would replace --in"},
 	} {
 		if _, _, err := run(t, "", append([]string{"quantize"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("quantize %v: %v, want an error containing %q", c.args, err, c.want)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -150,13 +149,13 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// Ctrl-C and SIGTERM shut the server down cleanly (exit 0) rather than
-	// cancelling the command, which would exit 130.
-	if !takeInterrupts(cmd.Context()) {
+	// Ctrl-C, SIGTERM and SIGHUP shut the server down cleanly (exit 0)
+	// rather than cancelling the command, which would exit 128 + the signal.
+	if !takeInterrupts(cmd.Context(), stopSignals...) {
 		ln.Close()
-		return cmd.Context().Err() // Ctrl-C while the model loaded
+		return cmd.Context().Err() // a signal while the model loaded
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	attrs := []any{"addr", ln.Addr().String(), "model", name, "template", tmpl, "parallel", f.parallel, "queue", f.queue, "context", e.Context()}
 	if _, ok := e.DraftHead(); ok {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 	"github.com/seed9b8f47b1/redrafter/internal/sample"
 )
 
@@ -22,10 +21,13 @@ type job struct {
 	endpoint string
 	arrived  time.Time
 	fields   *samplingFields
-	prompt   string
-	// encode tokenizes the prompt as Session.Generate will; acquire runs it
-	// once the request is admitted.
-	encode func() []int32
+	// prompt is a completion's text, or a chat's messages rendered by the
+	// template (for the byte bound before tokenizing; chat runs the messages).
+	prompt string
+	chat   []redrafter.Message // a chat's messages (nil for a completion)
+	// encode tokenizes the prompt as Session.Generate or Chat will; acquire
+	// runs it once the request is admitted.
+	encode func() ([]int32, error)
 	ids    []int32 // the prompt's tokens (set by acquire)
 	opt    redrafter.GenerateOptions
 }
@@ -66,10 +68,10 @@ func (o *outcome) extension() *extension {
 	return x
 }
 
-// newJob checks the fields shared by both endpoints and builds the
-// generation options; prompt is the text to continue, special says it was
-// rendered from a chat template (control-token text parses as tokens).
-func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, prompt string, special, noBOS bool) (*job, error) {
+// newJob checks a request and tokenizes its prompt: a completion's text, or
+// a chat's messages (non-nil chat), whose content is plain text and only
+// the template's markup special tokens (Engine.ChatTokens).
+func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, prompt string, chat []redrafter.Message) (*job, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
@@ -94,17 +96,20 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		seed = uint64(*f.Seed)
 	}
 	opt := redrafter.GenerateOptions{
-		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling(params), Seed: seed, Stop: f.Stop,
-		NoBOS: noBOS, ParseSpecial: special, Draft: s.cfg.Draft,
+		MaxTokens: f.maxTokens(), Sampling: redrafter.Sampling{Temperature: params.Temperature, TopK: params.TopK, TopP: params.TopP, TopPSet: true}, Seed: seed, Stop: f.Stop,
+		Draft: s.cfg.Draft,
 	}
-	tok := s.e.Tokenizer()
-	encode := func() []int32 {
-		if special {
-			return tok.EncodeSpecial(prompt, !noBOS)
+	encode := func() ([]int32, error) { return s.e.Tokenizer().Encode(prompt, true), nil }
+	if chat != nil {
+		// Rendering is cheap next to tokenizing: a template that cannot
+		// frame the messages is refused here, before admission.
+		var err error
+		if prompt, err = s.e.RenderChat(chat, s.cfg.Template); err != nil {
+			return nil, badRequest("messages", "messages: %v", err)
 		}
-		return tok.Encode(prompt, !noBOS)
+		encode = func() ([]int32, error) { return s.e.ChatTokens(chat, s.cfg.Template) }
 	}
-	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, encode: encode, opt: opt}, nil
+	return &job{endpoint: endpoint, arrived: arrived, fields: f, prompt: prompt, chat: chat, encode: encode, opt: opt}, nil
 }
 
 // maxTokenBytes is the most prompt bytes one token of tok can stand for:
@@ -175,7 +180,11 @@ func (s *Server) tokenizeAndWait(ctx context.Context, j *job) (*slot, error) {
 		return nil, contextExceeded("the prompt is %d bytes, so at least %d tokens; the context holds %d, and at least 1 must be left for the reply",
 			len(j.prompt), len(j.prompt)/n, ctxLen)
 	}
-	j.ids = j.encode()
+	ids, err := j.encode()
+	if err != nil {
+		return nil, badRequest("messages", "messages: %v", err)
+	}
+	j.ids = ids
 	if len(j.ids) == 0 {
 		return nil, badRequest("prompt", "the prompt is empty and the model has no BOS token to start from")
 	}
@@ -214,7 +223,7 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 		}
 		s.sched.release(sl)
 	}()
-	res, err := sl.session.Generate(ctx, j.prompt, j.opt, func(text string) error {
+	emit := func(text string) error {
 		if out.firstText == 0 {
 			out.firstText = time.Since(j.arrived)
 		}
@@ -225,7 +234,14 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 			s.testText(ctx)
 		}
 		return nil
-	})
+	}
+	var res *redrafter.Result
+	var err error
+	if j.chat != nil {
+		res, err = sl.session.Chat(ctx, j.chat, redrafter.ChatOptions{Template: s.cfg.Template, GenerateOptions: j.opt}, emit)
+	} else {
+		res, err = sl.session.Generate(ctx, j.prompt, j.opt, emit)
+	}
 	completed = true
 	out.res = res
 	// A cache hit is what Session.Generate did not prefill again.
@@ -284,12 +300,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.generationError(w, r, err)
 		return
 	}
-	prompt, err := tokenizer.RenderChat(s.cfg.Template, msgs, true)
-	if err != nil {
-		s.generationError(w, r, badRequest("messages", "messages: %v", err))
-		return
+	chat := make([]redrafter.Message, len(msgs))
+	for i, m := range msgs {
+		chat[i] = redrafter.Message{Role: m.Role, Content: m.Content}
 	}
-	j, err := s.newJob("/v1/chat/completions", arrived, &req.samplingFields, prompt, true, tokenizer.TemplateAddsBOS(s.cfg.Template))
+	j, err := s.newJob("/v1/chat/completions", arrived, &req.samplingFields, "", chat)
 	if err != nil {
 		s.generationError(w, r, err)
 		return
@@ -355,7 +370,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// As `redrafter generate`: BOS first, control-token text not parsed.
-	j, err := s.newJob("/v1/completions", arrived, &req.samplingFields, prompt, false, false)
+	j, err := s.newJob("/v1/completions", arrived, &req.samplingFields, prompt, nil)
 	if err != nil {
 		s.generationError(w, r, err)
 		return

@@ -101,6 +101,10 @@ func (t *bpe) EncodeSpecial(text string, addBOS bool) []int32 {
 	return encode(t.base, t, text, addBOS, true)
 }
 
+func (t *bpe) EncodeParts(parts []Part, addBOS bool) []int32 {
+	return encodeParts(t.base, t, parts, addBOS)
+}
+
 func (t *bpe) encodeText(out []int32, text string, _ bool) []int32 {
 	chunks := []string{text}
 	for _, re := range t.splits {

@@ -23,45 +23,105 @@ const (
 	TemplateLlama3 = "llama3" // Llama-3-Instruct header blocks
 )
 
-// RenderChat renders msgs the way the model family's Hugging Face template
-// (or, for Vicuna, FastChat) does. A leading "system" message sets the system
-// prompt. addGenerationPrompt appends the opening of the assistant's turn; the
-// Llama-2 template always ends a user turn with " [/INST]" and ignores it.
+// Part is one piece of a rendered chat prompt. Special parts are the
+// template's own markup, whose special-token text ("<|im_start|>", "</s>")
+// becomes those tokens; the others are what the conversation brings (message
+// content, role names), which is plain text: a user who writes "<|im_end|>"
+// or "</s>" gets those characters, never the control tokens, so content can
+// neither end its turn nor forge another (llama.cpp's parse_special=false for
+// content, the HF tokenizers' split_special_tokens). [Tokenizer.EncodeParts]
+// turns parts into ids.
 //
+// A renderer from a model's own Jinja template can produce parts too: render
+// with a unique sentinel string in place of each message's content (one that
+// no template transformation changes, such as a random hex string), then
+// split the output at the sentinels: the text between them is Special
+// markup, and each sentinel becomes a plain part holding its content.
+type Part struct {
+	Text    string
+	Special bool
+}
+
+// JoinParts is the text of parts, for display: special-token text stands
+// for those tokens, and content that spells one looks the same.
+func JoinParts(parts []Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// RenderChat renders msgs the way the model family's Hugging Face template
+// (or, for Vicuna, FastChat) does: JoinParts of RenderChatParts. A leading
+// "system" message sets the system prompt. addGenerationPrompt appends the
+// opening of the assistant's turn; the Llama-2 template always ends a user
+// turn with " [/INST]" and ignores it.
+//
+// The text is for display: to tokenize a conversation, encode
+// RenderChatParts with EncodeParts, which keeps the content plain text.
 // llama2 and llama3 output starts with the BOS text ("<s>",
-// "<|begin_of_text|>"; see TemplateAddsBOS), so encode those with
-// EncodeSpecial(prompt, false); encode vicuna with EncodeSpecial(prompt, true)
-// and chatml with the model's AddBOS.
+// "<|begin_of_text|>"; see TemplateAddsBOS), so encode those without
+// addBOS; vicuna with it, and chatml with the model's AddBOS.
 func RenderChat(template string, msgs []Message, addGenerationPrompt bool) (string, error) {
+	parts, err := RenderChatParts(template, msgs, addGenerationPrompt)
+	if err != nil {
+		return "", err
+	}
+	return JoinParts(parts), nil
+}
+
+// RenderChatParts renders msgs as RenderChat does, the template's markup
+// (Special) apart from the messages' roles and content (plain).
+func RenderChatParts(template string, msgs []Message, addGenerationPrompt bool) ([]Part, error) {
+	var r parts
 	switch template {
 	case TemplateVicuna:
 		return renderVicuna(msgs, addGenerationPrompt)
 	case TemplateLlama2:
 		return renderLlama2(msgs)
 	case TemplateChatML:
-		var b strings.Builder
 		for _, m := range msgs {
-			b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
+			r.markup("<|im_start|>")
+			r.text(m.Role)
+			r.markup("\n")
+			r.text(m.Content)
+			r.markup("<|im_end|>\n")
 		}
 		if addGenerationPrompt {
-			b.WriteString("<|im_start|>assistant\n")
+			r.markup("<|im_start|>assistant\n")
 		}
-		return b.String(), nil
+		return r, nil
 	case TemplateLlama3:
-		var b strings.Builder
 		for i, m := range msgs {
 			if i == 0 {
-				b.WriteString("<|begin_of_text|>")
+				r.markup("<|begin_of_text|>")
 			}
-			b.WriteString("<|start_header_id|>" + m.Role + "<|end_header_id|>\n\n" + pyStrip(m.Content) + "<|eot_id|>")
+			r.markup("<|start_header_id|>")
+			r.text(m.Role)
+			r.markup("<|end_header_id|>\n\n")
+			r.text(pyStrip(m.Content))
+			r.markup("<|eot_id|>")
 		}
 		if addGenerationPrompt {
-			b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+			r.markup("<|start_header_id|>assistant<|end_header_id|>\n\n")
 		}
-		return b.String(), nil
+		return r, nil
 	}
-	return "", fmt.Errorf("tokenizer: unknown chat template %q (want %s, %s, %s or %s)",
+	return nil, fmt.Errorf("tokenizer: unknown chat template %q (want %s, %s, %s or %s)",
 		template, TemplateVicuna, TemplateLlama2, TemplateChatML, TemplateLlama3)
+}
+
+// parts collects a rendering; empty parts are left out.
+type parts []Part
+
+func (r *parts) markup(s string) { r.add(s, true) }
+func (r *parts) text(s string)   { r.add(s, false) }
+
+func (r *parts) add(s string, special bool) {
+	if s != "" {
+		*r = append(*r, Part{Text: s, Special: special})
+	}
 }
 
 // TemplateAddsBOS reports whether a built-in template's output already
@@ -110,60 +170,93 @@ func checkAlternation(template string, msgs []Message) error {
 }
 
 // renderVicuna follows FastChat's SeparatorStyle.ADD_COLON_TWO with sep " "
-// and sep2 "</s>".
-func renderVicuna(msgs []Message, addGenerationPrompt bool) (string, error) {
+// and sep2 "</s>". The default system prompt is markup; one the
+// conversation sets is content.
+func renderVicuna(msgs []Message, addGenerationPrompt bool) ([]Part, error) {
 	system, ok, msgs := splitSystem(msgs)
-	if !ok {
-		system = VicunaSystem
-	}
 	if err := checkAlternation(TemplateVicuna, msgs); err != nil {
-		return "", err
+		return nil, err
 	}
 	if addGenerationPrompt && len(msgs)%2 == 0 {
-		return "", fmt.Errorf("tokenizer: %s chat: a generation prompt must follow a user message", TemplateVicuna)
+		return nil, fmt.Errorf("tokenizer: %s chat: a generation prompt must follow a user message", TemplateVicuna)
 	}
 	seps := [2]string{" ", "</s>"}
 	roles := [2]string{"USER", "ASSISTANT"}
-	var b strings.Builder
-	b.WriteString(system + seps[0])
+	var r parts
+	if ok {
+		r.text(system)
+	} else {
+		r.markup(VicunaSystem)
+	}
+	r.markup(seps[0])
 	for i, m := range msgs {
 		if m.Content == "" {
-			b.WriteString(roles[i%2] + ":")
+			r.markup(roles[i%2] + ":")
 			continue
 		}
-		b.WriteString(roles[i%2] + ": " + m.Content + seps[i%2])
+		r.markup(roles[i%2] + ": ")
+		r.text(m.Content)
+		r.markup(seps[i%2])
 	}
 	if addGenerationPrompt {
-		b.WriteString(roles[1] + ":")
+		r.markup(roles[1] + ":")
 	}
-	return b.String(), nil
+	return r, nil
 }
 
-// renderLlama2 follows the Llama-2-chat-hf chat_template.
-func renderLlama2(msgs []Message) (string, error) {
+// renderLlama2 follows the Llama-2-chat-hf chat_template, whose trim of the
+// first user turn covers the system block joined to it.
+func renderLlama2(msgs []Message) ([]Part, error) {
 	system, hasSystem, msgs := splitSystem(msgs)
 	if err := checkAlternation(TemplateLlama2, msgs); err != nil {
-		return "", err
+		return nil, err
 	}
-	var b strings.Builder
+	var r parts
 	for i, m := range msgs {
-		content := m.Content
+		var content parts
 		if i == 0 && hasSystem {
-			content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content
+			content.markup("<<SYS>>\n")
+			content.text(system)
+			content.markup("\n<</SYS>>\n\n")
 		}
+		content.text(m.Content)
+		content = stripParts(content)
 		if m.Role == "user" {
-			b.WriteString("<s>[INST] " + pyStrip(content) + " [/INST]")
+			r.markup("<s>[INST] ")
+			r = append(r, content...)
+			r.markup(" [/INST]")
 		} else {
-			b.WriteString(" " + pyStrip(content) + " </s>")
+			r.markup(" ")
+			r = append(r, content...)
+			r.markup(" </s>")
 		}
 	}
-	return b.String(), nil
+	return r, nil
+}
+
+// stripParts is pyStrip of the parts' joined text, part by part: what it
+// trims may span parts (an all-blank user turn after a system block).
+func stripParts(r parts) parts {
+	for len(r) > 0 {
+		r[0].Text = strings.TrimLeftFunc(r[0].Text, isPySpace)
+		if r[0].Text != "" {
+			break
+		}
+		r = r[1:]
+	}
+	for len(r) > 0 {
+		last := &r[len(r)-1]
+		last.Text = strings.TrimRightFunc(last.Text, isPySpace)
+		if last.Text != "" {
+			break
+		}
+		r = r[:len(r)-1]
+	}
+	return r
 }
 
 // pyStrip is Python's str.strip() (Jinja's trim filter): Unicode whitespace
 // plus the ASCII separators U+001C–U+001F.
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool {
-		return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f
-	})
-}
+func pyStrip(s string) string { return strings.TrimFunc(s, isPySpace) }
+
+func isPySpace(r rune) bool { return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f }

@@ -19,8 +19,10 @@
 // [Tokenizer.Encode] does not parse special-token text: "<s>" in user text is
 // three ordinary pieces, as in llama.cpp with parse_special=false.
 // User-defined (added, non-special) tokens are always matched whole.
-// [Tokenizer.EncodeSpecial] also matches control tokens, which a rendered chat
-// prompt needs ("<|im_start|>", "<s>"); see [RenderChat].
+// [Tokenizer.EncodeSpecial] also matches control tokens. A chat prompt is
+// encoded from [RenderChatParts] by [Tokenizer.EncodeParts]: control tokens
+// only in the template's markup ("<|im_start|>", "<s>"), the messages' text
+// plain, so content cannot forge a turn.
 //
 // [Tokenizer.Decode] returns valid UTF-8: control tokens print nothing, byte
 // pieces are joined into characters, and a byte sequence that is not UTF-8

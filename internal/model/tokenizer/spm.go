@@ -99,6 +99,10 @@ func (t *spm) EncodeSpecial(text string, addBOS bool) []int32 {
 	return encode(t.base, t, text, addBOS, true)
 }
 
+func (t *spm) EncodeParts(parts []Part, addBOS bool) []int32 {
+	return encodeParts(t.base, t, parts, addBOS)
+}
+
 func (t *spm) encodeText(out []int32, text string, first bool) []int32 {
 	if first && t.spacePrefix {
 		text = " " + text

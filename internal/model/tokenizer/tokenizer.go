@@ -18,6 +18,12 @@ type Tokenizer interface {
 	// vocabulary's "<s>", "<|im_start|>", …) into those tokens. Use it for
 	// prompts rendered from a chat template.
 	EncodeSpecial(text string, addBOS bool) []int32
+	// EncodeParts encodes a chat prompt (RenderChatParts): the control-token
+	// text of Special parts becomes those tokens, the other parts' text is
+	// plain, as Encode's. Text on both sides of a part boundary is encoded
+	// as one run, so the ids are EncodeSpecial's of the joined text wherever
+	// the content spells no control token.
+	EncodeParts(parts []Part, addBOS bool) []int32
 	// Decode turns ids into text. Control tokens print nothing.
 	// SentencePiece vocabularies drop the dummy-prefix space of the first
 	// piece, so Decode(Encode(s, false)) == s for valid UTF-8 s.
@@ -247,20 +253,46 @@ type textEncoder interface {
 }
 
 func encode(b *base, m textEncoder, text string, addBOS, parseSpecial bool) []int32 {
-	out := make([]int32, 0, len(text)/3+2)
+	return encodeParts(b, m, []Part{{Text: text, Special: parseSpecial}}, addBOS)
+}
+
+// encodeParts splits each part at its special tokens (control tokens only in
+// Special parts) and encodes the raw text between the tokens. A run of raw
+// text is encoded whole even where it spans parts: encoding content apart
+// from the markup around it would change the ids at the seams (a
+// SentencePiece dummy-prefix space before the content, byte-level BPE's
+// pre-tokenizer splitting " USER:" + " hi" differently from " USER: hi"),
+// and the model was trained on the template's text tokenized as one.
+func encodeParts(b *base, m textEncoder, parts []Part, addBOS bool) []int32 {
+	n := 0
+	for _, p := range parts {
+		n += len(p.Text)
+	}
+	out := make([]int32, 0, n/3+2)
 	if addBOS && b.bos >= 0 {
 		out = append(out, b.bos)
 	}
 	first := true
-	for _, f := range b.split(text, parseSpecial) {
-		if f.id >= 0 {
+	var run strings.Builder // raw text not yet encoded
+	flush := func() {
+		if run.Len() > 0 {
+			out = m.encodeText(out, run.String(), first)
+			first = false
+			run.Reset()
+		}
+	}
+	for _, p := range parts {
+		for _, f := range b.split(p.Text, p.Special) {
+			if f.id < 0 {
+				run.WriteString(f.text)
+				continue
+			}
+			flush()
 			out = append(out, f.id)
 			first = true
-			continue
 		}
-		out = m.encodeText(out, f.text, first)
-		first = false
 	}
+	flush()
 	return out
 }
 

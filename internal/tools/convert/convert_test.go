@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -239,8 +240,8 @@ func TestWriteAtomic(t *testing.T) {
 	if _, err := Model(stories, out, Options{Bits: 4, GroupSize: 32, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "keep")); err == nil {
-		t.Error("--force kept the old output's files")
+	if b, _ := os.ReadFile(filepath.Join(out, "keep")); string(b) != "old" {
+		t.Error("--force lost a file of the old output that is not a checkpoint file")
 	}
 	if ents, _ := os.ReadDir(base); len(ents) != 1 {
 		t.Errorf("temporary directories left behind: %v", ents)
@@ -283,6 +284,78 @@ func TestForceRefusesOtherFiles(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(base); len(ents) != 3 {
 		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// The output is never the input: the same directory, through a symbolic
+// link too, is refused with or without Force, and the input is untouched
+// (it was replaced by its quantized self).
+func TestOutputIsInput(t *testing.T) {
+	base := t.TempDir()
+	model := filepath.Join(base, "model")
+	if _, err := Model(stories, model, Options{Bits: 32, GroupSize: 32}); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(model, link); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(model, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ in, out string }{{model, model}, {model, model + "/"}, {link, model}, {model, link}} {
+		for _, force := range []bool{false, true} {
+			_, err := Model(c.in, c.out, Options{Bits: 4, GroupSize: 32, Force: force})
+			if !errors.Is(err, ErrOutputIsInput) {
+				t.Errorf("in %s, out %s, force %v: %v, want ErrOutputIsInput", c.in, c.out, force, err)
+			}
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(model, "model.safetensors")); !bytes.Equal(got, want) {
+		t.Error("the input's weights changed")
+	}
+	head := filepath.Join(base, "head")
+	if _, err := Head("../../../models/stories260K/drafter", head, Options{Bits: 32, GroupSize: 32}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Head(head, head, Options{Bits: 4, GroupSize: 32, Force: true}); !errors.Is(err, ErrOutputIsInput) {
+		t.Errorf("a head onto itself: %v, want ErrOutputIsInput", err)
+	}
+}
+
+// Force onto another model's directory replaces its checkpoint files
+// (config, weights, also shards no longer written, tokenizer) and keeps
+// every other file: a README, notes, a licence.
+func TestForceKeepsOtherFiles(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "other")
+	os.Mkdir(out, 0o755)
+	files := map[string]string{
+		"config.json": "{}", "model.safetensors.index.json": "{}",
+		"model-00001-of-00002.safetensors": "w1", "model-00002-of-00002.safetensors": "w2",
+		"tokenizer.json": "{}", "NOTES.md": "my notes", "LICENSE": "licence", ".gitattributes": "*.safetensors lfs",
+	}
+	for name, text := range files {
+		os.WriteFile(filepath.Join(out, name), []byte(text), 0o644)
+	}
+	if _, err := Model(stories, out, Options{Bits: 4, GroupSize: 32, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"NOTES.md", "LICENSE", ".gitattributes"} {
+		if b, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(b) != files[name] {
+			t.Errorf("%s: %q, %v; want it kept", name, b, err)
+		}
+	}
+	for _, name := range []string{"model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err == nil {
+			t.Errorf("%s of the replaced model is still there", name)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "config.json")); string(b) == "{}" {
+		t.Error("config.json was not replaced")
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 1 {
+		t.Errorf("temporary directories left behind: %v", ents)
 	}
 }
 

@@ -39,6 +39,9 @@ func HeadContext(ctx context.Context, in, out string, opt Options) (Summary, err
 	if err := opt.check(); err != nil {
 		return Summary{}, err
 	}
+	if err := checkNotInput(in, out); err != nil {
+		return Summary{}, err
+	}
 	if err := checkOut(out, opt.Force); err != nil {
 		return Summary{}, err
 	}

@@ -106,6 +106,9 @@ func ModelContext(ctx context.Context, in, out string, opt Options) (Summary, er
 	if err := opt.check(); err != nil {
 		return Summary{}, err
 	}
+	if err := checkNotInput(in, out); err != nil {
+		return Summary{}, err
+	}
 	if err := checkOut(out, opt.Force); err != nil {
 		return Summary{}, err
 	}

@@ -213,6 +213,28 @@ var ErrExists = errors.New("output already exists")
 // of other files.
 var ErrNotOutput = errors.New("not a model or draft head directory")
 
+// ErrOutputIsInput is the error of Model and Head, wrapped with the paths,
+// when the output directory is the input (through links too): writing it
+// would replace the weights being read.
+var ErrOutputIsInput = errors.New("the output is the input")
+
+// checkNotInput refuses an output that is the input: the same file or
+// directory once links are resolved.
+func checkNotInput(in, out string) error {
+	inSt, err := os.Stat(in)
+	if err != nil {
+		return nil // opening the input reports it
+	}
+	outSt, err := os.Stat(out)
+	if err != nil {
+		return nil // no output yet, or none that Stat can reach
+	}
+	if os.SameFile(inSt, outSt) {
+		return fmt.Errorf("convert: %s and %s: %w", in, out, ErrOutputIsInput)
+	}
+	return nil
+}
+
 // checkOut fails early if out exists and may not be replaced.
 func checkOut(out string, force bool) error {
 	if _, err := os.Lstat(out); err == nil && !force {
@@ -265,9 +287,50 @@ func checkReplaceable(out string) error {
 	return fmt.Errorf("convert: %s is %w (config.json with model.safetensors); %s: not replacing it", out, ErrNotOutput, found)
 }
 
+// checkpointFile reports whether a file of an output directory is one a
+// conversion writes or that describes the checkpoint (config, weights,
+// tokenizer): --force replaces these, and keeps every other file (a README,
+// NOTES.md, LICENSE) of the directory it replaces.
+func checkpointFile(name string) bool {
+	switch name {
+	case "config.json", "generation_config.json", "special_tokens_map.json", "added_tokens.json":
+		return true
+	}
+	return strings.HasSuffix(name, ".safetensors") || strings.HasSuffix(name, ".safetensors.index.json") ||
+		strings.HasPrefix(name, "tokenizer")
+}
+
+// keepOthers carries the files of the output being replaced that are not
+// checkpoint files, and that the new output does not hold, into the new
+// output dir: hard links where the file system allows, else copies.
+func keepOthers(out, dir string) error {
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	for _, ent := range ents {
+		name := ent.Name()
+		if checkpointFile(name) {
+			continue
+		}
+		dst := filepath.Join(dir, name)
+		if _, err := os.Lstat(dst); err == nil {
+			continue // the new output's own file (copied from the input)
+		}
+		if err := os.Link(filepath.Join(out, name), dst); err != nil {
+			if err := copyFile(filepath.Join(out, name), dst); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // writeDir creates a temporary directory beside out, lets fill write into
-// it, and renames it to out (replacing an existing out only if force). On
-// any error the temporary directory is removed and out is untouched.
+// it, and renames it to out. An existing out is replaced only if force, and
+// then only its checkpoint files: its other files are carried into the new
+// output first (keepOthers). On any error the temporary directory is
+// removed and out is untouched.
 func writeDir(ctx context.Context, out string, force bool, fill func(dir string) error) (err error) {
 	if err := checkOut(out, force); err != nil {
 		return err
@@ -300,6 +363,9 @@ func writeDir(ctx context.Context, out string, force bool, fill func(dir string)
 		}
 		if err := checkReplaceable(out); err != nil {
 			return err
+		}
+		if err := keepOthers(out, tmp); err != nil {
+			return fmt.Errorf("convert: keeping the other files of %s: %w", out, err)
 		}
 		old := tmp + ".old"
 		if err := os.Rename(out, old); err != nil {
