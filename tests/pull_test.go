@@ -17,7 +17,7 @@ import (
 // head from a stand-in hub (internal/hub/hubtest says which real hub
 // behaviours it imitates and where they are documented), list them, then
 // generate with -m owner/name and --drafter auto, which must print
-// llama2.c's golden text; a pull stopped by Ctrl-C (or SIGTERM) leaves
+// llama2.c's golden text; a pull stopped by Ctrl-C, SIGTERM or SIGKILL leaves
 // nothing where models are read from and the next pull resumes; offline,
 // a cached name works and a missing one is a clear error; rm removes.
 func TestPullGenerateByName(t *testing.T) {
@@ -56,19 +56,24 @@ func TestPullGenerateByName(t *testing.T) {
 
 	// Ctrl-C, then SIGTERM, during a slow download: nothing placed.
 	s.SetFaults(hubtest.Faults{Delay: 20 * time.Millisecond, ChunkSize: 16 << 10})
-	r := interrupt(t, `msg="pull demo/stories260K"`, 0, "pull", "demo/stories260K")
-	if r.code != 130 || r.stopped > stopBound {
-		t.Errorf("pull after Ctrl-C: exit %d after %v, want 130 within %v\n%s", r.code, r.stopped, stopBound, r.stderr)
-	}
-	if left := files(t, snapshots); len(left) > 0 {
-		t.Errorf("Ctrl-C left files where models are read from: %v", left)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		r := interrupt(t, c.sig, `msg="pull demo/stories260K"`, 0, "pull", "demo/stories260K")
+		if r.code != c.code || r.stopped > stopBound {
+			t.Errorf("pull after %v: exit %d after %v, want %d within %v\n%s", c.sig, r.code, r.stopped, c.code, stopBound, r.stderr)
+		}
+		if left := files(t, snapshots); len(left) > 0 {
+			t.Errorf("%v left files where models are read from: %v", c.sig, left)
+		}
 	}
 	partial := filepath.Join(cache, "models--demo--stories260K", "blobs", hubtest.SHA256(gguf)+".incomplete")
 	st, err := os.Stat(partial)
 	if err != nil || st.Size() == 0 {
 		t.Fatalf("no partial download to resume: %v", err)
 	}
-	// SIGTERM, which the CLI does not catch, kills the pull mid-write.
+	// SIGKILL, which nothing can catch, stops the pull mid-write.
 	cmd := exec.Command(bin, "pull", "demo/stories260K")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -78,10 +83,10 @@ func TestPullGenerateByName(t *testing.T) {
 			break
 		}
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if left := files(t, snapshots); len(left) > 0 {
-		t.Errorf("SIGTERM left files where models are read from: %v", left)
+		t.Errorf("SIGKILL left files where models are read from: %v", left)
 	}
 	s.SetFaults(hubtest.Faults{})
 	out, stderr, err := runCLI(t, "pull", "demo/stories260K")
