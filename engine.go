@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	// The CPU backend runs everywhere and is the reference: an app that
@@ -58,8 +59,16 @@ type Engine struct {
 	draftSource beamSource
 	context     int
 	decodeBytes int64 // weight bytes a decode step reads (llama.Model.DecodeBytes)
-	log         *slog.Logger
-	closed      bool
+	// jinja is the model's own chat template compiled, or jinjaErr why it
+	// does not compile; both nil when the checkpoint has none.
+	jinja    *tokenizer.Template
+	jinjaErr error
+	// addBOS: the vocabulary asks for BOS at the start of a prompt.
+	addBOS bool
+	// now is the clock of templates' strftime_now (nil: time.Now).
+	now    func() time.Time
+	log    *slog.Logger
+	closed bool
 }
 
 // minTokenizerCover is the share of the embedding rows, in percent, that the
@@ -120,6 +129,12 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	e.ChatTemplate = vocab.ChatTemplate
+	e.addBOS = vocab.AddBOS
+	if strings.TrimSpace(vocab.ChatTemplate) != "" {
+		// A template that does not compile fails the chats that would use
+		// it, not the load: a built-in template or plain generation still work.
+		e.jinja, e.jinjaErr = tokenizer.CompileTemplate(vocab.ChatTemplate)
+	}
 	var computed func(q *llama.Quant) bool
 	if c, ok := be.(interface {
 		ComputesSymmetricBiases(bits, groupSize, k int, scales graph.DType) bool
@@ -263,10 +278,9 @@ type ModelInfo struct {
 	TrainedContext int
 	// KVCache is the KV cache's element type, "f32" or "f16".
 	KVCache string
-	// Template is the built-in chat template ("vicuna", "llama2", "chatml"
-	// or "llama3") that the model's own (Engine.ChatTemplate) matches, the
-	// one Chat uses by default; "" when it has none we recognise, and Chat
-	// then uses vicuna.
+	// Template is the chat template Chat uses by default: "model" when the
+	// checkpoint has its own (Engine.ChatTemplate), "" when it has none, and
+	// Chat then uses vicuna.
 	Template string
 }
 
@@ -279,7 +293,14 @@ func (e *Engine) Model() ModelInfo {
 	}
 	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv,
-		Template: tokenizer.DetectTemplate(e.ChatTemplate)}
+		Template: e.defaultTemplate()}
+}
+
+func (e *Engine) defaultTemplate() string {
+	if strings.TrimSpace(e.ChatTemplate) != "" {
+		return TemplateModel
+	}
+	return ""
 }
 
 // Backend is the name of the backend the engine runs on ("cpu", "metal", ...).

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.
@@ -346,13 +349,45 @@ func TestTemplateWarning(t *testing.T) {
 		name, model, want string
 	}{
 		{"auto", "", "the model has no chat template: guessing vicuna"},
-		{"auto", "{% for m in messages %}{{ m.content }}{% endfor %}", "not one redrafter recognises: guessing vicuna"},
+		// A template the model has is used, never a guess.
+		{"auto", "{% for m in messages %}{{ m.content }}{% endfor %}", ""},
 		{"auto", "{{ '<|im_start|>' + message['role'] }}", ""},
 		{"vicuna", "", ""},
 	} {
 		got := templateWarning(c.name, c.model)
+		if tmpl, err := chooseTemplate(c.name, c.model); err != nil || c.name == "auto" && c.model != "" && tmpl != "model" {
+			t.Errorf("chooseTemplate(%q, %q) = %q, %v; want the model's", c.name, c.model, tmpl, err)
+		}
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("templateWarning(%q, %q) = %q, want %q", c.name, c.model, got, c.want)
 		}
+	}
+}
+
+// The chat command renders the model's own template when its metadata has
+// one (here a template that refuses every conversation, so its message
+// proves it ran), and --template still overrides it.
+func TestChatUsesModelTemplate(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	kvs := append(g.KVs(), formats.KV{Key: "tokenizer.chat_template", Value: "{{ raise_exception('the model template ran') }}"})
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, g.Tensors, 32); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "templated.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", path, "--max-tokens", "2")
+	if msg := fmt.Sprint(err) + errOut; !strings.Contains(msg, "the model template ran") {
+		t.Errorf("chat with the model's template: err %v, stderr %q; want the template's message", err, errOut)
+	}
+	out, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", path, "--max-tokens", "2", "--template", "vicuna")
+	if err != nil || strings.Contains(errOut, "the model template ran") || out == "" {
+		t.Errorf("--template vicuna: err %v, stdout %q, stderr %q", err, out, errOut)
 	}
 }
