@@ -3,6 +3,8 @@ package redrafter
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 // mistralNemoTemplate is the chat_template of
@@ -152,5 +155,68 @@ func TestChatModelTemplateErrors(t *testing.T) {
 	plain := load(t, Options{})
 	if _, err := plain.ChatTokens(msgs, TemplateModel); err == nil {
 		t.Error(`"model" on a model without a template is not an error`)
+	}
+}
+
+// firstGreedyToken is the demo model's first greedy token after prompt.
+func firstGreedyToken(t *testing.T, e *Engine, prompt string) int32 {
+	t.Helper()
+	res, err := e.Generate(context.Background(), prompt, GenerateOptions{MaxTokens: 1}, nil)
+	if err != nil || len(res.Tokens) != 1 || e.tok.IsControl(res.Tokens[0]) {
+		t.Fatalf("first token: %v, %v", res, err)
+	}
+	return res.Tokens[0]
+}
+
+// A GGUF's tokenizer.ggml.eot_token_id ends the reply even where the
+// token is not a control token.
+func TestEndOfTurnFromGGUF(t *testing.T) {
+	const prompt = "Once upon a time"
+	first := firstGreedyToken(t, load(t, Options{}), prompt)
+	e := loadPath(t, withMetadata(t, map[string]any{"tokenizer.ggml.eot_token_id": uint32(first)}))
+	res, err := e.Generate(context.Background(), prompt, GenerateOptions{MaxTokens: 8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tokens) != 0 || res.Reason != StopEOS {
+		t.Errorf("generated %v (stop %s), want to stop at once at the end-of-turn id %d", res.Tokens, res.Reason, first)
+	}
+}
+
+// An HF checkpoint's generation_config.json gives the stop ids
+// (eos_token_id as a list) and the recommended sampling, and its
+// chat_template.json the template chat renders.
+func TestHFGenerationConfigAndTemplateFile(t *testing.T) {
+	const prompt = "Once upon a time"
+	plain := load(t, Options{})
+	first := firstGreedyToken(t, plain, prompt)
+	if _, ok := plain.DefaultSampling(); ok {
+		t.Error("the demo GGUF recommends a sampling")
+	}
+	dir := filepath.Join(t.TempDir(), "hf")
+	if _, err := convert.ModelContext(context.Background(), stories, dir, convert.Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	gc := fmt.Sprintf(`{"bos_token_id": 1, "eos_token_id": [2, %d], "do_sample": true, "temperature": 0.6, "top_p": 0.9}`, first)
+	tj, _ := json.Marshal(map[string]string{"chat_template": mistralNemoTemplate(t)})
+	for name, data := range map[string][]byte{"generation_config.json": []byte(gc), "chat_template.json": tj} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := loadPath(t, dir)
+	if got, ok := e.DefaultSampling(); !ok || got != (Sampling{Temperature: 0.6, TopK: 50, TopP: 0.9}) {
+		t.Errorf("DefaultSampling = %+v, %v; want temperature 0.6, top_p 0.9 and transformers' top_k 50", got, ok)
+	}
+	res, err := e.Generate(context.Background(), prompt, GenerateOptions{MaxTokens: 8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tokens) != 0 || res.Reason != StopEOS {
+		t.Errorf("generated %v (stop %s), want to stop at once at eos_token_id %d", res.Tokens, res.Reason, first)
+	}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hello"}}
+	if got, err := e.RenderChat(msgs, ""); err != nil || got != "<s>[INST]Be brief.\n\nHello[/INST]" {
+		t.Errorf("RenderChat = %q, %v; want chat_template.json's rendering", got, err)
 	}
 }

@@ -65,6 +65,11 @@ type Engine struct {
 	jinjaErr error
 	// addBOS: the vocabulary asks for BOS at the start of a prompt.
 	addBOS bool
+	// stops are ids besides EOS and control tokens that end a reply: the
+	// GGUF's end-of-turn ids, generation_config.json's eos_token_id.
+	stops map[int32]bool
+	// sampling is generation_config.json's recommendation (DefaultSampling).
+	sampling *Sampling
 	// now is the clock of templates' strftime_now (nil: time.Now).
 	now    func() time.Time
 	log    *slog.Logger
@@ -128,8 +133,28 @@ func Load(path string, opts Options) (*Engine, error) {
 	if e.tok, err = tokenizer.New(vocab); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
+	if vocab.ChatTemplate == "" && ck.Dir != "" {
+		// A checkpoint with only tokenizer.model may still have its template.
+		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir); err != nil {
+			return fail(fmt.Errorf("%s: %w", path, err))
+		}
+	}
 	e.ChatTemplate = vocab.ChatTemplate
 	e.addBOS = vocab.AddBOS
+	e.stops = map[int32]bool{}
+	for _, id := range vocab.EndOfTurn {
+		e.stops[id] = true
+	}
+	if ck.Dir != "" {
+		gc, err := readGenerationConfig(ck.Dir, len(vocab.Tokens))
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", path, err))
+		}
+		for _, id := range gc.eos {
+			e.stops[id] = true
+		}
+		e.sampling = gc.sampling
+	}
 	if strings.TrimSpace(vocab.ChatTemplate) != "" {
 		// A template that does not compile fails the chats that would use
 		// it, not the load: a built-in template or plain generation still work.

@@ -69,6 +69,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer e.Close()
+			m.modelSampling(e, &opt)
 			tmpl, err := chooseTemplate(template, e.ChatTemplate)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.
@@ -389,5 +390,32 @@ func TestChatUsesModelTemplate(t *testing.T) {
 	out, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", path, "--max-tokens", "2", "--template", "vicuna")
 	if err != nil || strings.Contains(errOut, "the model template ran") || out == "" {
 		t.Errorf("--template vicuna: err %v, stdout %q, stderr %q", err, out, errOut)
+	}
+}
+
+// generate and chat sample as the model's generation_config.json
+// recommends unless the user gives --temperature (the seed line of --stats
+// shows a sampled run).
+func TestModelSamplingDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hf")
+	if _, err := convert.ModelContext(context.Background(), stories, dir, convert.Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	gc := `{"do_sample": true, "temperature": 0.7, "top_p": 0.8, "top_k": 20}`
+	if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(gc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"generate", "--backend", "cpu", "--model", dir, "--max-tokens", "4", "--prompt", "Once", "--stats"}
+	_, errOut, err := run(t, "", args...)
+	if err != nil || !strings.Contains(errOut, "--seed") {
+		t.Errorf("generate: err %v, stderr %q; want a sampled run (a seed line)", err, errOut)
+	}
+	_, errOut, err = run(t, "", append(args, "--temperature", "0")...)
+	if err != nil || strings.Contains(errOut, "--seed") {
+		t.Errorf("generate --temperature 0: err %v, stderr %q; want greedy (no seed line)", err, errOut)
+	}
+	_, errOut, err = run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "4", "--prompt", "Once", "--stats")
+	if err != nil || strings.Contains(errOut, "--seed") {
+		t.Errorf("generate on a model without generation_config.json: err %v, stderr %q; want greedy", err, errOut)
 	}
 }

@@ -21,6 +21,8 @@ const (
 	keySpacePrefix  = "tokenizer.ggml.add_space_prefix"
 	keyPre          = "tokenizer.ggml.pre"
 	keyChatTemplate = "tokenizer.chat_template"
+	keyEOT          = "tokenizer.ggml.eot_token_id"
+	keyEOM          = "tokenizer.ggml.eom_token_id"
 )
 
 // FromGGUFMetadata reads the tokenizer.* keys of a GGUF file's metadata.
@@ -30,6 +32,7 @@ const (
 // BOS 1, EOS 2, UNK 0 and AddBOS true; for byte-level BPE none and false.
 func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 	v := &Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1}
+	eot, eom := int32(-1), int32(-1)
 	var err error
 	if v.Model, err = ggufString(kv, keyModel, true); err != nil {
 		return nil, err
@@ -56,7 +59,7 @@ func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 	for _, id := range []struct {
 		key string
 		dst *int32
-	}{{keyBOS, &v.BOS}, {keyEOS, &v.EOS}, {keyUNK, &v.UNK}, {keyPAD, &v.PAD}} {
+	}{{keyBOS, &v.BOS}, {keyEOS, &v.EOS}, {keyUNK, &v.UNK}, {keyPAD, &v.PAD}, {keyEOT, &eot}, {keyEOM, &eom}} {
 		x, ok := kv[id.key]
 		if !ok {
 			continue
@@ -72,6 +75,11 @@ func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 			return nil, fmt.Errorf("tokenizer: gguf key %q: id %d out of range [0, %d)", id.key, n, len(v.Tokens))
 		default:
 			*id.dst = int32(n)
+		}
+	}
+	for _, id := range []int32{eot, eom} {
+		if id >= 0 && id != v.EOS {
+			v.EndOfTurn = append(v.EndOfTurn, id)
 		}
 	}
 	if err := ggufBool(kv, keyAddBOS, &v.AddBOS); err != nil {
