@@ -45,8 +45,14 @@ llama.cpp's context shift discards half; stderr says so the first time. The
 cache is reused for the start of the conversation that did not change: the
 system prompt.
 
---template auto takes the template from the model's metadata; when it finds
-none it recognises, it guesses vicuna and warns.`
+--template auto renders the model's own Jinja chat template (GGUF
+tokenizer.chat_template, or an HF checkpoint's chat_template); only a model
+without one gets vicuna, with a warning. --template model insists on the
+model's own; vicuna, llama2, chatml and llama3 are built-in templates.
+Message text is plain text: only the template's markup becomes special
+tokens. A reply ends at EOS, any control token, or an end-of-turn id the
+model's metadata names. Sampling flags not given take the values of the
+model's generation_config.json when it recommends sampling.`
 
 func newChatCmd(g *globalFlags) *cobra.Command {
 	var (

@@ -391,6 +391,9 @@ func TestChatUsesModelTemplate(t *testing.T) {
 	if err != nil || strings.Contains(errOut, "the model template ran") || out == "" {
 		t.Errorf("--template vicuna: err %v, stdout %q, stderr %q", err, out, errOut)
 	}
+	if out, _, err := run(t, "", "inspect", path); err != nil || !strings.Contains(out, "chat template the model's own (Jinja") {
+		t.Errorf("inspect: %v\n%s", err, out)
+	}
 }
 
 // generate and chat sample as the model's generation_config.json
