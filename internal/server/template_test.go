@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 // templated loads the demo model with tokenizer.chat_template set to src.
@@ -84,5 +85,62 @@ func TestChatModelTemplate(t *testing.T) {
 	if _, err := New(Config{Engine: bad, ModelName: "m", Template: redrafter.TemplateModel}); err == nil ||
 		!strings.Contains(err.Error(), "chat template") {
 		t.Errorf("New with a template that does not compile: %v", err)
+	}
+}
+
+// A request that leaves out temperature, top_p and top_k samples as the
+// model's generation_config.json recommends; sent fields still win.
+func TestModelSamplingDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hf")
+	if _, err := convert.ModelContext(context.Background(), stories, dir, convert.Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	gc := `{"do_sample": true, "temperature": 0.9, "top_k": 5}`
+	if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(gc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := redrafter.Load(dir, redrafter.Options{Backend: "cpu", Context: testContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	msgs := []redrafter.Message{{Role: "user", Content: "Tell me a story"}}
+	reply := func(s redrafter.Sampling) string {
+		sess, err := e.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		res, err := sess.Chat(context.Background(), msgs, redrafter.ChatOptions{Template: "vicuna",
+			GenerateOptions: redrafter.GenerateOptions{MaxTokens: 24, Sampling: s, Seed: 7}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Text
+	}
+	model, openai := reply(redrafter.Sampling{Temperature: 0.9, TopK: 5, TopP: 1}), reply(redrafter.Sampling{Temperature: 1, TopP: 1})
+	if model == openai {
+		t.Fatalf("the model's sampling and OpenAI's defaults give the same text %q; pick another seed", model)
+	}
+	ts := start(t, Config{Engine: e, Template: "vicuna"})
+	for _, c := range []struct {
+		extra map[string]any
+		want  string
+	}{
+		{nil, model},
+		{map[string]any{"temperature": 0}, reply(redrafter.Sampling{})},
+	} {
+		body := map[string]any{"model": "stories260K", "max_tokens": 24, "seed": 7,
+			"messages": []map[string]any{{"role": "user", "content": "Tell me a story"}}}
+		for k, v := range c.extra {
+			body[k] = v
+		}
+		status, _, b := ts.post(t, "/v1/chat/completions", body)
+		if status != 200 {
+			t.Fatalf("%d %s", status, b)
+		}
+		if r := decode[chatResult](t, b); len(r.Choices) != 1 || r.Choices[0].Message.Content != c.want {
+			t.Errorf("%v: reply %+v, want %q", c.extra, r.Choices, c.want)
+		}
 	}
 }
