@@ -77,6 +77,11 @@ func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 			*id.dst = int32(n)
 		}
 	}
+	if _, ok := kv[keyEOT]; !ok {
+		// Older conversions name no end-of-turn id; llama.cpp then finds it
+		// by its text (Gemma's <end_of_turn> is a user-defined piece).
+		eot = findEndOfTurn(v.Tokens, v.Types)
+	}
 	for _, id := range []int32{eot, eom} {
 		if id >= 0 && id != v.EOS {
 			v.EndOfTurn = append(v.EndOfTurn, id)
@@ -226,4 +231,21 @@ func toInt64(x any) (int64, bool) {
 		return int64(u), true
 	}
 	return 0, false
+}
+
+// endOfTurnTexts are the end-of-turn markers of the chat formats, as
+// llama.cpp looks them up when the metadata names no eot_token_id.
+var endOfTurnTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<|end_of_turn|>"}
+
+// findEndOfTurn is the id of the first endOfTurnTexts entry the vocabulary
+// has as a control or user-defined token, or -1.
+func findEndOfTurn(tokens []string, types []int32) int32 {
+	for _, text := range endOfTurnTexts {
+		for id, tok := range tokens {
+			if tok == text && (types == nil || types[id] == TypeControl || types[id] == TypeUserDefined) {
+				return int32(id)
+			}
+		}
+	}
+	return -1
 }
