@@ -130,31 +130,53 @@ func cutSentinels(s string, nmsgs int) (markup []string, slots []int, err error)
 
 // alignSlots fills r with parts spelling real: markup[k] Special, then in
 // slot k one of the forms of its message's content (contentForms), plain.
-// It backtracks over the forms; there are at most a few per slot.
+// It backtracks over the forms (a few per slot), remembering the (slot,
+// offset) pairs that cannot be completed, so that no conversation makes it
+// take more than slots × forms steps.
 func alignSlots(real string, markup []string, slots []int, msgs []Message, r *parts) bool {
-	if !strings.HasPrefix(real, markup[0]) {
+	a := aligner{real: real, markup: markup, slots: slots, msgs: msgs, dead: map[[2]int]bool{}}
+	return a.align(0, 0, r)
+}
+
+type aligner struct {
+	real   string
+	markup []string
+	slots  []int
+	msgs   []Message
+	dead   map[[2]int]bool // (slot, offset in real) that cannot be completed
+}
+
+// align spells real[at:] from slot k on.
+func (a *aligner) align(k, at int, r *parts) bool {
+	if a.dead[[2]int{k, at}] {
 		return false
 	}
-	rest := real[len(markup[0]):]
-	if len(slots) == 0 {
-		if rest != "" {
+	rest := a.real[at:]
+	if !strings.HasPrefix(rest, a.markup[k]) {
+		a.dead[[2]int{k, at}] = true
+		return false
+	}
+	at += len(a.markup[k])
+	if k == len(a.slots) {
+		if at != len(a.real) {
 			return false
 		}
-		r.markup(markup[0])
+		r.markup(a.markup[k])
 		return true
 	}
-	for _, form := range contentForms(msgs[slots[0]].Content) {
-		if !strings.HasPrefix(rest, form) {
+	for _, form := range contentForms(a.msgs[a.slots[k]].Content) {
+		if !strings.HasPrefix(a.real[at:], form) {
 			continue
 		}
 		var tail parts
-		if alignSlots(rest[len(form):], markup[1:], slots[1:], msgs, &tail) {
-			r.markup(markup[0])
+		if a.align(k+1, at+len(form), &tail) {
+			r.markup(a.markup[k])
 			r.text(form)
 			*r = append(*r, tail...)
 			return true
 		}
 	}
+	a.dead[[2]int{k, at - len(a.markup[k])}] = true
 	return false
 }
 

@@ -319,3 +319,24 @@ func TestJinjaStrftimeNow(t *testing.T) {
 		t.Errorf("got %q, %v; want %q", got, err, want)
 	}
 }
+
+// Content whose forms match in many ways cannot make RenderParts take
+// exponential time: 60 blank messages, each of which fits its slot as is
+// or stripped, before a slot that fails (the content upper-cased).
+func TestJinjaAlignmentIsBounded(t *testing.T) {
+	tm, err := CompileTemplate("{% for m in messages %}{{ m.content }}{% endfor %}{{ messages[0].content | upper }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{{Role: "user", Content: "x"}}
+	for range 60 {
+		msgs = append(msgs, Message{Role: "user", Content: "  "})
+	}
+	start := time.Now()
+	if _, err := tm.RenderParts(msgs, false, TemplateEnv{}); err == nil {
+		t.Error("a template that upper-cases content rendered into parts")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("RenderParts took %v", d)
+	}
+}
