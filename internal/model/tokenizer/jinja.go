@@ -17,13 +17,15 @@ import (
 // methods templates call: .strip(), .split(), .startswith(), …). Of the
 // engines the module proxy serves it is the one that renders the templates of
 // Llama 3.1, Qwen 2.5, Qwen 3, Gemma 3, Phi-4 and Mistral exactly
-// (TestJinjaModelTemplates); gonja v2 cannot parse Gemma 3's (a newline
-// inside a string literal) and brings five dependencies.
+// (TestJinjaModelTemplates, TestJinjaGolden), with no dependencies of its
+// own; github.com/nikolalohinski/gonja/v2 (v2.9.1) renders five of them but
+// cannot parse Gemma 3's (a newline inside a string literal) and brings
+// eight more modules (logrus, json-iterator, …). v1.8.0 is the newest
+// ardanlabs/jinja this Go (1.26) builds; later ones need Go 1.27.
 
 // Template is a model's Jinja chat template, compiled.
 type Template struct {
-	src string
-	t   *jinja.Template
+	t *jinja.Template
 }
 
 // CompileTemplate parses a Jinja chat template.
@@ -32,11 +34,8 @@ func CompileTemplate(src string) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
-	return &Template{src: src, t: t}, nil
+	return &Template{t: t}, nil
 }
-
-// Source is the template's text.
-func (t *Template) Source() string { return t.src }
 
 // TemplateEnv is what a template may read besides the messages.
 type TemplateEnv struct {
