@@ -421,4 +421,16 @@ func TestModelSamplingDefaults(t *testing.T) {
 	if err != nil || strings.Contains(errOut, "--seed") {
 		t.Errorf("generate on a model without generation_config.json: err %v, stderr %q; want greedy", err, errOut)
 	}
+
+	// The checkpoint has only tokenizer.model: its chat_template.jinja is
+	// still its template, for chat and inspect.
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte("{{ raise_exception('the jinja file ran') }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", dir, "--max-tokens", "2"); !strings.Contains(fmt.Sprint(err)+errOut, "the jinja file ran") {
+		t.Errorf("chat on a checkpoint with chat_template.jinja: err %v, stderr %q", err, errOut)
+	}
+	if out, _, err := run(t, "", "inspect", dir); err != nil || !strings.Contains(out, "chat template the model's own (Jinja") {
+		t.Errorf("inspect: %v\n%s", err, out)
+	}
 }

@@ -63,6 +63,10 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		if err != nil {
 			vocab, err = tokenizer.LoadSentencePiece(filepath.Join(ck.Dir, "tokenizer.model"))
 		}
+		if err == nil && vocab.ChatTemplate == "" {
+			// As Load reads it for a checkpoint with only tokenizer.model.
+			vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(w, "tokenizer:    none usable (%v)\n", err)
