@@ -117,9 +117,10 @@ func (e *Engine) chatTemplate(name string) (string, error) {
 }
 
 // renderChat renders msgs with a template name, the template's markup apart
-// from the messages' text (tokenizer.Part), and says whether the text
-// already starts with BOS (Llama-2's and Llama-3's built-ins, and model
-// templates that write bos_token), which then must not be added again.
+// from the messages' text (tokenizer.Part), and says whether no BOS is to be
+// added: the text starts with it (Llama-2's and Llama-3's built-ins, model
+// templates that write bos_token), or a model template's vocabulary wants
+// none.
 func (e *Engine) renderChat(msgs []Message, template string) (parts []tokenizer.Part, hasBOS bool, err error) {
 	if len(msgs) == 0 {
 		return nil, false, errors.New("redrafter: no messages")
