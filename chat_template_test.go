@@ -220,3 +220,16 @@ func TestHFGenerationConfigAndTemplateFile(t *testing.T) {
 		t.Errorf("RenderChat = %q, %v; want chat_template.json's rendering", got, err)
 	}
 }
+
+// A model template that does not write bos_token gets the BOS the
+// vocabulary asks for (the demo model's add_bos_token), once.
+func TestChatModelTemplateBOS(t *testing.T) {
+	e := loadPath(t, withMetadata(t, map[string]any{"tokenizer.chat_template": "{% for m in messages %}[{{ m.content }}]{% endfor %}"}))
+	ids, err := e.ChatTokens([]Message{{Role: "user", Content: "Hello"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := e.tok.Encode("[Hello]", true); !slices.Equal(ids, want) || ids[0] != e.tok.BOS() {
+		t.Errorf("ChatTokens = %v, want BOS then [Hello]: %v", ids, want)
+	}
+}
