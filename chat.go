@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
@@ -20,8 +21,10 @@ type Message struct {
 // ChatOptions control one chat turn (Session.Chat).
 type ChatOptions struct {
 	// Template names the chat template that frames the conversation:
-	// "vicuna", "llama2", "chatml" or "llama3"; "" or "auto" is the one the
-	// model's metadata names (ModelInfo.Template), else vicuna.
+	// "model", the model's own Jinja template (GGUF tokenizer.chat_template,
+	// HF chat_template); or a built-in one, "vicuna", "llama2", "chatml" or
+	// "llama3". "" or "auto" is the model's own when it has one, else
+	// vicuna (ModelInfo.Template says which).
 	Template string
 	// GenerateOptions control the reply. Chat tokenizes the conversation
 	// itself (the template's markers are special tokens, the messages' text
@@ -89,25 +92,37 @@ func (e *Engine) chatTokens(msgs []Message, template string) ([]int32, error) {
 	return e.tok.EncodeParts(parts, !hasBOS), nil
 }
 
+// TemplateModel is the name of the model's own chat template.
+const TemplateModel = "model"
+
 // chatTemplate resolves a template name: "" and "auto" become the model's
-// own, else vicuna (the CLI's chat guesses the same, with a warning).
+// own template when it has one, else vicuna (the CLI's chat warns then).
+// A template the checkpoint has is never swapped for a guessed one: if it
+// does not compile, auto is that error.
 func (e *Engine) chatTemplate(name string) (string, error) {
 	switch name {
 	case tokenizer.TemplateVicuna, tokenizer.TemplateLlama2, tokenizer.TemplateChatML, tokenizer.TemplateLlama3:
 		return name, nil
-	case "", "auto":
-		if t := tokenizer.DetectTemplate(e.ChatTemplate); t != "" {
-			return t, nil
+	case TemplateModel, "", "auto":
+		if e.jinjaErr != nil {
+			return "", fmt.Errorf("redrafter: the model's chat template: %w (choose a built-in one: vicuna, llama2, chatml or llama3)", e.jinjaErr)
+		}
+		if e.jinja != nil {
+			return TemplateModel, nil
+		}
+		if name == TemplateModel {
+			return "", errors.New("redrafter: the model has no chat template of its own (choose vicuna, llama2, chatml or llama3)")
 		}
 		return tokenizer.TemplateVicuna, nil
 	}
-	return "", fmt.Errorf("redrafter: chat template %q: want vicuna, llama2, chatml, llama3 or auto", name)
+	return "", fmt.Errorf("redrafter: chat template %q: want model, vicuna, llama2, chatml, llama3 or auto", name)
 }
 
 // renderChat renders msgs with a template name, the template's markup apart
-// from the messages' text (tokenizer.Part: a Jinja renderer would produce
-// the same), and says whether the text already starts with BOS (Llama-2's
-// and Llama-3's do), which then must not be added again.
+// from the messages' text (tokenizer.Part), and says whether no BOS is to be
+// added: the text starts with it (Llama-2's and Llama-3's built-ins, model
+// templates that write bos_token), or a model template's vocabulary wants
+// none.
 func (e *Engine) renderChat(msgs []Message, template string) (parts []tokenizer.Part, hasBOS bool, err error) {
 	if len(msgs) == 0 {
 		return nil, false, errors.New("redrafter: no messages")
@@ -126,9 +141,35 @@ func (e *Engine) renderChat(msgs []Message, template string) (parts []tokenizer.
 		}
 		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
 	}
+	if tmpl == TemplateModel {
+		return e.renderModelChat(tm)
+	}
 	// The template's own error names it and the message at fault.
 	if parts, err = tokenizer.RenderChatParts(tmpl, tm, true); err != nil {
 		return nil, false, err
 	}
 	return parts, tokenizer.TemplateAddsBOS(tmpl), nil
+}
+
+// renderModelChat renders the model's own template, as Hugging Face's
+// apply_chat_template does, with bos_token and eos_token the vocabulary's.
+// A template that writes bos_token first gets no second BOS; one that does
+// not gets the BOS the vocabulary asks for (add_bos_token), as llama.cpp
+// tokenizes a rendered chat.
+func (e *Engine) renderModelChat(msgs []tokenizer.Message) ([]tokenizer.Part, bool, error) {
+	env := tokenizer.TemplateEnv{Now: e.now}
+	bos := ""
+	if id := e.tok.BOS(); id >= 0 {
+		bos = e.tok.Piece(id)
+		env.BOS = bos
+	}
+	if id := e.tok.EOS(); id >= 0 {
+		env.EOS = e.tok.Piece(id)
+	}
+	parts, err := e.jinja.RenderParts(msgs, true, env)
+	if err != nil {
+		return nil, false, fmt.Errorf("redrafter: the model's chat template: %w", err)
+	}
+	writesBOS := bos != "" && len(parts) > 0 && parts[0].Special && strings.HasPrefix(parts[0].Text, bos)
+	return parts, writesBOS || !e.addBOS, nil
 }

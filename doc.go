@@ -22,10 +22,11 @@
 //
 // A Session keeps a conversation's KV cache between turns so a chat re-reads
 // only what is new. Session.Chat generates the assistant's reply to a
-// conversation of Messages, framed by a built-in chat template ("vicuna",
-// "llama2", "chatml", "llama3"; by default the one the model's metadata
-// names, ModelInfo.Template, else vicuna); send the whole conversation each
-// turn, the replies included:
+// conversation of Messages, framed by the model's own Jinja chat template
+// (by default, when the checkpoint has one: ModelInfo.Template is "model")
+// or a built-in one ("vicuna", the default of a model without a template,
+// "llama2", "chatml", "llama3"); send the whole conversation each turn, the
+// replies included:
 //
 //	msgs = append(msgs, redrafter.Message{Role: "user", Content: question})
 //	res, err := s.Chat(ctx, msgs, redrafter.ChatOptions{}, onText)

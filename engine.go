@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +60,20 @@ type Engine struct {
 	draftSource beamSource
 	context     int
 	decodeBytes int64 // weight bytes a decode step reads (llama.Model.DecodeBytes)
-	log         *slog.Logger
+	// jinja is the model's own chat template compiled, or jinjaErr why it
+	// does not compile; both nil when the checkpoint has none.
+	jinja    *tokenizer.Template
+	jinjaErr error
+	// addBOS: the vocabulary asks for BOS at the start of a prompt.
+	addBOS bool
+	// stops are ids besides EOS and control tokens that end a reply: the
+	// GGUF's end-of-turn ids, generation_config.json's eos_token_id.
+	stops map[int32]bool
+	// sampling is generation_config.json's recommendation (DefaultSampling).
+	sampling *Sampling
+	// now is the clock of templates' strftime_now (nil: time.Now).
+	now func() time.Time
+	log *slog.Logger
 
 	mu         sync.Mutex
 	closed     bool
@@ -123,7 +137,33 @@ func Load(path string, opts Options) (*Engine, error) {
 	if e.tok, err = tokenizer.New(vocab); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
+	if vocab.ChatTemplate == "" && ck.Dir != "" {
+		// A checkpoint with only tokenizer.model may still have its template.
+		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir); err != nil {
+			return fail(fmt.Errorf("%s: %w", path, err))
+		}
+	}
 	e.ChatTemplate = vocab.ChatTemplate
+	e.addBOS = vocab.AddBOS
+	e.stops = map[int32]bool{}
+	for _, id := range vocab.EndOfTurn {
+		e.stops[id] = true
+	}
+	if ck.Dir != "" {
+		gc, err := readGenerationConfig(ck.Dir, len(vocab.Tokens))
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", path, err))
+		}
+		for _, id := range gc.eos {
+			e.stops[id] = true
+		}
+		e.sampling = gc.sampling
+	}
+	if strings.TrimSpace(vocab.ChatTemplate) != "" {
+		// A template that does not compile fails the chats that would use
+		// it, not the load: a built-in template or plain generation still work.
+		e.jinja, e.jinjaErr = tokenizer.CompileTemplate(vocab.ChatTemplate)
+	}
 	var computed func(q *llama.Quant) bool
 	if c, ok := be.(interface {
 		ComputesSymmetricBiases(bits, groupSize, k int, scales graph.DType) bool
@@ -267,10 +307,9 @@ type ModelInfo struct {
 	TrainedContext int
 	// KVCache is the KV cache's element type, "f32" or "f16".
 	KVCache string
-	// Template is the built-in chat template ("vicuna", "llama2", "chatml"
-	// or "llama3") that the model's own (Engine.ChatTemplate) matches, the
-	// one Chat uses by default; "" when it has none we recognise, and Chat
-	// then uses vicuna.
+	// Template is the chat template Chat uses by default: "model" when the
+	// checkpoint has its own (Engine.ChatTemplate), "" when it has none, and
+	// Chat then uses vicuna.
 	Template string
 }
 
@@ -283,7 +322,14 @@ func (e *Engine) Model() ModelInfo {
 	}
 	return ModelInfo{Arch: c.Arch, Vocab: c.Vocab, Dim: c.Dim, FFN: c.FFN, Layers: c.Layers, Heads: c.Heads,
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim, TrainedContext: c.Context, KVCache: kv,
-		Template: tokenizer.DetectTemplate(e.ChatTemplate)}
+		Template: e.defaultTemplate()}
+}
+
+func (e *Engine) defaultTemplate() string {
+	if strings.TrimSpace(e.ChatTemplate) != "" {
+		return TemplateModel
+	}
+	return ""
 }
 
 func (e *Engine) isClosed() bool {

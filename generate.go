@@ -276,7 +276,7 @@ func (s *Session) generate(ctx context.Context, ids []int32, opt GenerateOptions
 		defer s.group.leave(s)
 	}
 	res := &Result{Reason: StopLength}
-	em := &emitter{res: res, tok: tok, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
+	em := &emitter{res: res, tok: tok, stops: e.stops, max: opt.MaxTokens, out: newStopWriter(tok, ids, opt.Stop, onText)}
 	// partial ends the generation with err and what it produced so far.
 	var decodeStart time.Time
 	partial := func(err error) (*Result, error) {
@@ -326,17 +326,20 @@ func (s *Session) generate(ctx context.Context, ids []int32, opt GenerateOptions
 
 // emitter applies the stop rules to each token the model decides.
 type emitter struct {
-	res *Result
-	tok tokenizer.Tokenizer
-	max int
-	out *stopWriter
+	res   *Result
+	tok   tokenizer.Tokenizer
+	stops map[int32]bool // the model's end-of-turn ids (Engine.stops)
+	max   int
+	out   *stopWriter
 }
 
 // push adds one decided token and reports whether generation is over.
 // Any control token ends the text: EOS, a BOS that starts a new document,
-// and end-of-turn markers such as Llama 3's <|eot_id|> or ChatML's <|im_end|>.
+// and end-of-turn markers such as Llama 3's <|eot_id|> or ChatML's <|im_end|>;
+// so do the ids the model's metadata names as ending a turn, whatever their
+// type (GGUF eot_token_id, generation_config.json's eos_token_id).
 func (em *emitter) push(id int32) (bool, error) {
-	if id == em.tok.EOS() || id == em.tok.BOS() || em.tok.IsControl(id) {
+	if id == em.tok.EOS() || id == em.tok.BOS() || em.tok.IsControl(id) || em.stops[id] {
 		em.res.Reason = StopEOS
 		return true, nil
 	}

@@ -191,11 +191,12 @@ typedef struct rd_message {
     const char *content;
 } rd_message;
 
-/* Renders messages with a chat template ("vicuna", "llama2", "chatml",
- * "llama3", or NULL / "auto": the model's own, else vicuna) followed by the
- * opening of the assistant's turn, to show: special-token text ("</s>") in
- * it is a token where the template wrote it, and plain text where a message
- * did. *prompt is rd_free'd. Thread-safe. */
+/* Renders messages with a chat template ("model": the model's own Jinja
+ * template; "vicuna", "llama2", "chatml", "llama3"; or NULL / "auto": the
+ * model's own, else vicuna) followed by the opening of the assistant's
+ * turn, to show: special-token text ("</s>") in it is a token where the
+ * template wrote it, and plain text where a message did. *prompt is
+ * rd_free'd. Thread-safe. */
 rd_status rd_chat_render(rd_engine engine, const rd_message *messages, size_t n_messages,
                          const char *template_name, char **prompt, char **err);
 

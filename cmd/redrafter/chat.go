@@ -45,8 +45,14 @@ llama.cpp's context shift discards half; stderr says so the first time. The
 cache is reused for the start of the conversation that did not change: the
 system prompt.
 
---template auto takes the template from the model's metadata; when it finds
-none it recognises, it guesses vicuna and warns.`
+--template auto renders the model's own Jinja chat template (GGUF
+tokenizer.chat_template, or an HF checkpoint's chat_template); only a model
+without one gets vicuna, with a warning. --template model insists on the
+model's own; vicuna, llama2, chatml and llama3 are built-in templates.
+Message text is plain text: only the template's markup becomes special
+tokens. A reply ends at EOS, any control token, or an end-of-turn id the
+model's metadata names. Sampling flags not given take the values of the
+model's generation_config.json when it recommends sampling.`
 
 func newChatCmd(g *globalFlags) *cobra.Command {
 	var (
@@ -55,7 +61,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 		system   string
 	)
 	cmd := &cobra.Command{
-		Use:   "chat --model PATH [--drafter DIR] [--template vicuna|llama2|chatml|llama3|auto]",
+		Use:   "chat --model PATH [--drafter DIR] [--template auto|model|vicuna|llama2|chatml|llama3]",
 		Short: "Chat with a model in the terminal (Ctrl-C stops a reply, Ctrl-D or /bye quits, /help lists commands)",
 		Long:  chatHelp,
 		Args:  cobra.NoArgs,
@@ -69,6 +75,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer e.Close()
+			m.modelSampling(e, &opt)
 			tmpl, err := chooseTemplate(template, e.ChatTemplate)
 			if err != nil {
 				return err
@@ -111,7 +118,7 @@ func newChatCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	m.register(cmd)
-	cmd.Flags().StringVar(&template, "template", "auto", "chat template: vicuna, llama2, chatml, llama3, or auto (from the model's metadata; vicuna, with a warning, when it has none we know)")
+	cmd.Flags().StringVar(&template, "template", "auto", "chat template: auto (the model's own Jinja template; vicuna, with a warning, when it has none), model (its own, or an error), or a built-in: vicuna, llama2, chatml, llama3")
 	cmd.Flags().StringVar(&system, "system", "", "system prompt (also /set system)")
 	return cmd
 }
@@ -124,8 +131,25 @@ func useLiner(in io.Reader, out io.Writer) bool {
 }
 
 // chooseTemplate picks the chat template: the name given, or for auto the
-// one the model's metadata matches, else vicuna (see templateWarning).
+// model's own (Jinja, from its metadata) when it has one, else vicuna (see
+// templateWarning). A template the model has is never swapped for a guess.
 func chooseTemplate(name, modelTemplate string) (string, error) {
+	switch name {
+	case "model", "vicuna", "llama2", "chatml", "llama3":
+		return name, nil
+	case "auto":
+		if strings.TrimSpace(modelTemplate) != "" {
+			return "model", nil
+		}
+		return "vicuna", nil
+	}
+	return "", fmt.Errorf("--template %q: want model, vicuna, llama2, chatml, llama3 or auto", name)
+}
+
+// chooseBuiltinTemplate is chooseTemplate for tools that can only render
+// the built-in templates (distill): auto is the built-in the model's
+// template matches, else vicuna.
+func chooseBuiltinTemplate(name, modelTemplate string) (string, error) {
 	switch name {
 	case "vicuna", "llama2", "chatml", "llama3":
 		return name, nil
@@ -139,15 +163,12 @@ func chooseTemplate(name, modelTemplate string) (string, error) {
 }
 
 // templateWarning is the warning to give when chooseTemplate guesses
-// vicuna for auto because the model names no template it recognises, or "".
+// vicuna for auto because the model has no template, or "".
 func templateWarning(name, modelTemplate string) string {
-	switch {
-	case name != "auto" || tokenizer.DetectTemplate(modelTemplate) != "":
+	if name != "auto" || strings.TrimSpace(modelTemplate) != "" {
 		return ""
-	case strings.TrimSpace(modelTemplate) == "":
-		return "the model has no chat template: guessing vicuna (choose with --template vicuna|llama2|chatml|llama3)"
 	}
-	return "the model's chat template is not one redrafter recognises: guessing vicuna (choose with --template vicuna|llama2|chatml|llama3)"
+	return "the model has no chat template: guessing vicuna (choose with --template vicuna|llama2|chatml|llama3)"
 }
 
 // chat is one conversation over one Session.

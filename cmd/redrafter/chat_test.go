@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
 )
 
 // syncBuffer is an output the chat writes while a test reads it.
@@ -347,11 +351,15 @@ func TestTemplateWarning(t *testing.T) {
 		name, model, want string
 	}{
 		{"auto", "", "the model has no chat template: guessing vicuna"},
-		{"auto", "{% for m in messages %}{{ m.content }}{% endfor %}", "not one redrafter recognises: guessing vicuna"},
+		// A template the model has is used, never a guess.
+		{"auto", "{% for m in messages %}{{ m.content }}{% endfor %}", ""},
 		{"auto", "{{ '<|im_start|>' + message['role'] }}", ""},
 		{"vicuna", "", ""},
 	} {
 		got := templateWarning(c.name, c.model)
+		if tmpl, err := chooseTemplate(c.name, c.model); err != nil || c.name == "auto" && c.model != "" && tmpl != "model" {
+			t.Errorf("chooseTemplate(%q, %q) = %q, %v; want the model's", c.name, c.model, tmpl, err)
+		}
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("templateWarning(%q, %q) = %q, want %q", c.name, c.model, got, c.want)
 		}
@@ -384,5 +392,75 @@ func TestChatMessageCannotForgeTokens(t *testing.T) {
 	}
 	if !strings.Contains(tok.Decode(ids), forged) {
 		t.Errorf("the prompt does not read back the message: %q", tok.Decode(ids))
+	}
+}
+
+// The chat command renders the model's own template when its metadata has
+// one (here a template that refuses every conversation, so its message
+// proves it ran), and --template still overrides it.
+func TestChatUsesModelTemplate(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	kvs := append(g.KVs(), formats.KV{Key: "tokenizer.chat_template", Value: "{{ raise_exception('the model template ran') }}"})
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, g.Tensors, 32); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "templated.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", path, "--max-tokens", "2")
+	if msg := fmt.Sprint(err) + errOut; !strings.Contains(msg, "the model template ran") {
+		t.Errorf("chat with the model's template: err %v, stderr %q; want the template's message", err, errOut)
+	}
+	out, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", path, "--max-tokens", "2", "--template", "vicuna")
+	if err != nil || strings.Contains(errOut, "the model template ran") || out == "" {
+		t.Errorf("--template vicuna: err %v, stdout %q, stderr %q", err, out, errOut)
+	}
+	if out, _, err := run(t, "", "inspect", path); err != nil || !strings.Contains(out, "chat template the model's own (Jinja") {
+		t.Errorf("inspect: %v\n%s", err, out)
+	}
+}
+
+// generate and chat sample as the model's generation_config.json
+// recommends unless the user gives --temperature (the seed line of --stats
+// shows a sampled run).
+func TestModelSamplingDefaults(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hf")
+	if _, err := convert.ModelContext(context.Background(), stories, dir, convert.Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	gc := `{"do_sample": true, "temperature": 0.7, "top_p": 0.8, "top_k": 20}`
+	if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(gc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"generate", "--backend", "cpu", "--model", dir, "--max-tokens", "4", "--prompt", "Once", "--stats"}
+	_, errOut, err := run(t, "", args...)
+	if err != nil || !strings.Contains(errOut, "--seed") {
+		t.Errorf("generate: err %v, stderr %q; want a sampled run (a seed line)", err, errOut)
+	}
+	_, errOut, err = run(t, "", append(args, "--temperature", "0")...)
+	if err != nil || strings.Contains(errOut, "--seed") {
+		t.Errorf("generate --temperature 0: err %v, stderr %q; want greedy (no seed line)", err, errOut)
+	}
+	_, errOut, err = run(t, "", "generate", "--backend", "cpu", "--model", stories, "--max-tokens", "4", "--prompt", "Once", "--stats")
+	if err != nil || strings.Contains(errOut, "--seed") {
+		t.Errorf("generate on a model without generation_config.json: err %v, stderr %q; want greedy", err, errOut)
+	}
+
+	// The checkpoint has only tokenizer.model: its chat_template.jinja is
+	// still its template, for chat and inspect.
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte("{{ raise_exception('the jinja file ran') }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := run(t, "Hello\n", "chat", "--backend", "cpu", "--model", dir, "--max-tokens", "2"); !strings.Contains(fmt.Sprint(err)+errOut, "the jinja file ran") {
+		t.Errorf("chat on a checkpoint with chat_template.jinja: err %v, stderr %q", err, errOut)
+	}
+	if out, _, err := run(t, "", "inspect", dir); err != nil || !strings.Contains(out, "chat template the model's own (Jinja") {
+		t.Errorf("inspect: %v\n%s", err, out)
 	}
 }

@@ -77,7 +77,7 @@ carry the prompt in "turns" (the first turn), "question" or "prompt".`,
 			}
 			tmpl := ""
 			if template != "" && template != "none" {
-				if tmpl, err = chooseTemplate(template, e.ChatTemplate); err != nil {
+				if tmpl, err = chooseBuiltinTemplate(template, e.ChatTemplate); err != nil {
 					return err
 				}
 			}

@@ -87,6 +87,26 @@ func (m *modelFlags) options() (redrafter.GenerateOptions, error) {
 	}, nil
 }
 
+// modelSampling fills in the sampling the model's generation_config.json
+// recommends (Engine.DefaultSampling) for each of --temperature, --top-k
+// and --top-p the user did not give.
+func (m *modelFlags) modelSampling(e *redrafter.Engine, opt *redrafter.GenerateOptions) {
+	d, ok := e.DefaultSampling()
+	if !ok || m.cmd == nil {
+		return
+	}
+	f := m.cmd.Flags()
+	if !f.Changed("temperature") && !f.Changed("temp") {
+		opt.Sampling.Temperature = d.Temperature
+	}
+	if !f.Changed("top-k") {
+		opt.Sampling.TopK = d.TopK
+	}
+	if !f.Changed("top-p") {
+		opt.Sampling.TopP, opt.Sampling.TopPSet = d.TopP, d.TopPSet
+	}
+}
+
 // warnUnused says on stderr which given flags have no effect without
 // --drafter: a run that silently ignores them measures something else
 // than the user thinks.
@@ -251,6 +271,7 @@ prints the stats so far (--stats) and exits with status 130.`,
 				return err
 			}
 			defer e.Close()
+			m.modelSampling(e, &opt)
 			out := cmd.OutOrStdout()
 			stream := func(s string) error {
 				_, err := fmt.Fprint(out, s)

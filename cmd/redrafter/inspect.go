@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,12 +63,16 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		if err != nil {
 			vocab, err = tokenizer.LoadSentencePiece(filepath.Join(ck.Dir, "tokenizer.model"))
 		}
+		if err == nil && vocab.ChatTemplate == "" {
+			// As Load reads it for a checkpoint with only tokenizer.model.
+			vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(w, "tokenizer:    none usable (%v)\n", err)
 	} else {
 		fmt.Fprintf(w, "tokenizer:    %s, %d tokens, bos %d, eos %d, chat template %s\n", vocab.Model, len(vocab.Tokens),
-			vocab.BOS, vocab.EOS, orNone(tokenizer.DetectTemplate(vocab.ChatTemplate), vocab.ChatTemplate != ""))
+			vocab.BOS, vocab.EOS, chatTemplateSummary(vocab.ChatTemplate))
 	}
 	if !listTensors {
 		return nil
@@ -104,14 +109,15 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	return nil
 }
 
-func orNone(name string, present bool) string {
-	switch {
-	case name != "":
-		return name
-	case present:
-		return "present (not a built-in family)"
+// chatTemplateSummary says what chat will do with the model's template.
+func chatTemplateSummary(src string) string {
+	if strings.TrimSpace(src) == "" {
+		return "none (chat guesses vicuna)"
 	}
-	return "none"
+	if _, err := tokenizer.CompileTemplate(src); err != nil {
+		return fmt.Sprintf("the model's own, which does not compile (%v)", err)
+	}
+	return fmt.Sprintf("the model's own (Jinja, %d bytes; chat renders it)", len(src))
 }
 
 // isDrafterDir reports whether path holds a ReDrafter head (its config.json

@@ -79,6 +79,10 @@ func (s *Server) newJob(endpoint string, arrived time.Time, f *samplingFields, p
 		return nil, modelNotFound(f.Model, s.cfg.ModelName)
 	}
 	params := sample.Params{Temperature: 1, TopP: 1} // OpenAI's defaults
+	if d, ok := s.e.DefaultSampling(); ok {
+		// The model's generation_config.json, for the fields not sent.
+		params = sample.Params{Temperature: d.Temperature, TopK: d.TopK, TopP: d.TopP}
+	}
 	if f.Temperature != nil {
 		params.Temperature = float32(*f.Temperature)
 	}

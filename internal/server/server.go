@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 )
 
 // Defaults of the limits a Config leaves at zero.
@@ -38,8 +37,9 @@ type Config struct {
 	// ModelName is the model's id in /v1/models; requests may name it or
 	// leave "model" empty. Required.
 	ModelName string
-	// Template is the built-in chat template that renders messages
-	// (tokenizer.TemplateVicuna, ...). Required.
+	// Template is the chat template that renders messages: "model" (the
+	// model's own) or a built-in one (tokenizer.TemplateVicuna, ...), as
+	// redrafter.ChatOptions.Template names them. Required.
 	Template string
 	// Draft are the ReDrafter options of every generation (when the Engine
 	// has a draft head).
@@ -130,7 +130,9 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Queue < 0:
 		return nil, fmt.Errorf("server: queue %d: want 0 or more", cfg.Queue)
 	}
-	if _, err := tokenizer.RenderChat(cfg.Template, nil, false); err != nil {
+	// A template name the engine does not know, or a model template that
+	// does not compile or render, fails here rather than on every request.
+	if _, err := cfg.Engine.ChatTokens([]redrafter.Message{{Role: "user", Content: "Hello"}}, cfg.Template); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	// A beam that cannot fit the context would fail every request.

@@ -32,11 +32,11 @@ const (
 // content, the HF tokenizers' split_special_tokens). [Tokenizer.EncodeParts]
 // turns parts into ids.
 //
-// A renderer from a model's own Jinja template can produce parts too: render
-// with a unique sentinel string in place of each message's content (one that
-// no template transformation changes, such as a random hex string), then
-// split the output at the sentinels: the text between them is Special
-// markup, and each sentinel becomes a plain part holding its content.
+// A model's own Jinja template produces parts with [Template.RenderParts]:
+// it renders with a sentinel in place of each message's content, the text
+// between the sentinels is Special markup, and each sentinel's slot is a
+// plain part holding the content as the template wrote it (trimmed, say),
+// checked against the real rendering.
 type Part struct {
 	Text    string
 	Special bool

@@ -22,7 +22,10 @@
 // [Tokenizer.EncodeSpecial] also matches control tokens. A chat prompt is
 // encoded from [RenderChatParts] by [Tokenizer.EncodeParts]: control tokens
 // only in the template's markup ("<|im_start|>", "<s>"), the messages' text
-// plain, so content cannot forge a turn.
+// plain, so content cannot forge a turn. A model's own Jinja chat template
+// ([CompileTemplate], github.com/ardanlabs/jinja) renders into the same parts
+// with [Template.RenderParts]: see there how the markup is told apart from
+// content the template trims or splits.
 //
 // [Tokenizer.Decode] returns valid UTF-8: control tokens print nothing, byte
 // pieces are joined into characters, and a byte sequence that is not UTF-8

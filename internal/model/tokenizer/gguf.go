@@ -21,6 +21,8 @@ const (
 	keySpacePrefix  = "tokenizer.ggml.add_space_prefix"
 	keyPre          = "tokenizer.ggml.pre"
 	keyChatTemplate = "tokenizer.chat_template"
+	keyEOT          = "tokenizer.ggml.eot_token_id"
+	keyEOM          = "tokenizer.ggml.eom_token_id"
 )
 
 // FromGGUFMetadata reads the tokenizer.* keys of a GGUF file's metadata.
@@ -30,6 +32,7 @@ const (
 // BOS 1, EOS 2, UNK 0 and AddBOS true; for byte-level BPE none and false.
 func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 	v := &Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1}
+	eot, eom := int32(-1), int32(-1)
 	var err error
 	if v.Model, err = ggufString(kv, keyModel, true); err != nil {
 		return nil, err
@@ -56,7 +59,7 @@ func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 	for _, id := range []struct {
 		key string
 		dst *int32
-	}{{keyBOS, &v.BOS}, {keyEOS, &v.EOS}, {keyUNK, &v.UNK}, {keyPAD, &v.PAD}} {
+	}{{keyBOS, &v.BOS}, {keyEOS, &v.EOS}, {keyUNK, &v.UNK}, {keyPAD, &v.PAD}, {keyEOT, &eot}, {keyEOM, &eom}} {
 		x, ok := kv[id.key]
 		if !ok {
 			continue
@@ -72,6 +75,16 @@ func FromGGUFMetadata(kv map[string]any) (*Vocab, error) {
 			return nil, fmt.Errorf("tokenizer: gguf key %q: id %d out of range [0, %d)", id.key, n, len(v.Tokens))
 		default:
 			*id.dst = int32(n)
+		}
+	}
+	if _, ok := kv[keyEOT]; !ok {
+		// Older conversions name no end-of-turn id; llama.cpp then finds it
+		// by its text (Gemma's <end_of_turn> is a user-defined piece).
+		eot = findEndOfTurn(v.Tokens, v.Types)
+	}
+	for _, id := range []int32{eot, eom} {
+		if id >= 0 && id != v.EOS {
+			v.EndOfTurn = append(v.EndOfTurn, id)
 		}
 	}
 	if err := ggufBool(kv, keyAddBOS, &v.AddBOS); err != nil {
@@ -218,4 +231,21 @@ func toInt64(x any) (int64, bool) {
 		return int64(u), true
 	}
 	return 0, false
+}
+
+// endOfTurnTexts are the end-of-turn markers of the chat formats, as
+// llama.cpp looks them up when the metadata names no eot_token_id.
+var endOfTurnTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<|end_of_turn|>"}
+
+// findEndOfTurn is the id of the first endOfTurnTexts entry the vocabulary
+// has as a control or user-defined token, or -1.
+func findEndOfTurn(tokens []string, types []int32) int32 {
+	for _, text := range endOfTurnTexts {
+		for id, tok := range tokens {
+			if tok == text && (types == nil || types[id] == TypeControl || types[id] == TypeUserDefined) {
+				return int32(id)
+			}
+		}
+	}
+	return -1
 }

@@ -135,3 +135,37 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// tokenizer.ggml.eot_token_id and eom_token_id are end-of-turn ids; one
+// equal to EOS, or out of range, is not.
+func TestGGUFEndOfTurn(t *testing.T) {
+	kv := ggufKV()
+	kv[keyEOT] = uint32(4)
+	kv[keyEOM] = uint32(2)
+	v, err := FromGGUFMetadata(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.EndOfTurn) != 1 || v.EndOfTurn[0] != 4 {
+		t.Errorf("EndOfTurn = %v, want [4]", v.EndOfTurn)
+	}
+	kv[keyEOT] = uint32(6)
+	if _, err := FromGGUFMetadata(kv); err == nil || !strings.Contains(err.Error(), keyEOT) {
+		t.Errorf("eot id 6 of 6 tokens: %v", err)
+	}
+
+	// Without eot_token_id, a user-defined or control <end_of_turn> (Gemma)
+	// is found by its text; a normal piece spelling it is not.
+	kv = ggufKV()
+	kv[keyTokens] = []string{"<unk>", "<s>", "</s>", "▁", "a", "<end_of_turn>"}
+	for typ, want := range map[int32]int{TypeUserDefined: 1, TypeControl: 1, TypeNormal: 0} {
+		kv[keyTypes] = []int32{2, 3, 3, 1, 1, typ}
+		v, err := FromGGUFMetadata(kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.EndOfTurn) != want || want == 1 && v.EndOfTurn[0] != 5 {
+			t.Errorf("<end_of_turn> of type %d: EndOfTurn = %v", typ, v.EndOfTurn)
+		}
+	}
+}

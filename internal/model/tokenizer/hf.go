@@ -14,7 +14,9 @@ import (
 
 // LoadHF reads a Hugging Face tokenizer directory: tokenizer.json, plus
 // tokenizer_config.json (bos_token, eos_token, add_bos_token,
-// chat_template) and chat_template.jinja when present.
+// chat_template) and, where tokenizer_config.json has no chat_template,
+// chat_template.jinja or chat_template.json ({"chat_template": "..."}, as
+// processors save it) when present.
 //
 // Two tokenizer.json forms are understood, both with model.type "BPE":
 //   - SentencePiece-style (Llama 2, Mistral): normalizer Prepend("▁") and
@@ -49,11 +51,37 @@ func LoadHF(dir string) (*Vocab, error) {
 		}
 	}
 	if v.ChatTemplate == "" {
-		if t, err := formats.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-			v.ChatTemplate = string(t)
+		if v.ChatTemplate, err = ReadChatTemplateFile(dir); err != nil {
+			return nil, err
 		}
 	}
 	return v, nil
+}
+
+// ReadChatTemplateFile reads a checkpoint's chat template kept apart from
+// tokenizer_config.json: chat_template.jinja, else chat_template.json. It
+// is "" when there is neither.
+func ReadChatTemplateFile(dir string) (string, error) {
+	if t, err := formats.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
+		return string(t), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("tokenizer: %w", err)
+	}
+	path := filepath.Join(dir, "chat_template.json")
+	data, err := formats.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("tokenizer: %w", err)
+	}
+	var c struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	return c.ChatTemplate, nil
 }
 
 type hfFile struct {

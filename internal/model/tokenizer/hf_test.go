@@ -162,3 +162,45 @@ func BenchmarkBPEEncode(b *testing.B) {
 		tok.Encode(s, false)
 	}
 }
+
+// A chat template kept apart from tokenizer_config.json is read from
+// chat_template.jinja, else chat_template.json; tokenizer_config.json's
+// own wins.
+func TestHFChatTemplateFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tokenizer.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "hf", "qwen3", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), data, 0o644)
+	}
+	load := func() string {
+		v, err := LoadHF(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.ChatTemplate
+	}
+	if got := load(); got != "" {
+		t.Errorf("no template files: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "chat_template.json"), []byte(`{"chat_template": "{{ json }}"}`), 0o644)
+	if got := load(); got != "{{ json }}" {
+		t.Errorf("chat_template.json: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte("{{ jinja }}"), 0o644)
+	if got := load(); got != "{{ jinja }}" {
+		t.Errorf("chat_template.jinja beside chat_template.json: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(`{"chat_template": "{{ config }}"}`), 0o644)
+	if got := load(); got != "{{ config }}" {
+		t.Errorf("tokenizer_config.json's: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "chat_template.json"), []byte(`{"chat_template": 3}`), 0o644)
+	os.Remove(filepath.Join(dir, "chat_template.jinja"))
+	os.Remove(filepath.Join(dir, "tokenizer_config.json"))
+	if _, err := LoadHF(dir); err == nil || !strings.Contains(err.Error(), "chat_template.json") {
+		t.Errorf("a chat_template.json without a string: %v", err)
+	}
+}

@@ -86,6 +86,11 @@ type Vocab struct {
 	NoSpacePrefix bool
 
 	ChatTemplate string // the model's Jinja chat template, if any
+	// EndOfTurn are ids besides EOS that end a reply (GGUF
+	// tokenizer.ggml.eot_token_id and eom_token_id: Llama 3's <|eot_id|>
+	// and <|eom_id|>, Gemma's <end_of_turn>), even where their type is not
+	// control.
+	EndOfTurn []int32
 }
 
 // New checks v and builds its tokenizer.
