@@ -205,7 +205,7 @@ func TestHFGenerationConfigAndTemplateFile(t *testing.T) {
 		}
 	}
 	e := loadPath(t, dir)
-	if got, ok := e.DefaultSampling(); !ok || got != (Sampling{Temperature: 0.6, TopK: 50, TopP: 0.9}) {
+	if got, ok := e.DefaultSampling(); !ok || got != (Sampling{Temperature: 0.6, TopK: 50, TopP: 0.9, TopPSet: true}) {
 		t.Errorf("DefaultSampling = %+v, %v; want temperature 0.6, top_p 0.9 and transformers' top_k 50", got, ok)
 	}
 	res, err := e.Generate(context.Background(), prompt, GenerateOptions{MaxTokens: 8}, nil)
