@@ -172,6 +172,7 @@ func New(cfg Config) (*Server, error) {
 			s.atRest.Stop()
 		}
 	})
+	s.metrics.reg.MustRegister(newProtocolCollector(s.sched, cfg.Parallel, cfg.Engine.Context()))
 	s.handler = s.routes()
 	return s, nil
 }
