@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,19 +33,27 @@ generation uses ReDrafter speculative decoding.
 
 It listens on 127.0.0.1:8080 (loopback only) unless told otherwise;
 --socket serves on a Unix socket instead (mode 0600). With --api-key (or
-REDRAFTER_API_KEY) every route but /health requires
-"Authorization: Bearer KEY". Ctrl-C or SIGTERM stops accepting, lets the
-requests in flight finish (10 s at most, then cancels them) and exits 0.
-The address is logged on stderr once the server listens (--port 0 picks a
-free port).`
+REDRAFTER_API_KEY) every route but the probes requires
+"Authorization: Bearer KEY"; beyond loopback a key is required unless
+--no-api-key says the port is open on purpose.
+
+It listens before the model loads: GET /livez answers 200 while the process
+serves, GET /readyz 503 until the model is loaded, then 200 (Kubernetes'
+liveness and readiness probes; docs/DEPLOY.md). Ctrl-C or SIGTERM makes
+/readyz 503, keeps accepting requests for --drain-delay, then stops
+accepting, lets the requests in flight finish (--shutdown-timeout, then
+cancels them) and exits 0. The address is logged on stderr once the server
+listens (--port 0 picks a free port).`
 
 type serveFlags struct {
-	model, drafter, kvCache, template, name string
-	context, beamWidth, beamLength          int
-	host, socket                            string
-	port, parallel, queue                   int
-	apiKey                                  string
-	corsOrigins                             []string
+	model, drafter, kvCache, template, name  string
+	context, beamWidth, beamLength           int
+	host, socket                             string
+	port, parallel, queue                    int
+	apiKey                                   string
+	corsOrigins                              []string
+	noAPIKey, unreadyWhenFull, publicMetrics bool
+	drainDelay, shutdownTimeout              time.Duration
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -73,6 +82,11 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.parallel, "parallel", 1, "requests decoding at once (slots), each with a KV cache of --context tokens")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a slot; more are refused with 429 (0: none wait)")
 	fl.StringVar(&f.apiKey, "api-key", envvar.APIKey.Get(), "require \"Authorization: Bearer KEY\" on every route but /health (env "+envvar.APIKey.Name()+", which keeps it out of the process list)")
+	fl.BoolVar(&f.noAPIKey, "no-api-key", false, "listen beyond loopback without --api-key, on purpose (behind a gateway that authenticates)")
+	fl.DurationVar(&f.drainDelay, "drain-delay", 0, "after SIGTERM, keep accepting requests this long with /readyz 503 before closing the port (a few seconds behind a load balancer)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "after closing the port, how long requests in flight may take before they are cancelled")
+	fl.BoolVar(&f.unreadyWhenFull, "unready-when-full", false, "/readyz answers 503 while every slot is busy and the queue is full")
+	fl.BoolVar(&f.publicMetrics, "public-metrics", false, "/metrics answers without the API key (Prometheus and the inference gateway's endpoint picker send none)")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; * for any); none by default")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd
@@ -90,6 +104,11 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 		return errors.New("give --socket or --host/--port, not both")
 	case f.context < 0:
 		return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", f.context)
+	case f.drainDelay < 0 || f.shutdownTimeout <= 0:
+		return fmt.Errorf("--drain-delay %v, --shutdown-timeout %v: want 0 or more, and more than 0", f.drainDelay, f.shutdownTimeout)
+	case f.socket == "" && !isLoopback(f.host) && f.apiKey == "" && !f.noAPIKey:
+		return fmt.Errorf("--host %s without --api-key: anyone who reaches this address could use the model; "+
+			"set --api-key (or %s), or pass --no-api-key to open the port on purpose", f.host, envvar.APIKey.Name())
 	}
 	if f.drafter == "" {
 		for _, name := range []string{"beam-width", "beam-length"} {
@@ -105,46 +124,43 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err := f.check(cmd); err != nil {
 		return err
 	}
-	m := modelFlags{model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
-	e, err := m.load(g)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	tmpl, err := chooseTemplate(f.template, e.ChatTemplate)
-	if err != nil {
-		return err
-	}
-	if w := templateWarning(f.template, e.ChatTemplate); w != "" {
-		slog.Warn(w)
-	}
-	name := f.name
-	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
-	}
-	srv, err := server.New(server.Config{
-		Engine: e, ModelName: name, Template: tmpl,
-		Draft:    redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength},
-		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins,
-		Logger: slog.Default(),
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	// Listen first, so that a wrong address fails at once, and so that the
+	// probes answer while the model loads (/readyz 503 until it is in).
 	ln, err := f.listen()
 	if err != nil {
 		return err
 	}
-	// Ctrl-C and SIGTERM shut the server down cleanly (exit 0) rather than
-	// cancelling the command, which would exit 130.
-	if !takeInterrupts(cmd.Context()) {
-		ln.Close()
-		return cmd.Context().Err() // Ctrl-C while the model loaded
+	if f.socket != "" {
+		defer os.Remove(f.socket)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	attrs := []any{"addr", ln.Addr().String(), "model", name, "template", tmpl, "parallel", f.parallel, "queue", f.queue, "context", e.Context()}
+	front := server.NewFront(server.FrontConfig{
+		DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout,
+		UnreadyWhenFull: f.unreadyWhenFull, PublicMetrics: f.publicMetrics, Logger: slog.Default(),
+	})
+	serving := make(chan error, 1)
+	go func() { serving <- front.Serve(ctx, ln) }()
+	slog.Info("loading the model", "addr", ln.Addr().String(), "model", f.model)
+
+	srv, e, err := f.load(ctx, g)
+	if err != nil {
+		stop()
+		<-serving
+		if errors.Is(err, errStoppedLoading) && cmd.Context().Err() == nil {
+			slog.Info("stopped while the model loaded")
+			return nil // SIGTERM: a clean stop, nothing was in flight
+		}
+		return err
+	}
+	defer e.Close()
+	defer srv.Close()
+	// Ctrl-C and SIGTERM shut the server down cleanly (exit 0) rather than
+	// cancelling the command, which would exit 130.
+	takeInterrupts(cmd.Context())
+	front.Attach(srv)
+	// "listening" means ready: tests and scripts wait for this line.
+	attrs := []any{"addr", ln.Addr().String(), "model", srv.ModelName(), "template", srv.Template(), "parallel", f.parallel, "queue", f.queue, "context", e.Context()}
 	if _, ok := e.DraftHead(); ok {
 		w, l := e.DefaultBeam()
 		if f.beamWidth > 0 {
@@ -156,17 +172,69 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		attrs = append(attrs, "redrafter", fmt.Sprintf("W=%d L=%d", w, l))
 	}
 	if f.apiKey == "" && f.socket == "" && !isLoopback(f.host) {
-		slog.Warn("listening beyond loopback without --api-key: anyone who reaches this address can use the model", "host", f.host)
+		slog.Warn("listening beyond loopback without --api-key (--no-api-key): anyone who reaches this address can use the model", "host", f.host)
 	}
 	slog.Info("listening", attrs...)
-	err = srv.Serve(ctx, ln)
-	if f.socket != "" {
-		os.Remove(f.socket)
-	}
+	err = <-serving
 	if err == nil {
 		slog.Info("stopped")
 	}
 	return err
+}
+
+// errStoppedLoading is load's error when a signal came while the model
+// loaded.
+var errStoppedLoading = errors.New("stopped while the model loaded")
+
+// load loads the model and makes the Server. A signal while the model loads
+// returns errStoppedLoading at once: loading cannot be cancelled, and the
+// process exits without waiting for it.
+func (f *serveFlags) load(ctx context.Context, g *globalFlags) (*server.Server, *redrafter.Engine, error) {
+	type loaded struct {
+		srv *server.Server
+		e   *redrafter.Engine
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		m := modelFlags{model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
+		e, err := m.load(g)
+		if err != nil {
+			done <- loaded{err: err}
+			return
+		}
+		srv, err := f.newServer(e)
+		if err != nil {
+			e.Close()
+		}
+		done <- loaded{srv, e, err}
+	}()
+	select {
+	case l := <-done:
+		return l.srv, l.e, l.err
+	case <-ctx.Done():
+		return nil, nil, errStoppedLoading
+	}
+}
+
+func (f *serveFlags) newServer(e *redrafter.Engine) (*server.Server, error) {
+	tmpl, err := chooseTemplate(f.template, e.ChatTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if w := templateWarning(f.template, e.ChatTemplate); w != "" {
+		slog.Warn(w)
+	}
+	name := f.name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
+	}
+	return server.New(server.Config{
+		Engine: e, ModelName: name, Template: tmpl,
+		Draft:    redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength},
+		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins,
+		ShutdownTimeout: f.shutdownTimeout, Logger: slog.Default(),
+	})
 }
 
 func isLoopback(host string) bool {

@@ -2,10 +2,12 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seed9b8f47b1/redrafter"
 )
@@ -92,6 +94,11 @@ func newMetrics(slots int) *metrics {
 		m.queueDepth, m.slotsBusy, slotsTotal, m.ttft, m.perToken, m.requestSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// metricsHandler answers GET /metrics in Prometheus text.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
 // observe records a finished generation.
