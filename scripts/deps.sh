@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # Go modules (the module proxy is the only source).
 go mod download
 (cd tests/openai-go && go mod download)
+(cd tests/deploy && go mod download)
 
 # The official OpenAI Node client for tests/node, at the version its lock
 # file pins (npm ci), when that version is not already installed.
