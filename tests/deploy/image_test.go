@@ -69,21 +69,31 @@ func buildah(t *testing.T, root string, args ...string) *exec.Cmd {
 	return exec.Command("buildah", append([]string{"--root", filepath.Join(root, "storage"), "--runroot", filepath.Join(root, "run"), "--storage-driver", "vfs"}, args...)...)
 }
 
-// The CPU image's stage of deploy/docker/Dockerfile, built from scratch
-// with buildah around a binary built here as its build stage would, is
-// what the Dockerfile promises (non-root, the cache volume, HF_HUB_CACHE,
-// `redrafter serve` on 0.0.0.0 as entry point, CA certificates), refuses
-// to serve without a key, and, run with a key and the demo model mounted,
-// answers /health and a greedy completion equal to `redrafter generate`'s.
-func TestImage(t *testing.T) {
+// imageConfig is what the test checks of an image's OCI config.
+type imageConfig struct {
+	User       string
+	Entrypoint []string
+	Env        []string
+	Volumes    map[string]struct{}
+}
+
+func needBuildah(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("buildah"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("buildah is missing, and CI must build the image (scripts/deps.sh installs it)")
 		}
 		t.Skip("SKIPPED, NOT PASSED: no buildah (scripts/deps.sh installs it with apt)")
 	}
-	start := time.Now()
-	containerfile, sources := finalStage(t, "cpu")
+}
+
+// buildStage builds the Dockerfile's stage (see finalStage) from scratch
+// with the binary built with tags, checks what every final stage promises
+// (non-root, the cache volume, HF_HUB_CACHE, `redrafter serve` on 0.0.0.0
+// as entry point), and returns the buildah storage and the image's config.
+func buildStage(t *testing.T, stage, tags string) (storage string, cfg imageConfig) {
+	t.Helper()
+	containerfile, sources := finalStage(t, stage)
 	work := t.TempDir()
 	ctx := filepath.Join(work, "context")
 	for _, src := range sources {
@@ -93,10 +103,11 @@ func TestImage(t *testing.T) {
 		}
 		switch src {
 		case "/out/redrafter":
-			// Static, as the build-cpu stage builds it (without its
-			// -trimpath and -s -w, which change no behaviour, and would
-			// make this a build of every package from nothing).
-			build := exec.Command("go", "build", "-o", dst, "./cmd/redrafter")
+			// As the build stage builds it, static for cpu, with the cuda
+			// tag for cuda (without its -trimpath and -s -w, which change
+			// no behaviour, and would make this a build of every package
+			// from nothing).
+			build := exec.Command("go", "build", "-tags", tags, "-o", dst, "./cmd/redrafter")
 			build.Dir, build.Env = "../..", append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("building the static binary: %v\n%s", err, out)
@@ -105,42 +116,36 @@ func TestImage(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dst, "hub"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-		case "/etc/ssl/certs/ca-certificates.crt":
+		case "/etc/ssl/certs/ca-certificates.crt", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6",
+			"/lib/x86_64-linux-gnu/libdl.so.2", "/lib/x86_64-linux-gnu/libpthread.so.0":
+			// This Debian machine's, as the Go image's (Debian bookworm).
 			b, err := os.ReadFile(src)
 			if err != nil {
-				t.Fatalf("the CA certificates the image copies: %v", err)
+				t.Fatalf("a file the image copies: %v", err)
 			}
-			os.WriteFile(dst, b, 0o644)
+			os.WriteFile(dst, b, 0o755)
 		default:
-			t.Fatalf("the cpu stage copies %s, which this test does not know how to provide", src)
+			t.Fatalf("the %s stage copies %s, which this test does not know how to provide", stage, src)
 		}
 	}
 	os.WriteFile(filepath.Join(ctx, "Containerfile"), []byte(containerfile), 0o644)
-	t.Logf("context ready after %v", time.Since(start).Round(time.Millisecond))
-	storage := filepath.Join(work, "buildah")
-	if out, err := buildah(t, storage, "bud", "--isolation", "chroot", "--pull=never", "-f", filepath.Join(ctx, "Containerfile"), "-t", "redrafter-test:cpu", ctx).CombinedOutput(); err != nil {
+	storage = filepath.Join(work, "buildah")
+	if out, err := buildah(t, storage, "bud", "--isolation", "chroot", "--pull=never", "-f", filepath.Join(ctx, "Containerfile"), "-t", "redrafter-test:"+stage, ctx).CombinedOutput(); err != nil {
 		t.Fatalf("buildah bud: %v\n%s", err, out)
 	}
-	t.Logf("built after %v", time.Since(start).Round(time.Millisecond))
-	out, err := buildah(t, storage, "inspect", "--type", "image", "redrafter-test:cpu").Output()
+	out, err := buildah(t, storage, "inspect", "--type", "image", "redrafter-test:"+stage).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var img struct {
 		OCIv1 struct {
-			Config struct {
-				User         string
-				Entrypoint   []string
-				Env          []string
-				Volumes      map[string]struct{}
-				ExposedPorts map[string]struct{}
-			} `json:"config"`
+			Config imageConfig `json:"config"`
 		}
 	}
 	if err := json.Unmarshal(out, &img); err != nil {
 		t.Fatal(err)
 	}
-	cfg := img.OCIv1.Config
+	cfg = img.OCIv1.Config
 	if cfg.User != "65532:65532" || !slices.Contains(cfg.Env, "HF_HUB_CACHE=/cache/hub") || len(cfg.Volumes) != 1 {
 		t.Errorf("image config: user %q, env %v, volumes %v", cfg.User, cfg.Env, cfg.Volumes)
 	}
@@ -150,19 +155,37 @@ func TestImage(t *testing.T) {
 	if len(cfg.Entrypoint) < 4 || cfg.Entrypoint[0] != "/usr/local/bin/redrafter" || cfg.Entrypoint[1] != "serve" || !slices.Contains(cfg.Entrypoint, "0.0.0.0") {
 		t.Fatalf("entry point %v", cfg.Entrypoint)
 	}
+	return storage, cfg
+}
 
-	ctr, err := buildah(t, storage, "from", "--pull=never", "redrafter-test:cpu").Output()
+// container makes a container of image and returns a command that runs the
+// image's entry point with args in it, with the demo model at /models.
+// buildah run starts what it is given as the image's user, so the entry
+// point is given exactly as the image holds it.
+func container(t *testing.T, storage, image string, entrypoint []string) func(args ...string) *exec.Cmd {
+	t.Helper()
+	ctr, err := buildah(t, storage, "from", "--pull=never", image).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := strings.TrimSpace(string(ctr))
 	models, _ := filepath.Abs("../../models/stories260K")
-	run := func(args ...string) *exec.Cmd {
-		// buildah run starts what it is given, as the image's user: the
-		// entry point is given exactly as the image holds it.
-		return buildah(t, storage, append(append([]string{"run", "--isolation", "chroot", "-v", models + ":/models:ro", name, "--"}, cfg.Entrypoint...), args...)...)
+	return func(args ...string) *exec.Cmd {
+		return buildah(t, storage, append(append([]string{"run", "--isolation", "chroot", "-v", models + ":/models:ro", name, "--"}, entrypoint...), args...)...)
 	}
-	// On 0.0.0.0 without a key: refused.
+}
+
+// The CPU image's stage of deploy/docker/Dockerfile, built from scratch
+// with buildah around a binary built here as its build stage would, holds
+// what the Dockerfile promises, refuses to serve on 0.0.0.0 without a key,
+// and, run with a key and the demo model mounted, answers /health and a
+// greedy completion equal to `redrafter generate`'s.
+func TestImage(t *testing.T) {
+	needBuildah(t)
+	start := time.Now()
+	storage, cfg := buildStage(t, "cpu", "")
+	t.Logf("built after %v", time.Since(start).Round(time.Millisecond))
+	run := container(t, storage, "redrafter-test:cpu", cfg.Entrypoint)
 	if out, err := run("-m", "/models/stories260K.gguf").CombinedOutput(); err == nil || !strings.Contains(string(out), "--no-api-key") {
 		t.Errorf("the image without a key: %v\n%s", err, out)
 	}
@@ -232,4 +255,21 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The CUDA image's stage: the -tags cuda binary, dynamically linked for
+// the driver library, runs from scratch with the glibc files the stage
+// copies (the loader finds them), and on this machine, which has no
+// driver, says clearly that libcuda.so.1 is missing.
+func TestImageCUDA(t *testing.T) {
+	needBuildah(t)
+	storage, cfg := buildStage(t, "cuda", "cuda")
+	if !slices.Contains(cfg.Entrypoint, "cuda") {
+		t.Errorf("the cuda image's entry point does not choose the cuda backend: %v", cfg.Entrypoint)
+	}
+	run := container(t, storage, "redrafter-test:cuda", cfg.Entrypoint)
+	out, err := run("-m", "/models/stories260K.gguf", "--api-key", "k", "--port", "0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "libcuda.so.1") || !strings.Contains(string(out), "is the NVIDIA driver installed") {
+		t.Errorf("the cuda image without a driver: %v\n%s", err, out)
+	}
 }
