@@ -1,8 +1,9 @@
 // Package deploy tests what docs/DEPLOY.md deploys, against the upstream
 // code that will read it: the Kubernetes manifests (deploy/kubernetes)
 // decoded strictly into k8s.io/api's, Gateway API's and the inference
-// extension's types, and `redrafter serve`'s metrics read by the inference
-// extension's own scraper and extractor. It is a module of its own, so that
+// extension's types, the container images built from scratch and run, the
+// systemd and launchd files; ./picker runs the inference extension's own
+// metrics scraper against the server. It is a module of its own, so that
 // the Kubernetes modules stay out of redrafter's go.mod; `make test` runs it
 // (make test-clients). It builds the redrafter binary first.
 package deploy

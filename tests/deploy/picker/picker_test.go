@@ -1,4 +1,9 @@
-package deploy
+// Package picker runs the inference extension's own metrics scraper and
+// extractor (its endpoint picker's) against `redrafter serve`. A package of
+// its own in tests/deploy because it compiles some 600 packages of the
+// picker's (controller-runtime, client-go, Prometheus' PromQL parser) that
+// the manifest tests do not need: docs/DEPLOY.md gives the cost.
+package picker
 
 import (
 	"bufio"
@@ -8,7 +13,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,6 +29,31 @@ import (
 	extractormetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/extractor/metrics"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 )
+
+const stories = "../../../models/stories260K/stories260K.gguf"
+
+// bin is the redrafter binary built for this run.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redrafter-picker-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "redrafter")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/redrafter")
+	build.Dir = "../../.."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building redrafter:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
