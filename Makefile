@@ -81,10 +81,15 @@ test-full:
 
 # The official OpenAI clients against `redrafter serve` on loopback: the Go
 # one (tests/openai-go, a module of its own, which `go test ./...` above
-# skips) and the Node one (tests/node, installed by scripts/deps.sh).
+# skips) and the Node one (tests/node, installed by scripts/deps.sh); then
+# what docs/DEPLOY.md deploys (tests/deploy, a module of its own for the
+# Kubernetes modules): the manifests decoded strictly into the upstream
+# types, the inference extension's metrics scraper against the server, and
+# the container image built and run from scratch (skips without buildah).
 test-clients:
 	cd tests/openai-go && $(GO) test -count=1 ./...
 	cd tests/node && node --test
+	cd tests/deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 deps:
 	@bash scripts/deps.sh

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # Go modules (the module proxy is the only source).
 go mod download
 (cd tests/openai-go && go mod download)
+(cd tests/deploy && go mod download)
 
 # The official OpenAI Node client for tests/node, at the version its lock
 # file pins (npm ci), when that version is not already installed.
@@ -40,3 +41,19 @@ gpu_tool() {
 }
 gpu_tool scripts/install-clang.sh
 gpu_tool scripts/install-cuda-tools.sh
+
+# buildah builds and runs the container image of deploy/docker in
+# tests/deploy (from scratch, no base image pulled). Like the GPU tools: a
+# user without apt or root does without (the test skips saying so); under CI
+# it must install.
+if ! command -v buildah >/dev/null; then
+	if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] &&
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq buildah >/dev/null; }; then
+		:
+	elif [ -n "${CI:-}" ]; then
+		echo "deps: buildah could not be installed, and CI must build the container image" >&2
+		exit 1
+	else
+		echo "deps: SKIPPED buildah; the container image test will skip (set CI=1 to make that an error)" >&2
+	fi
+fi

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,22 +32,30 @@ generation uses ReDrafter speculative decoding.
 
 It listens on 127.0.0.1:8080 (loopback only) unless told otherwise;
 --socket serves on a Unix socket instead (mode 0600). With --api-key (or
-REDRAFTER_API_KEY) every route but /health requires
-"Authorization: Bearer KEY". So that web pages cannot drive it through
-the browser, POST bodies must be application/json (415 otherwise) and the
-Host header an IP address, localhost, the --host name or an --allowed-host
-name (403 otherwise). Ctrl-C or SIGTERM stops accepting, lets the requests
-in flight finish (10 s at most, then cancels them) and exits 0.
-The address is logged on stderr once the server listens (--port 0 picks a
-free port).`
+REDRAFTER_API_KEY) every route but the probes requires
+"Authorization: Bearer KEY"; beyond loopback a key is required unless
+--no-api-key says the port is open on purpose. So that web pages cannot
+drive it through the browser, POST bodies must be application/json (415
+otherwise) and the Host header an IP address, localhost, the --host name or
+an --allowed-host name (403 otherwise).
+
+It listens before the model loads: GET /livez answers 200 while the process
+serves, GET /readyz 503 until the model is loaded, then 200 (Kubernetes'
+liveness and readiness probes; docs/DEPLOY.md). Ctrl-C, SIGTERM or SIGHUP makes
+/readyz 503, keeps accepting requests for --drain-delay, then stops
+accepting, lets the requests in flight finish (--shutdown-timeout, then
+cancels them) and exits 0. The address is logged on stderr once the server
+listens (--port 0 picks a free port).`
 
 type serveFlags struct {
-	model, drafter, kvCache, template, name string
-	context, beamWidth, beamLength          int
-	host, socket                            string
-	port, parallel, queue                   int
-	apiKey                                  string
-	corsOrigins, allowedHosts               []string
+	model, drafter, kvCache, template, name  string
+	context, beamWidth, beamLength           int
+	host, socket                             string
+	port, parallel, queue                    int
+	apiKey                                   string
+	corsOrigins, allowedHosts                []string
+	noAPIKey, unreadyWhenFull, publicMetrics bool
+	drainDelay, shutdownTimeout              time.Duration
 }
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -75,6 +84,11 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	fl.IntVar(&f.parallel, "parallel", 1, "requests decoding at once (slots), each with a KV cache of --context tokens")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a slot; more are refused with 429 (0: none wait)")
 	fl.StringVar(&f.apiKey, "api-key", envvar.APIKey.Get(), "require \"Authorization: Bearer KEY\" on every route but /health (env "+envvar.APIKey.Name()+", which keeps it out of the process list)")
+	fl.BoolVar(&f.noAPIKey, "no-api-key", false, "listen beyond loopback without --api-key, on purpose (behind a gateway that authenticates)")
+	fl.DurationVar(&f.drainDelay, "drain-delay", 0, "after SIGTERM, keep accepting requests this long with /readyz 503 before closing the port (a few seconds behind a load balancer)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "after closing the port, how long requests in flight may take before they are cancelled")
+	fl.BoolVar(&f.unreadyWhenFull, "unready-when-full", false, "/readyz answers 503 while every slot is busy and the queue is full")
+	fl.BoolVar(&f.publicMetrics, "public-metrics", false, "/metrics answers without the API key (Prometheus and the inference gateway's endpoint picker send none)")
 	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable; * for any); none by default")
 	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "a name requests may give as Host besides IP addresses, localhost and a --host name, e.g. a reverse proxy's llm.example.com (repeatable; * for any); others get 403")
 	_ = cmd.MarkFlagRequired("model")
@@ -93,6 +107,11 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 		return errors.New("give --socket or --host/--port, not both")
 	case f.context < 0:
 		return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's context", f.context)
+	case f.drainDelay < 0 || f.shutdownTimeout <= 0:
+		return fmt.Errorf("--drain-delay %v, --shutdown-timeout %v: want 0 or more, and more than 0", f.drainDelay, f.shutdownTimeout)
+	case f.socket == "" && !isLoopback(f.host) && f.apiKey == "" && !f.noAPIKey:
+		return fmt.Errorf("--host %s without --api-key: anyone who reaches this address could use the model; "+
+			"set --api-key (or %s), or pass --no-api-key to open the port on purpose", f.host, envvar.APIKey.Name())
 	}
 	if err := server.CheckAllowedHosts(f.allowedHosts); err != nil {
 		return fmt.Errorf("--allowed-host: %w", err)
@@ -111,53 +130,46 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if err := f.check(cmd); err != nil {
 		return err
 	}
-	m := modelFlags{cmd: cmd, model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
-	e, err := m.load(g)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	tmpl, err := chooseTemplate(f.template, e.ChatTemplate)
-	if err != nil {
-		return err
-	}
-	if w := templateWarning(f.template, e.ChatTemplate); w != "" {
-		slog.Warn(w)
-	}
-	name := f.name
-	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
-	}
-	draft := redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength}
-	if err := e.CheckDraft(draft); err != nil {
-		return fmt.Errorf("--beam-width %d --beam-length %d: %w", f.beamWidth, f.beamLength, err)
-	}
-	allowed := f.allowedHosts
-	if f.host != "" && net.ParseIP(f.host) == nil && f.socket == "" {
-		allowed = append(allowed, f.host) // listening by name: answer to it
-	}
-	srv, err := server.New(server.Config{
-		Engine: e, ModelName: name, Template: tmpl, Draft: draft,
-		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins, AllowedHosts: allowed,
-		Logger: slog.Default(),
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	// Listen first, so that a wrong address fails at once, and so that the
+	// probes answer while the model loads (/readyz 503 until it is in).
 	ln, err := f.listen()
 	if err != nil {
 		return err
+	}
+	if f.socket != "" {
+		defer os.Remove(f.socket)
 	}
 	// Ctrl-C, SIGTERM and SIGHUP shut the server down cleanly (exit 0)
 	// rather than cancelling the command, which would exit 128 + the signal.
 	if !takeInterrupts(cmd.Context(), stopSignals...) {
 		ln.Close()
-		return cmd.Context().Err() // a signal while the model loaded
+		return cmd.Context().Err() // a signal before the server took them
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
-	attrs := []any{"addr", ln.Addr().String(), "model", name, "template", tmpl, "parallel", f.parallel, "queue", f.queue, "context", e.Context()}
+	front := server.NewFront(server.FrontConfig{
+		DrainDelay: f.drainDelay, ShutdownTimeout: f.shutdownTimeout,
+		UnreadyWhenFull: f.unreadyWhenFull, PublicMetrics: f.publicMetrics, Logger: slog.Default(),
+	})
+	serving := make(chan error, 1)
+	go func() { serving <- front.Serve(ctx, ln) }()
+	slog.Info("loading the model", "addr", ln.Addr().String(), "model", f.model)
+
+	srv, e, err := f.load(ctx, cmd, g)
+	if err != nil {
+		stop()
+		<-serving
+		if errors.Is(err, errStoppedLoading) {
+			slog.Info("stopped while the model loaded")
+			return nil // a clean stop: nothing was in flight
+		}
+		return err
+	}
+	defer e.Close()
+	defer srv.Close()
+	front.Attach(srv)
+	// "listening" means ready: tests and scripts wait for this line.
+	attrs := []any{"addr", ln.Addr().String(), "model", srv.ModelName(), "template", srv.Template(), "parallel", f.parallel, "queue", f.queue, "context", e.Context()}
 	if _, ok := e.DraftHead(); ok {
 		w, l := e.DefaultBeam()
 		if f.beamWidth > 0 {
@@ -169,17 +181,76 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		attrs = append(attrs, "redrafter", fmt.Sprintf("W=%d L=%d", w, l))
 	}
 	if f.apiKey == "" && f.socket == "" && !isLoopback(f.host) {
-		slog.Warn("listening beyond loopback without --api-key: anyone who reaches this address can use the model", "host", f.host)
+		slog.Warn("listening beyond loopback without --api-key (--no-api-key): anyone who reaches this address can use the model", "host", f.host)
 	}
 	slog.Info("listening", attrs...)
-	err = srv.Serve(ctx, ln)
-	if f.socket != "" {
-		os.Remove(f.socket)
-	}
+	err = <-serving
 	if err == nil {
 		slog.Info("stopped")
 	}
 	return err
+}
+
+// errStoppedLoading is load's error when a signal came while the model
+// loaded.
+var errStoppedLoading = errors.New("stopped while the model loaded")
+
+// load loads the model and makes the Server. A signal while the model loads
+// returns errStoppedLoading at once: loading cannot be cancelled, and the
+// process exits without waiting for it.
+func (f *serveFlags) load(ctx context.Context, cmd *cobra.Command, g *globalFlags) (*server.Server, *redrafter.Engine, error) {
+	type loaded struct {
+		srv *server.Server
+		e   *redrafter.Engine
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		m := modelFlags{cmd: cmd, model: f.model, context: f.context, kvCache: f.kvCache, drafter: f.drafter}
+		e, err := m.load(g)
+		if err != nil {
+			done <- loaded{err: err}
+			return
+		}
+		srv, err := f.newServer(e)
+		if err != nil {
+			e.Close()
+		}
+		done <- loaded{srv, e, err}
+	}()
+	select {
+	case l := <-done:
+		return l.srv, l.e, l.err
+	case <-ctx.Done():
+		return nil, nil, errStoppedLoading
+	}
+}
+
+func (f *serveFlags) newServer(e *redrafter.Engine) (*server.Server, error) {
+	tmpl, err := chooseTemplate(f.template, e.ChatTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if w := templateWarning(f.template, e.ChatTemplate); w != "" {
+		slog.Warn(w)
+	}
+	name := f.name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(f.model)), ".gguf")
+	}
+	draft := redrafter.DraftOptions{BeamWidth: f.beamWidth, BeamLength: f.beamLength}
+	if err := e.CheckDraft(draft); err != nil {
+		return nil, fmt.Errorf("--beam-width %d --beam-length %d: %w", f.beamWidth, f.beamLength, err)
+	}
+	allowed := f.allowedHosts
+	if f.host != "" && net.ParseIP(f.host) == nil && f.socket == "" {
+		allowed = append(allowed, f.host) // listening by name: answer to it
+	}
+	return server.New(server.Config{
+		Engine: e, ModelName: name, Template: tmpl, Draft: draft,
+		Parallel: f.parallel, Queue: f.queue, APIKey: f.apiKey, CORSOrigins: f.corsOrigins, AllowedHosts: allowed,
+		ShutdownTimeout: f.shutdownTimeout, Logger: slog.Default(),
+	})
 }
 
 func isLoopback(host string) bool {

@@ -231,6 +231,12 @@ func (s *Server) generate(ctx context.Context, j *job, sl *slot, onText func(str
 		if out.firstText == 0 {
 			out.firstText = time.Since(j.arrived)
 		}
+		// The text comes on the session's goroutine, between its steps:
+		// its tokens are what its cache holds now (the metrics' KV use).
+		sl.held.Store(int64(len(sl.session.Tokens())))
+		// The text comes on the session's goroutine, between its steps:
+		// its tokens are what its cache holds now (the metrics' KV use).
+		sl.held.Store(int64(len(sl.session.Tokens())))
 		if err := onText(text); err != nil {
 			return err
 		}

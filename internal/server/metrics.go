@@ -1,10 +1,13 @@
 package server
 
 import (
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seed9b8f47b1/redrafter"
 )
@@ -93,6 +96,11 @@ func newMetrics(slots int) *metrics {
 	return m
 }
 
+// metricsHandler answers GET /metrics in Prometheus text.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
 // observe records a finished generation.
 func (m *metrics) observe(reason string, promptTokens, cached int, res *redrafter.Result, firstText time.Duration) {
 	m.generations.WithLabelValues(reason).Inc()
@@ -128,4 +136,70 @@ func draftCounts(st redrafter.Stats) (accepted, offered int) {
 		accepted += n * steps
 	}
 	return accepted, d.Offered
+}
+
+// The gauges of the model-server protocol of the Kubernetes Gateway API
+// Inference Extension (docs/proposals/003-model-server-protocol), which its
+// endpoint picker scrapes to route each request to a replica. They carry
+// vLLM's names, the picker's defaults (its vllm engine mapping and its
+// --total-queued-requests-metric, --total-running-requests-metric,
+// --kv-cache-usage-percentage-metric and --cache-info-metric flags), so a
+// pool of redrafter replicas needs no picker configuration. docs/DEPLOY.md
+// gives the version followed.
+const (
+	protoWaiting     = "vllm:num_requests_waiting"
+	protoRunning     = "vllm:num_requests_running"
+	protoKVUsage     = "vllm:kv_cache_usage_perc"
+	protoCacheConfig = "vllm:cache_config_info"
+)
+
+// kvBlockTokens is the block size reported in vllm:cache_config_info. A
+// slot's KV cache is one contiguous allocation, and a cached prefix is
+// reused to the token, so any block size describes it truly; the picker's
+// prefix scorer hashes prompts in blocks of this many tokens and sizes its
+// per-replica index by num_gpu_blocks, the slots' capacity in such blocks.
+const kvBlockTokens = 16
+
+// protocolCollector reads the scheduler once per scrape, so the three gauges
+// of one scrape are one consistent state (a busy slot's tokens are never
+// counted without the slot, nor the other way round).
+type protocolCollector struct {
+	sched                      *scheduler
+	capacity                   int64 // tokens: slots × context
+	waiting, running, kv, info *prometheus.Desc
+	blockSize, numBlocks       string
+}
+
+func newProtocolCollector(sched *scheduler, slots, context int) *protocolCollector {
+	capacity := int64(slots) * int64(context)
+	return &protocolCollector{
+		sched: sched, capacity: capacity,
+		waiting: prometheus.NewDesc(protoWaiting, "Requests waiting in the queue for a slot (model-server protocol: TotalQueuedRequests).", nil, nil),
+		running: prometheus.NewDesc(protoRunning, "Requests holding a slot: prefilling or decoding (model-server protocol: TotalRunningRequests).", nil, nil),
+		kv: prometheus.NewDesc(protoKVUsage, "Fraction (0 to 1) of the slots' KV cache capacity (slots × context tokens) "+
+			"held by the requests running; an idle slot's cached prefix counts as free (model-server protocol: KVCacheUtilization).", nil, nil),
+		info: prometheus.NewDesc(protoCacheConfig, "KV cache layout for the inference gateway's prefix scorer: "+
+			"block_size tokens per block, num_gpu_blocks blocks in all slots (value always 1).", []string{"block_size", "num_gpu_blocks"}, nil),
+		blockSize: fmt.Sprint(kvBlockTokens),
+		numBlocks: fmt.Sprint(capacity / kvBlockTokens),
+	}
+}
+
+func (c *protocolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.waiting
+	ch <- c.running
+	ch <- c.kv
+	ch <- c.info
+}
+
+func (c *protocolCollector) Collect(ch chan<- prometheus.Metric) {
+	l := c.sched.load()
+	usage := 0.0
+	if c.capacity > 0 {
+		usage = min(1, float64(l.heldTokens)/float64(c.capacity))
+	}
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(l.queued))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(l.busy))
+	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, usage)
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.blockSize, c.numBlocks)
 }

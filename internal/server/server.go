@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/seed9b8f47b1/redrafter"
 )
 
@@ -198,6 +196,7 @@ func New(cfg Config) (*Server, error) {
 			s.atRest.Stop()
 		}
 	})
+	s.metrics.reg.MustRegister(newProtocolCollector(s.sched, cfg.Parallel, cfg.Engine.Context()))
 	s.handler = s.routes()
 	return s, nil
 }
@@ -216,40 +215,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serve answers requests on ln until ctx ends, then shuts down: it stops
 // accepting, lets in-flight requests finish for Config.ShutdownTimeout,
 // cancels those still running (a generation stops within a step), waits for
-// them and returns nil. The Server stays usable until Close.
+// them and returns nil. It serves through a Front (probes.go), so /livez,
+// /readyz, /health and /metrics need no API key. The Server stays usable
+// until Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return s.base },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down: finishing in-flight requests", "grace", s.cfg.ShutdownTimeout)
-	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(grace); err != nil {
-		s.log.Warn("shutting down: cancelling the requests still running")
-		s.cancelBase(errShutdown)
-		// Cancelled generations end within a step; connections still open
-		// after that (a client not reading) are closed.
-		wait, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := hs.Shutdown(wait); err != nil {
-			hs.Close()
-		}
-	}
-	<-done
-	return nil
+	f := NewFront(FrontConfig{
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ShutdownTimeout: s.cfg.ShutdownTimeout, Logger: s.log,
+	})
+	f.Attach(s)
+	return f.Serve(ctx, ln)
 }
 
 // Close cancels what still runs and frees the slots' sessions; call it after
@@ -273,7 +248,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.handleModel)
 	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	return s.recoverer(s.checkHost(s.cors(s.auth(requireJSON(jsonMuxErrors(mux))))))

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/seed9b8f47b1/redrafter"
 )
@@ -21,6 +23,12 @@ type slot struct {
 	// lastUse orders idle slots for reuse: among equal prefixes the one
 	// unused longest is taken, which keeps recent conversations cached.
 	lastUse uint64
+	// held is how many tokens the slot's KV cache holds for the request
+	// using it: its prompt once it has the slot, then the session's tokens
+	// as the generation goes on; 0 while idle, since an idle slot's cached
+	// prefix is reused or overwritten at will (vLLM likewise counts
+	// cached-but-free blocks as free). The metrics read it concurrently.
+	held atomic.Int64
 }
 
 // waiter is a request in the queue; the scheduler sends it a slot.
@@ -45,13 +53,14 @@ type scheduler struct {
 	// requests after each change (metrics, memory at rest).
 	onChange func(queued, busy, admitted int)
 	total    int
+	all      []*slot // every slot, idle or busy (held tokens)
 }
 
 func newScheduler(slots []*slot, maxWait int, onChange func(queued, busy, admitted int)) *scheduler {
 	if onChange == nil {
 		onChange = func(int, int, int) {}
 	}
-	return &scheduler{idle: slots, maxWait: maxWait, onChange: onChange, total: len(slots)}
+	return &scheduler{idle: slots, maxWait: maxWait, onChange: onChange, total: len(slots), all: slices.Clone(slots)}
 }
 
 // admit counts a request in, or fails at once with errQueueFull when
@@ -85,6 +94,7 @@ func (s *scheduler) acquire(ctx context.Context, prompt []int32) (*slot, error) 
 	s.mu.Lock()
 	if len(s.idle) > 0 && len(s.queue) == 0 {
 		sl := s.takeBest(prompt)
+		sl.held.Store(int64(len(prompt)))
 		s.changedLocked()
 		s.mu.Unlock()
 		return sl, nil
@@ -131,9 +141,11 @@ func (s *scheduler) release(sl *slot) {
 func (s *scheduler) putBackLocked(sl *slot) {
 	s.clock++
 	sl.lastUse = s.clock
+	sl.held.Store(0)
 	if len(s.queue) > 0 {
 		w := s.queue[0]
 		s.queue = s.queue[1:]
+		sl.held.Store(int64(len(w.prompt)))
 		w.got <- sl
 		s.changedLocked()
 		return
@@ -174,6 +186,24 @@ func (s *scheduler) busy() (busy, queued int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.total - len(s.idle), len(s.queue)
+}
+
+// load is one consistent reading of the scheduler for the metrics: the
+// requests waiting, the slots busy, and the tokens the busy slots' caches
+// hold.
+type load struct {
+	queued, busy int
+	heldTokens   int64
+}
+
+func (s *scheduler) load() load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := load{queued: len(s.queue), busy: s.total - len(s.idle)}
+	for _, sl := range s.all {
+		l.heldTokens += sl.held.Load()
+	}
+	return l
 }
 
 // closeAll closes the sessions of the idle slots; the server calls it once

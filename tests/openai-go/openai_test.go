@@ -89,7 +89,11 @@ func serve(t *testing.T, withDrafter bool, args ...string) *server {
 	addr := make(chan string, 1)
 	var logs strings.Builder
 	var logsMu sync.Mutex
+	// readDone closes when the log is read to its end, which Wait must
+	// follow: it closes the pipe, losing what was not read yet.
+	readDone := make(chan struct{})
 	go func() {
+		defer close(readDone)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			logsMu.Lock()
@@ -113,6 +117,10 @@ func serve(t *testing.T, withDrafter bool, args ...string) *server {
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-readDone:
+		case <-time.After(30 * time.Second):
+		}
 		err := cmd.Wait()
 		logsMu.Lock()
 		defer logsMu.Unlock()
