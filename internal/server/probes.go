@@ -129,7 +129,8 @@ func (f *Front) health(w http.ResponseWriter, r *http.Request) {
 
 func (f *Front) metrics(w http.ResponseWriter, r *http.Request) {
 	if s := f.srv.Load(); s != nil {
-		s.metricsHandler().ServeHTTP(w, r)
+		// Without the key, still not by a foreign name (DNS rebinding).
+		s.checkHost(s.metricsHandler()).ServeHTTP(w, r)
 		return
 	}
 	writeJSON(w, http.StatusServiceUnavailable, probeStatus{"loading"})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -135,5 +136,35 @@ func TestFrontProbes(t *testing.T) {
 	}
 	if _, err := http.Get(url + "/livez"); err == nil {
 		t.Error("the port still answers after Serve returned")
+	}
+}
+
+// /metrics answered by the Front without the key (PublicMetrics) keeps the
+// Server's Host rule: a DNS-rebinding page cannot read it by a foreign name,
+// while Prometheus scraping the pod's address can; the probes answer any Host.
+func TestFrontPublicMetricsHost(t *testing.T) {
+	f := NewFront(FrontConfig{PublicMetrics: true, Logger: slogTo(io.Discard)})
+	srv, err := New(Config{Engine: plain, ModelName: "stories", Template: tokenizer.TemplateVicuna, Parallel: 1, Queue: 1, APIKey: "k", Logger: slogTo(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f.Attach(srv)
+	for _, c := range []struct {
+		path, host string
+		want       int
+	}{
+		{"/metrics", "10.1.2.3:8080", 200},
+		{"/metrics", "evil.example:8080", 403},
+		{"/readyz", "evil.example:8080", 200},
+		{"/livez", "evil.example:8080", 200},
+	} {
+		r := httptest.NewRequest("GET", c.path, nil)
+		r.Host = c.host
+		w := httptest.NewRecorder()
+		f.Handler().ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("GET %s with Host %s: %d, want %d: %s", c.path, c.host, w.Code, c.want, w.Body)
+		}
 	}
 }
