@@ -60,6 +60,20 @@ type Adopter interface {
 	AdoptHost(data []byte) (Buffer, error)
 }
 
+// InputBlocker is a Backend that holds each plan's inputs in one buffer
+// of its own kind: Compile lays every input of a plan out in the buffer
+// AllocInputs returns (in the order the graph declares them, each at a
+// multiple of InputAlign bytes, the alignment a GPU allocation has), and
+// nothing but Write changes that buffer, as no op writes an input. A GPU
+// backend keeps a host copy of it, so that a step's inputs reach the
+// device in one copy (CUDA).
+type InputBlocker interface {
+	AllocInputs(size int) (Buffer, error)
+}
+
+// InputAlign is the alignment of each input in an InputBlocker's buffer.
+const InputAlign = 256
+
 // MemoryLimiter is a Backend that knows how many bytes it can hold in all:
 // the machine's memory for the CPU, the working set a GPU recommends. Model
 // code checks large allocations (the KV cache) against it before making

@@ -34,10 +34,13 @@ type Plan struct {
 	// outside the plan's buffers (a CUDA graph's device resources).
 	BackendState any
 
-	be      Backend
-	where   []Operand // by node id
-	known   []bool
-	inputs  []Buffer
+	be     Backend
+	where  []Operand // by node id
+	known  []bool
+	inputs []Buffer
+	// inputAt is, by node id, an input's byte offset in inputs[0] when the
+	// backend keeps a plan's inputs in one buffer (an InputBlocker).
+	inputAt map[int]int
 	slots   []Buffer
 	written map[int]bool
 }
@@ -55,6 +58,11 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 	dying := dyingAt(g, need, root, lastUses(g, need, root, outs))
 
 	p := &Plan{be: be, where: make([]Operand, n), known: make([]bool, n), written: map[int]bool{}}
+	if ib, ok := be.(InputBlocker); ok {
+		if err := p.allocInputBlock(ib, g, need); err != nil {
+			return nil, err
+		}
+	}
 	var pool slotPool
 	slotOf := make([]int, n) // by storage root: the slot it was given
 	for i, a := range g.nodes {
@@ -77,6 +85,28 @@ func Compile(be Backend, outs ...*Array) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// allocInputBlock lays the plan's inputs out in one buffer from the
+// backend's AllocInputs, in the order the graph declares them, each at a
+// multiple of InputAlign bytes.
+func (p *Plan) allocInputBlock(ib InputBlocker, g *Graph, need []bool) error {
+	at, size := map[int]int{}, 0
+	for i, a := range g.nodes {
+		if need[i] && a.kind == kindInput {
+			at[i] = size
+			size += (a.shape.Numel()*a.dtype.Size() + InputAlign - 1) / InputAlign * InputAlign
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	b, err := ib.AllocInputs(size)
+	if err != nil {
+		return fmt.Errorf("graph: %d bytes of inputs: %w", size, err)
+	}
+	p.inputs, p.inputAt = []Buffer{b}, at
+	return nil
 }
 
 // needed marks, by node id, what the outputs need: the outputs and every
@@ -185,6 +215,8 @@ func (p *Plan) place(i int, a *Array, root, slotOf []int, pool *slotPool) error 
 	switch {
 	case a.kind == kindConst || a.kind == kindVar:
 		p.where[i] = Operand{Buf: a.buf, Off: a.off, DType: a.dtype, Shape: a.shape}
+	case a.kind == kindInput && p.inputAt != nil:
+		p.where[i] = Operand{Buf: p.inputs[0], Off: p.inputAt[i], DType: a.dtype, Shape: a.shape}
 	case a.kind == kindInput:
 		b, err := p.be.Alloc(a.shape.Numel() * a.dtype.Size())
 		if err != nil {

@@ -262,3 +262,65 @@ func TestFreeReleasesBackendState(t *testing.T) {
 		t.Errorf("released %d times, state %v after Free; want once, nil", r.released, p.BackendState)
 	}
 }
+
+// blocking is the CPU reference as a graph.InputBlocker, recording the
+// input blocks it allocated.
+type blocking struct {
+	counting
+	blocks []int // sizes
+}
+
+func (b *blocking) AllocInputs(n int) (graph.Buffer, error) {
+	b.blocks = append(b.blocks, n)
+	return b.Backend.Alloc(n)
+}
+
+// TestInputBlockLayout: on an InputBlocker, a plan's inputs lie in one
+// buffer from AllocInputs, in the order the graph declares them, each at a
+// multiple of graph.InputAlign bytes; an input the outputs do not need
+// takes no room; the plan computes what it computes with separate inputs.
+func TestInputBlockLayout(t *testing.T) {
+	be := &blocking{counting: counting{Backend: cpu.NewReference()}}
+	g := graph.New()
+	a := g.Input("a", graph.F32, 3)
+	g.Input("unused", graph.F32, 1000)
+	b := g.Input("b", graph.F32, 70)
+	c := g.Input("c", graph.F32, 3)
+	sum := graph.Add(a, c)
+	p, err := graph.Compile(be, sum, graph.SiLU(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	const al = graph.InputAlign // b's 280 bytes take two
+	if len(be.blocks) != 1 || be.blocks[0] != 4*al {
+		t.Fatalf("input blocks %v, want one of %d bytes", be.blocks, 4*al)
+	}
+	oa, ob, oc := p.Operand(a), p.Operand(b), p.Operand(c)
+	if oa.Buf != ob.Buf || ob.Buf != oc.Buf || oa.Off != 0 || ob.Off != al || oc.Off != 3*al {
+		t.Errorf("inputs at offsets %d, %d, %d (same buffer: %v), want 0, %d, %d", oa.Off, ob.Off, oc.Off,
+			oa.Buf == ob.Buf && ob.Buf == oc.Buf, al, 3*al)
+	}
+	if be.allocs != 2 { // the two outputs; no input through Alloc
+		t.Errorf("%d allocations besides the input block, want 2", be.allocs)
+	}
+	if err := p.Write(a, []float32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(c, []float32{10, 20, 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(b, make([]float32, 70)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 3)
+	if err := p.Read(sum, got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []float32{11, 22, 33}) {
+		t.Errorf("a + c = %v, want [11 22 33]", got)
+	}
+}

@@ -18,7 +18,8 @@ import (
 // (graph.go), and that and every later Run launches the graph once. Each
 // Run waits once. Weights are copied to device memory once, when the
 // model binds them (WrapHost); small writes (a plan's inputs) are staged
-// in host memory and copied at the start of the next Run (staging.go);
+// in host memory and copied at the start of the next Run, a plan's inputs
+// in one copy (staging.go);
 // the host reads results with Read after Run.
 //
 // A Backend is safe for concurrent use: Runs of different plans (the
@@ -144,6 +145,12 @@ type Buffer struct {
 	ptr   devptr
 	size  int
 	freed bool
+
+	// host is an input block's host copy (AllocInputs), nil for any
+	// other buffer; [lo, hi) is what Writes changed since the last Run,
+	// and writes how many there were (guarded by the staging's mutex).
+	host           []byte
+	lo, hi, writes int
 }
 
 // Size implements graph.Buffer.
@@ -161,6 +168,19 @@ func (b *Backend) Alloc(size int) (graph.Buffer, error) {
 		return nil, fmt.Errorf("cuda: alloc of %d bytes: %w", size, err)
 	}
 	return &Buffer{ptr: p, size: size}, nil
+}
+
+// AllocInputs implements graph.InputBlocker: a plan's inputs in one
+// device buffer with a host copy, so that the writes of a step, in any
+// order, reach the device in one asynchronous copy (staging.go).
+func (b *Backend) AllocInputs(size int) (graph.Buffer, error) {
+	buf, err := b.Alloc(size)
+	if err != nil {
+		return nil, err
+	}
+	x := buf.(*Buffer)
+	x.host = make([]byte, size)
+	return x, nil
 }
 
 // WrapHost implements graph.Backend by copying data to device memory once:
@@ -211,6 +231,10 @@ func (b *Backend) Write(dst graph.Buffer, off int, src []byte) error {
 	}
 	if err := graph.CheckWrite("cuda", off, len(src), x.size); err != nil {
 		return err
+	}
+	if x.host != nil {
+		b.stage.writeInput(x, off, src)
+		return nil
 	}
 	return b.stage.write(b.drv, x.ptr, x.ptr+devptr(off), src)
 }

@@ -13,6 +13,12 @@ import (
 // same stream submission as its kernels, and writes to adjacent device
 // memory in the order they lie there go as one copy.
 //
+// A plan's inputs live in one buffer (graph.InputBlocker), with a host
+// copy: a Write sets the host copy, and the next Run stages the span
+// written since the last one, unwritten inputs between included (their
+// host copy is what the device holds), so a step's inputs go in one copy
+// whatever order they were written in.
+//
 // A Read first copies what is staged and waits, so it sees every write
 // before it, as a synchronous copy would have.
 type staging struct {
@@ -20,6 +26,7 @@ type staging struct {
 	buf    []byte // from driver.hostAlloc
 	n      int    // bytes of buf staged
 	copies []stagedCopy
+	blocks []*Buffer // input blocks written since the last Run
 }
 
 // stagedCopy is n bytes of the staging buffer at off, for device address
@@ -55,6 +62,12 @@ func (s *staging) write(d driver, base, dst devptr, src []byte) error {
 		}
 		return d.upload(dst, src)
 	}
+	return s.stageLocked(d, base, dst, src, 1)
+}
+
+// stageLocked appends src, which carries writes Writes, to the staging
+// memory as a copy to dst, merged with the last copy when it continues it.
+func (s *staging) stageLocked(d driver, base, dst devptr, src []byte, writes int) error {
 	if s.n+len(src) > len(s.buf) {
 		if err := s.grow(d, s.n+len(src)); err != nil {
 			return err
@@ -63,11 +76,43 @@ func (s *staging) write(d driver, base, dst devptr, src []byte) error {
 	copy(s.buf[s.n:], src)
 	if k := len(s.copies) - 1; k >= 0 && s.copies[k].base == base && s.copies[k].dst+devptr(s.copies[k].n) == dst && s.copies[k].off+s.copies[k].n == s.n {
 		s.copies[k].n += len(src)
-		s.copies[k].writes++
+		s.copies[k].writes += writes
 	} else {
-		s.copies = append(s.copies, stagedCopy{base: base, dst: dst, off: s.n, n: len(src), writes: 1})
+		s.copies = append(s.copies, stagedCopy{base: base, dst: dst, off: s.n, n: len(src), writes: writes})
 	}
 	s.n += len(src)
+	return nil
+}
+
+// writeInput sets src at off in the host copy of x, an input block, for
+// the next Run to copy.
+func (s *staging) writeInput(x *Buffer, off int, src []byte) {
+	if len(src) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	copy(x.host[off:], src)
+	if x.writes == 0 {
+		s.blocks = append(s.blocks, x)
+		x.lo, x.hi = off, off+len(src)
+	} else {
+		x.lo, x.hi = min(x.lo, off), max(x.hi, off+len(src))
+	}
+	x.writes++
+}
+
+// stageBlocksLocked stages the written span of each input block written
+// since the last Run, as one copy each.
+func (s *staging) stageBlocksLocked(d driver) error {
+	for _, x := range s.blocks {
+		if err := s.stageLocked(d, x.ptr, x.ptr+devptr(x.lo), x.host[x.lo:x.hi], x.writes); err != nil {
+			return err
+		}
+		x.writes = 0
+	}
+	clear(s.blocks)
+	s.blocks = s.blocks[:0]
 	return nil
 }
 
@@ -92,6 +137,9 @@ func (s *staging) grow(d driver, n int) error {
 // exit), returning how many copies and how many writes they carry. The
 // staging memory stays untouched until resetLocked, after a sync.
 func (s *staging) queueLocked(d driver) (copies, writes int, err error) {
+	if err := s.stageBlocksLocked(d); err != nil {
+		return 0, 0, err
+	}
 	for _, c := range s.copies {
 		if err := d.uploadAsync(c.dst, s.buf[c.off:c.off+c.n]); err != nil {
 			return copies, writes, fmt.Errorf("cuda: copying %d bytes of inputs to the device: %w", c.n, err)
@@ -116,7 +164,7 @@ func (s *staging) flushAndWait(d driver) error {
 }
 
 func (s *staging) flushAndWaitLocked(d driver) error {
-	if len(s.copies) == 0 {
+	if len(s.copies) == 0 && len(s.blocks) == 0 {
 		return nil
 	}
 	if err := d.enter(); err != nil {
@@ -143,6 +191,16 @@ func (s *staging) drop(base devptr) {
 		}
 	}
 	s.copies = kept
+	blocks := s.blocks[:0]
+	for _, x := range s.blocks {
+		if x.ptr != base {
+			blocks = append(blocks, x)
+		} else {
+			x.writes = 0
+		}
+	}
+	clear(s.blocks[len(blocks):])
+	s.blocks = blocks
 }
 
 // close releases the staging memory, dropping what is staged.
@@ -152,5 +210,5 @@ func (s *staging) close(d driver) {
 	if s.buf != nil {
 		d.hostFree(s.buf)
 	}
-	s.buf, s.n, s.copies = nil, 0, nil
+	s.buf, s.n, s.copies, s.blocks = nil, 0, nil, nil
 }

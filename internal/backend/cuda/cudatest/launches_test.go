@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
@@ -126,4 +129,101 @@ func TestLaunchesPerDecodeStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepCalls returns the driver calls f made while step ran, which must
+// be one Run of a plan: the Runs' counts are those of be.
+func stepCalls(t *testing.T, be *cuda.Backend, f *cudafake.Driver, step func() error) (cudafake.Calls, cuda.Stats) {
+	t.Helper()
+	c0, s0 := f.Calls(), be.Stats()
+	if err := step(); err != nil {
+		t.Fatal(err)
+	}
+	c, s := f.Calls(), be.Stats()
+	if runs := s.Runs - s0.Runs; runs != 1 {
+		t.Fatalf("the step ran %d plans, want 1", runs)
+	}
+	return cudafake.Calls{Launches: c.Launches - c0.Launches, GraphLaunches: c.GraphLaunches - c0.GraphLaunches,
+			Syncs: c.Syncs - c0.Syncs, Uploads: c.Uploads - c0.Uploads, AsyncCopies: c.AsyncCopies - c0.AsyncCopies,
+			Downloads: c.Downloads - c0.Downloads, Graphs: c.Graphs - c0.Graphs},
+		cuda.Stats{Staged: s.Staged - s0.Staged, Copies: s.Copies - s0.Copies}
+}
+
+// TestOneInputCopyPerStep: every step of decoding and ReDrafter on the
+// TinyLlama-shaped model — a decode step, a verification pass over a tree
+// of drafts, the greedy ReDrafter device step — sends its inputs (five,
+// four of them written per step for the device step) in one asynchronous
+// copy from the staging memory, makes no synchronous upload, waits once,
+// and reads each output it asks for once. The plans replay as graphs.
+func TestOneInputCopyPerStep(t *testing.T) {
+	m := tinyLlama22(rand.New(rand.NewPCG(22, 1)), 0)
+	t.Setenv(envvar.CUDAGraphs.Name(), "")
+	f := cudafake.New(nil)
+	be := cuda.NewWithDriver(f)
+	defer be.Close()
+	r, err := llama.Bind(m, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.KVCache = graph.F16
+	c := m.Config
+	s, err := r.NewState(c.Context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logits, hidden := make([]float32, c.Vocab), make([]float32, c.Dim)
+	prompt := []int32{1, 7, 33, 12, 5}
+	if err := s.Forward(llama.Chain(prompt, false), logits, hidden); err != nil {
+		t.Fatal(err)
+	}
+	s.Advance(len(prompt))
+	check := func(name string, step func() error, staged, downloads int) {
+		t.Helper()
+		// The first Run encodes the plan (and carries what was written
+		// when it was made), the second builds its graph.
+		for run := range 3 {
+			calls, stats := stepCalls(t, be, f, step)
+			want := cudafake.Calls{GraphLaunches: 1, Syncs: 1, AsyncCopies: 1, Downloads: downloads}
+			if run == 0 {
+				want.GraphLaunches, want.Launches = 0, calls.Launches
+			}
+			if run == 1 {
+				want.Graphs = 1
+			}
+			if calls != want || stats.Copies != 1 || (run > 0 && stats.Staged != staged) {
+				t.Errorf("%s, run %d: driver calls %+v, want %+v; %d writes staged in %d copies, want %d in 1",
+					name, run, calls, want, stats.Staged, stats.Copies, staged)
+			}
+		}
+	}
+	// A decode step writes tokens, positions, the cached length, the tree
+	// ends and the rows to return; it reads the logits and hidden state.
+	check("decode step", func() error {
+		return s.Forward(llama.Chain([]int32{42}, false), logits, hidden)
+	}, 5, 2)
+	// A verification pass over two beams of three drafts after the last
+	// accepted token, every row's logits.
+	depth, end := drafter.ChainsBatch(2, 4)
+	tree := llama.Batch{Tokens: []int32{42, 3, 4, 5, 6, 7, 8}, Depth: depth, End: end, Rows: []int32{0, 1, 2, 3, 4, 5, 6}}
+	vlogits := make([]float32, len(tree.Rows)*c.Vocab)
+	check("verification", func() error { return s.Forward(tree, vlogits, nil) }, 5, 1)
+
+	head := drafter.NewRandom(drafter.Config{VocabSize: c.Vocab, HiddenSize: c.Dim, ExitDim: 2 * c.Dim, NumDraftLayers: 1, RNN: true}, 3)
+	d, err := drafter.NewDrafter(head, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ds, err := d.NewDeviceStep(s, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	// The device step writes the tree's first token, the context, the
+	// positions and the cached length (its other inputs once, when it was
+	// made); it reads five outputs. Nothing runs on the fake driver, so
+	// nothing is accepted and each step keeps one token.
+	check("ReDrafter device step", func() error { _, err := ds.Run(hidden, 42); return err }, 4, 5)
 }
