@@ -179,7 +179,14 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 			for j := range inv {
 				inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(dd)))
 			}
-			add(fmt.Sprintf("RoPEKVWrite/%v/neox%v/M%d_H%d_KVH%d_D%d_P%d_at%d", dt, neox, m, h, kvh, dd, p, past), tolF32, func(be graph.Backend) ([]any, error) {
+			tol := tolF32
+			if dt == graph.F16 {
+				// A rotated key an f32 rounding away from a halfway point
+				// rounds to the neighbouring f16: one f16 step, 2^-10 of the
+				// value at most (REDRAFTER_SEED=1795884526656874173 hit 3.6e-4).
+				tol = 1e-3
+			}
+			add(fmt.Sprintf("RoPEKVWrite/%v/neox%v/M%d_H%d_KVH%d_D%d_P%d_at%d", dt, neox, m, h, kvh, dd, p, past), tol, func(be graph.Backend) ([]any, error) {
 				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					ka, va := cpuVar(be, g, kd, dt, kvh, c, dd), cpuVar(be, g, vd, dt, kvh, c, dd)
 					xa, pa, la := g.Input("qkv", graph.F32, m, (h+2*kvh)*dd), g.Input("pos", graph.I32, m), g.Input("kvlen", graph.I32, 1)

@@ -163,7 +163,14 @@ func ropeKVWriteCases(r *rand.Rand) []Case {
 					inv[j] = float32(math.Pow(10000, -float64(2*j)/float64(d)))
 				}
 				name := fmt.Sprintf("RoPEKVWrite/%v/neox=%v/M%d_H%d_KVH%d_D%d_P%d_at%d", dt, neox, m, h, kvh, d, p, past)
-				cs = append(cs, Case{Name: name, Tol: TolF32, Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				tol := TolF32
+				if dt == graph.F16 {
+					// A rotated key an f32 rounding away from a halfway
+					// point rounds to the neighbouring f16: one f16 step,
+					// 2^-10 of the value at most (a seed hit 3.6e-4).
+					tol = 1e-3
+				}
+				cs = append(cs, Case{Name: name, Tol: tol, Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 					ka := varOf(be, g, "k", slices.Clone(kc), dt, kvh, c, d)
 					va := varOf(be, g, "v", slices.Clone(vc), dt, kvh, c, d)
 					xa, pa, la := g.Input("qkv", graph.F32, m, (h+2*kvh)*d), g.Input("pos", graph.I32, m), g.Input("kvLen", graph.I32, 1)
