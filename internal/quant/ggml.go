@@ -232,13 +232,18 @@ func dequantIQ4NL(dst []float32, blk []byte) {
 func dequantQ2K(dst []float32, blk []byte) {
 	y, b := (*[256]float32)(dst), (*[84]byte)(blk)
 	d, dmin := f16At(b[:], 80), f16At(b[:], 82)
-	for e0 := 0; e0 < 256; e0 += 16 {
-		sc := b[e0/16]
-		dl, ml := d*float32(sc&15), dmin*float32(sc>>4)
-		h, s, l0 := e0/128, e0%128/32, e0%32
-		for l := l0; l < l0+16; l++ {
-			q := b[16+32*h+l] >> (2 * s) & 3
-			y[e0+l-l0] = float32(dl*float32(q)) - ml
+	for h := range 2 {
+		qs := (*[32]byte)(b[16+32*h:])
+		for s := range 4 {
+			y := (*[32]float32)(y[128*h+32*s:])
+			shift := uint(2 * s)
+			for half := range 2 {
+				sc := b[8*h+2*s+half]
+				dl, ml := d*float32(sc&15), dmin*float32(sc>>4)
+				for l := 16 * half; l < 16*half+16; l++ {
+					y[l] = float32(dl*float32(qs[l]>>shift&3)) - ml
+				}
+			}
 		}
 	}
 }
@@ -262,15 +267,19 @@ func dequantQ3K(dst []float32, blk []byte) {
 	y, b := (*[256]float32)(dst), (*[110]byte)(blk)
 	d := f16At(b[:], 108)
 	sc := (*[12]byte)(b[96:108])
-	for e0 := 0; e0 < 256; e0 += 16 {
-		dl := d * float32(q3KScale(sc, e0/16))
-		h, s, l0 := e0/128, e0%128/32, e0%32
-		for l := l0; l < l0+16; l++ {
-			q := int(b[32+32*h+l] >> (2 * s) & 3)
-			if b[l]>>(4*h+s)&1 == 0 {
-				q -= 4
+	hm := (*[32]byte)(b[0:32])
+	for h := range 2 {
+		qs := (*[32]byte)(b[32+32*h:])
+		for s := range 4 {
+			y := (*[32]float32)(y[128*h+32*s:])
+			shift, hbit := uint(2*s), uint(4*h+s)
+			for half := range 2 {
+				dl := d * float32(q3KScale(sc, 8*h+2*s+half))
+				for l := 16 * half; l < 16*half+16; l++ {
+					q := int(qs[l]>>shift&3) - 4 + 4*int(hm[l]>>hbit&1)
+					y[l] = dl * float32(q)
+				}
 			}
-			y[e0+l-l0] = dl * float32(q)
 		}
 	}
 }
@@ -281,14 +290,18 @@ func dequantQ3K(dst []float32, blk []byte) {
 func dequantQ5K(dst []float32, blk []byte) {
 	y, b := (*[256]float32)(dst), (*[176]byte)(blk)
 	d, dmin := f16At(b[:], 0), f16At(b[:], 2)
-	for sub := range 8 {
-		sc, m := scaleMinK4(sub, b[4:16])
-		dl, ml := d*float32(sc), dmin*float32(m)
-		c, u := sub/2, uint(sub%2)
-		for l := range 32 {
-			q := b[48+32*c+l] >> (4 * u) & 15
-			q |= (b[16+l] >> (2*uint(c) + u) & 1) << 4
-			y[32*sub+l] = float32(dl*float32(q)) - ml
+	qh := (*[32]byte)(b[16:48])
+	for c := range 4 {
+		qs := (*[32]byte)(b[48+32*c:])
+		for u := range 2 {
+			sc, m := scaleMinK4(2*c+u, b[4:16])
+			dl, ml := d*float32(sc), dmin*float32(m)
+			y := (*[32]float32)(y[64*c+32*u:])
+			shift, hbit := uint(4*u), uint(2*c+u)
+			for l := range 32 {
+				q := qs[l]>>shift&15 | (qh[l]>>hbit&1)<<4
+				y[l] = float32(dl*float32(q)) - ml
+			}
 		}
 	}
 }

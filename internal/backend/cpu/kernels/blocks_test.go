@@ -1,0 +1,80 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
+
+func quantizedRows(t testing.TB, r *rand.Rand, typ quant.GGML, n, k int) ([]byte, []float32) {
+	v := make([]float32, n*k)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	data, err := quant.QuantizeGGML(typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quant.DequantizeGGML(typ, v, data); err != nil {
+		t.Fatal(err)
+	}
+	return data, v
+}
+
+// MatMulBlocks gives MatMulF32's bits over the dequantized rows, for
+// every format, row counts that do and do not fill its decoding steps, and
+// a column block of a wider output.
+func TestMatMulBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 4))
+	for _, typ := range quant.GGMLFormats() {
+		for _, sz := range [][3]int{{1, 256, 1}, {3, 512, 19}, {6, 2048, 9}, {2, 4352, 5}} {
+			m, k, n := sz[0], sz[1], sz[2]
+			data, dense := quantizedRows(t, r, typ, n, k)
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			const ldy, col = 40, 7 // the rows land at columns col.. of a wider y
+			got, want := make([]float32, m*ldy), make([]float32, m*ldy)
+			MatMulBlocks(got[col:], ldy, x, m, data, typ, k, make([]float32, BlockRows(k)*k))
+			MatMulF32(want[col:], ldy, x, m, dense)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v m=%d k=%d n=%d: y[%d] = %v, MatMulF32 over the dequantized rows %v", typ, m, k, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulBlocks: one token's product with a TinyLlama-sized
+// [2048, 2048] weight per format, single-threaded, against f16. The
+// bytes per element are each format's own.
+func BenchmarkMatMulBlocks(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const n, k = 2048, 2048
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, n)
+	for _, typ := range []quant.GGML{quant.Q4_1, quant.Q5_0, quant.Q5_K, quant.Q6_K, quant.Q3_K, quant.IQ4_XS} {
+		data, _ := quantizedRows(b, r, typ, n, k)
+		scratch := make([]float32, BlockRows(k)*k)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
+			}
+		})
+	}
+	w := make([]uint16, n*k)
+	b.Run(fmt.Sprint("F16"), func(b *testing.B) {
+		b.SetBytes(int64(2 * len(w)))
+		for b.Loop() {
+			MatMulF16(y, n, x, 1, w)
+		}
+	})
+}
