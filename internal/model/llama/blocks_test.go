@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu/kernels"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
@@ -316,5 +317,41 @@ func TestRunsAs(t *testing.T) {
 		if got := RunsAs(c.typ, noBlocks{cpu.NewReference()}); got != c.none {
 			t.Errorf("%v without block kernels: %q, want %q", c.typ, got, c.none)
 		}
+	}
+}
+
+// On the CUDA backend (over a fake driver that runs nothing: this checks
+// the plans, not the numbers) a block model binds, converted, and every op
+// of a prefill and a decode step has its kernel; the numbers of the
+// conversion are TestBlockModel's, and Metal's fake device runs it whole in
+// the API's TestBlockFormatsGreedy.
+func TestBlockModelPlansOnCUDA(t *testing.T) {
+	qp, _, _ := blockModels(t)
+	ck, err := Open(qp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	r, err := Bind(ck.Model, cudafake.NewBackend(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, w := range r.Model.weightsOf() {
+		if w.Blocks != 0 {
+			t.Errorf("%s: %v blocks bound for CUDA", w.Name, w.Blocks)
+		}
+	}
+	s, err := r.NewState(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	logits := make([]float32, ck.Model.Config.Vocab)
+	for _, b := range []Batch{Chain([]int32{1, 403, 407}, false), Chain([]int32{261}, false)} {
+		if err := s.Forward(b, logits, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(len(b.Tokens))
 	}
 }
