@@ -4,12 +4,16 @@ import "github.com/seed9b8f47b1/redrafter/internal/quant"
 
 // ggml block-quantized weights (GGUF's Q5_K, Q6_K, ...; package quant).
 // A product decodes a few rows of blocks at a time into float32 scratch,
-// with quant's reference dequantization (so the values are ggml's bit for
-// bit), and multiplies them with MatMulF32 while they are in the L1 cache:
-// the weights are read from memory once, at their own bytes per element.
+// with generated AVX-512 decoders where there are (Q6_K, Q5_K; see
+// internal/blocksgen) and quant's reference dequantization otherwise, the
+// values ggml's bit for bit either way, and multiplies them with MatMulF32
+// while they are in the L1 cache: the weights are read from memory once,
+// at their own bytes per element.
 // Every output is then MatMulF32's over the dequantized row, so the
 // batch-invariance promise carries over: a row's result does not depend on
 // m or on which rows share a call.
+
+//go:generate go run ./internal/blocksgen -dir .
 
 // blockScratchFloats bounds the rows decoded at once: 8 rows, or as many
 // as fit in 32 KiB of floats (at least one).
@@ -33,9 +37,21 @@ func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GG
 	for j := 0; j < n; j += step {
 		r := min(step, n-j)
 		rows := scratch[:r*k]
-		if err := quant.DequantizeGGML(t, rows, w[j*rb:(j+r)*rb]); err != nil {
-			panic("kernels: MatMulBlocks: " + err.Error())
-		}
+		decodeBlocks(t, rows, w[j*rb:(j+r)*rb])
 		MatMulF32(y[j:], ldy, x, m, rows)
+	}
+}
+
+// decodeBlocks sets dst to the values of the whole blocks in src (exactly
+// len(dst) elements), quant.DequantizeGGML's bit for bit.
+func decodeBlocks(t quant.GGML, dst []float32, src []byte) {
+	if len(dst) != len(src)/t.BlockBytes()*t.BlockElems() {
+		panic("kernels: decodeBlocks: operands disagree")
+	}
+	if decodeBlocksFast(t, dst, src) {
+		return
+	}
+	if err := quant.DequantizeGGML(t, dst, src); err != nil {
+		panic("kernels: MatMulBlocks: " + err.Error())
 	}
 }

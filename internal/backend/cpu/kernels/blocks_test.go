@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -77,4 +78,64 @@ func BenchmarkMatMulBlocks(b *testing.B) {
 			MatMulF16(y, n, x, 1, w)
 		}
 	})
+}
+
+// randomF16 is a random finite f16 (no NaN or Inf), often an extreme one:
+// zero, negative zero, the largest, the smallest subnormal.
+func randomF16(r *rand.Rand) uint16 {
+	switch r.IntN(8) {
+	case 0:
+		return []uint16{0, 0x8000, 0x7bff, 0xfbff, 0x0001, 0x8001, 0x03ff}[r.IntN(7)]
+	}
+	for {
+		h := uint16(r.Uint32())
+		if h&0x7c00 != 0x7c00 {
+			return h
+		}
+	}
+}
+
+// The block decoders (generated assembly where the CPU has it) give
+// quant.DequantizeGGML's bits on blocks of random bytes with random finite
+// f16 scales, for runs of blocks of several lengths; every value is
+// written (dst starts as NaN).
+func TestDecodeBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 5))
+	// scaleOffsets are the byte offsets of each format's f16 scales.
+	scaleOffsets := map[quant.GGML][]int{quant.Q6_K: {208}, quant.Q5_K: {0, 2}}
+	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
+		fast := false
+		for _, n := range []int{1, 2, 7, 64} {
+			for range 20 {
+				src := make([]byte, n*typ.BlockBytes())
+				for i := range src {
+					src[i] = byte(r.Uint32())
+				}
+				for b := range n {
+					for _, off := range scaleOffsets[typ] {
+						h := randomF16(r)
+						src[b*typ.BlockBytes()+off], src[b*typ.BlockBytes()+off+1] = byte(h), byte(h>>8)
+					}
+				}
+				want := make([]float32, n*typ.BlockElems())
+				if err := quant.DequantizeGGML(typ, want, src); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]float32, len(want))
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				fast = decodeBlocksFast(typ, got, src)
+				if !fast {
+					decodeBlocks(typ, got, src)
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v, %d blocks: value %d = %v (%#x), reference %v (%#x)", typ, n, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+			}
+		}
+		t.Logf("%v: generated decoder: %v", typ, fast)
+	}
 }
