@@ -80,6 +80,40 @@ func BenchmarkMatMulBlocks(b *testing.B) {
 	})
 }
 
+// BenchmarkMatMulBlocksOutput: one token's product with a [32000, 2048]
+// output-layer-sized weight (too big for the caches: the weights stream
+// from memory), Q6_K (random blocks with finite scales; the values do not
+// change the work) against f16 (random finite halves).
+func BenchmarkMatMulBlocksOutput(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 3))
+	const n, k = 32000, 2048
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, n)
+	for _, typ := range []quant.GGML{quant.Q6_K} {
+		data := randomBlocks(r, typ, n*k/typ.BlockElems())
+		scratch := make([]float32, BlockRows(k)*k)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
+			}
+		})
+	}
+	w := make([]uint16, n*k)
+	for i := range w {
+		w[i] = randomF16(r)
+	}
+	b.Run("F16", func(b *testing.B) {
+		b.SetBytes(int64(2 * len(w)))
+		for b.Loop() {
+			MatMulF16(y, n, x, 1, w)
+		}
+	})
+}
+
 // randomF16 is a random finite f16 (no NaN or Inf), often an extreme one:
 // zero, negative zero, the largest, the smallest subnormal.
 func randomF16(r *rand.Rand) uint16 {
@@ -95,28 +129,37 @@ func randomF16(r *rand.Rand) uint16 {
 	}
 }
 
+// blockScaleOffsets are the byte offsets of each format's f16 scales in
+// its block.
+var blockScaleOffsets = map[quant.GGML][]int{quant.Q6_K: {208}, quant.Q5_K: {0, 2}}
+
+// randomBlocks is n blocks of random bytes but for random finite f16
+// scales (randomF16).
+func randomBlocks(r *rand.Rand, typ quant.GGML, n int) []byte {
+	src := make([]byte, n*typ.BlockBytes())
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for b := range n {
+		for _, off := range blockScaleOffsets[typ] {
+			h := randomF16(r)
+			src[b*typ.BlockBytes()+off], src[b*typ.BlockBytes()+off+1] = byte(h), byte(h>>8)
+		}
+	}
+	return src
+}
+
 // The block decoders (generated assembly where the CPU has it) give
 // quant.DequantizeGGML's bits on blocks of random bytes with random finite
 // f16 scales, for runs of blocks of several lengths; every value is
 // written (dst starts as NaN).
 func TestDecodeBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 5))
-	// scaleOffsets are the byte offsets of each format's f16 scales.
-	scaleOffsets := map[quant.GGML][]int{quant.Q6_K: {208}, quant.Q5_K: {0, 2}}
 	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
 		fast := false
 		for _, n := range []int{1, 2, 7, 64} {
 			for range 20 {
-				src := make([]byte, n*typ.BlockBytes())
-				for i := range src {
-					src[i] = byte(r.Uint32())
-				}
-				for b := range n {
-					for _, off := range scaleOffsets[typ] {
-						h := randomF16(r)
-						src[b*typ.BlockBytes()+off], src[b*typ.BlockBytes()+off+1] = byte(h), byte(h>>8)
-					}
-				}
+				src := randomBlocks(r, typ, n)
 				want := make([]float32, n*typ.BlockElems())
 				if err := quant.DequantizeGGML(typ, want, src); err != nil {
 					t.Fatal(err)
