@@ -38,6 +38,11 @@ func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GG
 		r := min(step, n-j)
 		rows := scratch[:r*k]
 		decodeBlocks(t, rows, w[j*rb:(j+r)*rb])
+		// One row of x (a decode step) takes the tiles that do not
+		// prefetch past the scratch; their bits are MatMulF32's.
+		if m == 1 && matVecF32Hot(y[j:j+r], x, rows) {
+			continue
+		}
 		MatMulF32(y[j:], ldy, x, m, rows)
 	}
 }

@@ -27,10 +27,22 @@ func quantizedRows(t testing.TB, r *rand.Rand, typ quant.GGML, n, k int) ([]byte
 // MatMulBlocks gives MatMulF32's bits over the dequantized rows, for
 // every format, row counts that do and do not fill its decoding steps, and
 // a column block of a wider output.
+//
+// It runs under every Set this CPU has (one row of x takes the hot tiles
+// of the active set).
 func TestMatMulBlocks(t *testing.T) {
+	saved := active
+	defer func() { active = saved }()
+	for _, set := range Sets() {
+		active = set
+		t.Run(set.Name, testMatMulBlocks)
+	}
+}
+
+func testMatMulBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 4))
 	for _, typ := range quant.GGMLFormats() {
-		for _, sz := range [][3]int{{1, 256, 1}, {3, 512, 19}, {6, 2048, 9}, {2, 4352, 5}} {
+		for _, sz := range [][3]int{{1, 256, 1}, {3, 512, 19}, {6, 2048, 9}, {2, 4352, 5}, {1, 2048, 13}, {1, 4352, 6}} {
 			m, k, n := sz[0], sz[1], sz[2]
 			data, dense := quantizedRows(t, r, typ, n, k)
 			x := make([]float32, m*k)
