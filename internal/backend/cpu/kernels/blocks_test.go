@@ -194,3 +194,19 @@ func TestDecodeBlocks(t *testing.T) {
 		t.Logf("%v: generated decoder: %v", typ, fast)
 	}
 }
+
+// BenchmarkDecodeBlocks: decoding 8192 values (MatMulBlocks' scratch for
+// k = 2048) held in L1, per format with a generated decoder.
+func BenchmarkDecodeBlocks(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 4))
+	dst := make([]float32, 8192)
+	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
+		src := randomBlocks(r, typ, len(dst)/typ.BlockElems())
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(dst)))
+			for b.Loop() {
+				decodeBlocks(typ, dst, src)
+			}
+		})
+	}
+}
