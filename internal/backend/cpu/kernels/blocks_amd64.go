@@ -28,6 +28,8 @@ func decodeBlocksFast(t quant.GGML, dst []float32, src []byte) bool {
 		decodeQ6K_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
 	case quant.Q5_K:
 		decodeQ5K_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
+	case quant.Q5_0:
+		decodeQ5_0_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
 	default:
 		return false
 	}

@@ -32,6 +32,25 @@ DATA blocksdm<>+56(SB)/4, $1
 DATA blocksdm<>+60(SB)/4, $1
 GLOBL blocksdm<>(SB), RODATA|NOPTR, $64
 
+// blocksiota holds 0, 1, …, 15 as int32.
+DATA blocksiota<>+0(SB)/4, $0
+DATA blocksiota<>+4(SB)/4, $1
+DATA blocksiota<>+8(SB)/4, $2
+DATA blocksiota<>+12(SB)/4, $3
+DATA blocksiota<>+16(SB)/4, $4
+DATA blocksiota<>+20(SB)/4, $5
+DATA blocksiota<>+24(SB)/4, $6
+DATA blocksiota<>+28(SB)/4, $7
+DATA blocksiota<>+32(SB)/4, $8
+DATA blocksiota<>+36(SB)/4, $9
+DATA blocksiota<>+40(SB)/4, $10
+DATA blocksiota<>+44(SB)/4, $11
+DATA blocksiota<>+48(SB)/4, $12
+DATA blocksiota<>+52(SB)/4, $13
+DATA blocksiota<>+56(SB)/4, $14
+DATA blocksiota<>+60(SB)/4, $15
+GLOBL blocksiota<>(SB), RODATA|NOPTR, $64
+
 // func decodeQ6K_avx512(dst *float32, blk *byte, n int)
 TEXT ·decodeQ6K_avx512(SB), NOSPLIT, $64-24
 	MOVQ dst+0(FP), DI
@@ -390,5 +409,49 @@ decodeQ5K_avx512_loop:
 	DECQ CX
 	JNZ decodeQ5K_avx512_loop
 decodeQ5K_avx512_done:
+	VZEROUPPER
+	RET
+
+// func decodeQ5_0_avx512(dst *float32, blk *byte, n int)
+TEXT ·decodeQ5_0_avx512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ blk+8(FP), SI
+	MOVQ n+16(FP), CX
+	TESTQ CX, CX
+	JZ decodeQ5_0_avx512_done
+	VPBROADCASTD blocks15<>(SB), Z31
+	VPBROADCASTD blocks16<>(SB), Z30
+	VMOVDQU32 blocksiota<>(SB), Z29
+decodeQ5_0_avx512_loop:
+	MOVWLZX 0(SI), AX
+	VMOVD AX, X0
+	VCVTPH2PS X0, X0
+	VBROADCASTSS X0, Z28
+	VPBROADCASTD 2(SI), Z1
+	VPMOVZXBD 6(SI), Z0
+	VPANDD Z31, Z0, Z3
+	VPSRLVD Z29, Z1, Z4
+	VPSLLD $4, Z4, Z4
+	VPANDD Z30, Z4, Z4
+	VPORD Z4, Z3, Z3
+	VPSUBD Z30, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VMULPS Z28, Z3, Z3
+	VMOVUPS Z3, 0(DI)
+	VPSRLD $4, Z0, Z3
+	VPSRLD $16, Z1, Z4
+	VPSRLVD Z29, Z4, Z4
+	VPSLLD $4, Z4, Z4
+	VPANDD Z30, Z4, Z4
+	VPORD Z4, Z3, Z3
+	VPSUBD Z30, Z3, Z3
+	VCVTDQ2PS Z3, Z3
+	VMULPS Z28, Z3, Z3
+	VMOVUPS Z3, 64(DI)
+	ADDQ $22, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ decodeQ5_0_avx512_loop
+decodeQ5_0_avx512_done:
 	VZEROUPPER
 	RET

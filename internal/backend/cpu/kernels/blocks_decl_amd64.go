@@ -9,3 +9,6 @@ func decodeQ6K_avx512(dst *float32, blk *byte, n int)
 
 //go:noescape
 func decodeQ5K_avx512(dst *float32, blk *byte, n int)
+
+//go:noescape
+func decodeQ5_0_avx512(dst *float32, blk *byte, n int)
