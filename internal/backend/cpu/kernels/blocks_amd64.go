@@ -30,6 +30,10 @@ func decodeBlocksFast(t quant.GGML, dst []float32, src []byte) bool {
 		decodeQ5K_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
 	case quant.Q5_0:
 		decodeQ5_0_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
+	case quant.IQ4_NL:
+		decodeIQ4NL_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
+	case quant.IQ4_XS:
+		decodeIQ4XS_avx512(unsafe.SliceData(dst), unsafe.SliceData(src), n)
 	default:
 		return false
 	}

@@ -12,3 +12,9 @@ func decodeQ5K_avx512(dst *float32, blk *byte, n int)
 
 //go:noescape
 func decodeQ5_0_avx512(dst *float32, blk *byte, n int)
+
+//go:noescape
+func decodeIQ4NL_avx512(dst *float32, blk *byte, n int)
+
+//go:noescape
+func decodeIQ4XS_avx512(dst *float32, blk *byte, n int)

@@ -143,7 +143,7 @@ func randomF16(r *rand.Rand) uint16 {
 
 // blockScaleOffsets are the byte offsets of each format's f16 scales in
 // its block.
-var blockScaleOffsets = map[quant.GGML][]int{quant.Q6_K: {208}, quant.Q5_K: {0, 2}, quant.Q5_0: {0}}
+var blockScaleOffsets = map[quant.GGML][]int{quant.Q6_K: {208}, quant.Q5_K: {0, 2}, quant.Q5_0: {0}, quant.IQ4_NL: {0}, quant.IQ4_XS: {0}}
 
 // randomBlocks is n blocks of random bytes but for random finite f16
 // scales (randomF16).
@@ -167,7 +167,7 @@ func randomBlocks(r *rand.Rand, typ quant.GGML, n int) []byte {
 // written (dst starts as NaN).
 func TestDecodeBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 5))
-	for _, typ := range []quant.GGML{quant.Q5_0, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.GGML{quant.Q5_0, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		fast := false
 		for _, n := range []int{1, 2, 7, 64} {
 			for range 20 {
@@ -200,7 +200,7 @@ func TestDecodeBlocks(t *testing.T) {
 func BenchmarkDecodeBlocks(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 4))
 	dst := make([]float32, 8192)
-	for _, typ := range []quant.GGML{quant.Q5_0, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.GGML{quant.Q5_0, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		src := randomBlocks(r, typ, len(dst)/typ.BlockElems())
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(4 * len(dst)))
