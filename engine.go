@@ -172,10 +172,11 @@ func Load(path string, opts Options) (*Engine, error) {
 			return len(q.Scales.Shape) == 2 && c.ComputesSymmetricBiases(q.Bits, q.GroupSize, q.Scales.Shape[1]*q.GroupSize, q.Scales.DType)
 		}
 	}
-	e.decodeBytes = ck.Model.DecodeBytes(computed)
 	if e.runner, err = llama.Bind(ck.Model, be); err != nil {
 		return fail(err)
 	}
+	// The runner's model: its block weights as this backend runs them.
+	e.decodeBytes = e.runner.Model.DecodeBytes(computed)
 	switch opts.KVCache {
 	case "":
 		if d, ok := be.(interface{ DefaultKVCache() graph.DType }); ok {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
 
 const stories = "../../models/stories260K/stories260K.gguf"
@@ -114,7 +116,54 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"architecture: llama", "layers 5, dim 64", "heads 8 (kv 4", "vocab 512",
-		"tokenizer:    llama, 512 tokens", "blk.4.ffn_down.weight", "F32"} {
+		"tokenizer:    llama, 512 tokens", "blk.4.ffn_down.weight", "F32",
+		"F32       48 tensors   cpu: as stored; metal: as stored; cuda: as stored"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// inspect says how each ggml type of a file runs on each backend.
+func TestInspectTensorTypes(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	types := map[string]quant.GGML{"attn_q.weight": quant.Q5_0, "attn_k.weight": quant.IQ4_NL, "attn_v.weight": quant.Q4_1}
+	var ts []formats.Tensor
+	for _, tn := range g.Tensors {
+		parts := strings.SplitN(tn.Name, ".", 3) // blk.N.attn_q.weight
+		if typ, ok := types[parts[len(parts)-1]]; ok && len(parts) == 3 {
+			v, err := tn.Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tn.Data, err = quant.QuantizeGGML(typ, v); err != nil {
+				t.Fatal(err)
+			}
+			tn.DType, _ = formats.ParseDType(typ.String())
+		}
+		ts = append(ts, tn)
+	}
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, g.KVs(), ts, 32); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mixed.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "", "inspect", "--tensors=false", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Q4_1       5 tensors   cpu: 4-bit affine (exact); metal: 4-bit affine (exact); cuda: 4-bit affine (exact)",
+		"Q5_0       5 tensors   cpu: Q5_0 blocks; metal: 8-bit affine (exact); cuda: 8-bit affine (exact)",
+		"IQ4_NL     5 tensors   cpu: IQ4_NL blocks; metal: f16 or f32 (exact); cuda: f16 or f32 (exact)",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}

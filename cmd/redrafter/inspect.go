@@ -11,6 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
@@ -74,6 +78,14 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		fmt.Fprintf(w, "tokenizer:    %s, %d tokens, bos %d, eos %d, chat template %s\n", vocab.Model, len(vocab.Tokens),
 			vocab.BOS, vocab.EOS, chatTemplateSummary(vocab.ChatTemplate))
 	}
+	if ck.Meta != nil {
+		g, err := formats.OpenGGUF(path)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		writeTensorTypes(w, g.Tensors)
+	}
 	if !listTensors {
 		return nil
 	}
@@ -107,6 +119,35 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		fmt.Fprintf(w, "  %-40s %-5s %v\n", r.name, r.dtype, r.shape)
 	}
 	return nil
+}
+
+// writeTensorTypes lists the tensor types of a GGUF file, with how many
+// tensors of each and how each backend runs them (llama.RunsAs).
+func writeTensorTypes(w io.Writer, tensors []formats.Tensor) {
+	count := map[formats.DType]int{}
+	var types []formats.DType
+	for _, t := range tensors {
+		if count[t.DType] == 0 {
+			types = append(types, t.DType)
+		}
+		count[t.DType]++
+	}
+	sort.Slice(types, func(i, j int) bool { return types[i] < types[j] })
+	// Only the backends' Supports is called, which for Metal and CUDA
+	// depends on their kernels alone, not on a device, so zero values
+	// answer it on any machine.
+	backends := []struct {
+		name string
+		be   graph.Backend
+	}{{"cpu", cpu.New(1)}, {"metal", new(metal.Backend)}, {"cuda", new(cuda.Backend)}}
+	fmt.Fprintf(w, "tensor types: how each runs on cpu, metal, cuda\n")
+	for _, t := range types {
+		var how []string
+		for _, b := range backends {
+			how = append(how, b.name+": "+llama.RunsAs(t, b.be))
+		}
+		fmt.Fprintf(w, "  %-7s %4d tensors   %s\n", t, count[t], strings.Join(how, "; "))
+	}
 }
 
 // chatTemplateSummary says what chat will do with the model's template.

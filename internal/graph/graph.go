@@ -14,6 +14,7 @@ const (
 	BF16                  // bfloat16, stored as uint16 bits
 	I32                   // int32 (token ids, positions, indices)
 	U32                   // uint32 (packed quantized codes; see DequantizeOp)
+	U8                    // bytes (ggml blocks as a GGUF file stores them; see DequantizeBlocksOp)
 )
 
 // Size is the number of bytes of one element.
@@ -23,6 +24,8 @@ func (d DType) Size() int {
 		return 4
 	case F16, BF16:
 		return 2
+	case U8:
+		return 1
 	}
 	panic(fmt.Sprintf("graph: unknown dtype %d", d))
 }
@@ -39,6 +42,8 @@ func (d DType) String() string {
 		return "i32"
 	case U32:
 		return "u32"
+	case U8:
+		return "u8"
 	}
 	return fmt.Sprintf("dtype(%d)", d)
 }

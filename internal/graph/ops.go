@@ -216,10 +216,13 @@ func mustf(ok bool, format string, args ...any) {
 }
 
 // Embed gathers rows of table by ids: an EmbedOp, or a QEmbedOp if table is
-// Quantized.
+// Quantized, a BlockEmbedOp if it is Blocks.
 func Embed(table, ids *Array) *Array {
 	if d, src, ok := quantizedSources(table); ok {
 		return qEmbed(table, ids, d, src)
+	}
+	if d, blocks, ok := blockSources(table); ok {
+		return blockEmbed(table, ids, d, blocks)
 	}
 	mustf(len(table.shape) == 2 && isFloatWeight(table.dtype), "Embed: table %v", table)
 	mustf(len(ids.shape) == 1 && ids.dtype == I32, "Embed: ids %v", ids)
@@ -227,10 +230,13 @@ func Embed(table, ids *Array) *Array {
 }
 
 // MatMul is x·wᵀ for x [M,K] and w [N,K]: a MatMulOp, or a QMatMulOp if w
-// is Quantized.
+// is Quantized, a BlockMatMulOp if it is Blocks.
 func MatMul(x, w *Array) *Array {
 	if d, src, ok := quantizedSources(w); ok {
 		return qMatMul(x, w, d, src)
+	}
+	if d, blocks, ok := blockSources(w); ok {
+		return blockMatMul(x, w, d, blocks)
 	}
 	mustf(len(x.shape) == 2 && x.dtype == F32, "MatMul: x %v", x)
 	mustf(len(w.shape) == 2 && isFloatWeight(w.dtype), "MatMul: w %v", w)

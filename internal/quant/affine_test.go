@@ -219,7 +219,7 @@ func FuzzGGML(f *testing.F) {
 	f.Add(uint8(1), []byte{1, 2, 3})
 	f.Add(uint8(3), make([]byte, 144))
 	f.Fuzz(func(t *testing.T, typ uint8, data []byte) {
-		g := GGML(typ%5 + 0)
+		g := GGML(typ % 14)
 		be, bb := g.BlockElems(), g.BlockBytes()
 		n := 0
 		if bb > 0 {

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
 
 func init() {
@@ -167,8 +168,21 @@ func (b *Backend) Read(src graph.Buffer, off int, dst []byte) error {
 }
 
 // Supports implements graph.Backend: the CPU runs every op on every dtype
-// the graph builders accept.
-func (b *Backend) Supports(op graph.Op, in []graph.DType) bool { return true }
+// the graph builders accept, and the block ops on every ggml format
+// package quant reads.
+func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
+	switch op := op.(type) {
+	case graph.BlockMatMulOp:
+		return blockFormat(op.Type)
+	case graph.BlockEmbedOp:
+		return blockFormat(op.Type)
+	case graph.DequantizeBlocksOp:
+		return blockFormat(op.Type)
+	}
+	return true
+}
+
+func blockFormat(typ string) bool { _, ok := quant.ParseGGML(typ); return ok }
 
 // Run implements graph.Backend.
 func (b *Backend) Run(p *graph.Plan) error {
@@ -313,6 +327,12 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 		return b.qembed(s.Out, in, op)
 	case graph.DequantizeOp:
 		return b.dequantize(s.Out, in, op)
+	case graph.BlockMatMulOp:
+		return b.blockMatMul(s.Out, in, op)
+	case graph.BlockEmbedOp:
+		return b.blockEmbed(s.Out, in, op)
+	case graph.DequantizeBlocksOp:
+		return b.dequantizeBlocks(s.Out, in[0], op)
 	default:
 		return fmt.Errorf("unsupported op %v", s.Op)
 	}

@@ -49,6 +49,10 @@ func (b *Binding) Array(g *graph.Graph, w *Weight) *graph.Array {
 		codes := g.Const(w.Name, b.bufs[&w.Data[0]], 0, graph.U32, w.Shape[0], w.Shape[1]*q.Bits/32)
 		return graph.Quantized(codes, b.Array(g, &q.Scales), b.Array(g, &q.Biases), q.Bits, q.GroupSize)
 	}
+	if w.Blocks != 0 { // likewise, read as blocks
+		blocks := g.Const(w.Name, b.bufs[&w.Data[0]], 0, graph.U8, w.Shape[0], len(w.Data)/w.Shape[0])
+		return graph.Blocks(blocks, w.Blocks.String(), w.Shape[1])
+	}
 	return g.Const(w.Name, b.bufs[&w.Data[0]], 0, w.DType, w.Shape...)
 }
 

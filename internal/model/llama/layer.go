@@ -96,11 +96,12 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 
 // joinRows stacks weights of one type along their first dimension (rows of
 // a [N,K] matrix, or a vector) into a new, owned weight. It returns an
-// absent Weight when they differ in type, quantization or row length.
+// absent Weight when they differ in type, quantization or row length, or
+// are ggml blocks (no backend runs fused ops over them yet).
 func joinRows(name string, ws ...*Weight) Weight {
 	first := ws[0]
 	for _, w := range ws {
-		if !w.Present() || w.DType != first.DType || len(w.Shape) != len(first.Shape) ||
+		if !w.Present() || w.Blocks != 0 || w.DType != first.DType || len(w.Shape) != len(first.Shape) ||
 			(len(w.Shape) == 2 && w.Shape[1] != first.Shape[1]) || (w.Quant == nil) != (first.Quant == nil) {
 			return Weight{}
 		}

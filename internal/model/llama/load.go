@@ -145,17 +145,21 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Config: c}
+	var bad error
 	err = bindWeights(m, "gguf", func(name string) (Weight, bool) {
 		t, ok := g.Tensor(name)
 		if !ok {
 			return Weight{}, false
 		}
 		w, err := WeightOf(t)
-		if err != nil {
-			return Weight{Name: name}, true // dtype check in bindWeights reports it
+		if err != nil && bad == nil {
+			bad = err
 		}
 		return w, true
 	})
+	if bad != nil { // the cause, rather than the shape check it failed
+		err = bad
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +167,10 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 }
 
 // WeightOf maps a stored tensor to a Weight without copying, except GGUF
-// block-quantized tensors: Q4_0, Q8_0 and Q4_K become affine-quantized
-// weights with the same values, Q6_K becomes f16 (see ggmlWeight).
+// block-quantized tensors of Q4_0, Q8_0, Q4_1 and Q4_K, which become
+// affine-quantized weights with the same values; the other block formats
+// it reads stay blocks (see ggmlWeight). Any other type is an error naming
+// the tensor and its type.
 func WeightOf(t *formats.Tensor) (Weight, error) {
 	var dt graph.DType
 	switch t.DType {
@@ -175,10 +181,10 @@ func WeightOf(t *formats.Tensor) (Weight, error) {
 	case formats.BF16:
 		dt = graph.BF16
 	default:
-		if typ, ok := ggmlTypes[t.DType]; ok {
-			return ggmlWeight(t, typ)
+		if t.DType.IsQuantized() {
+			return ggmlWeight(t)
 		}
-		return Weight{}, fmt.Errorf("tensor %q: dtype %v is not supported yet", t.Name, t.DType)
+		return Weight{}, fmt.Errorf("tensor %q: dtype %v is not supported (supported: %s)", t.Name, t.DType, supportedTypes())
 	}
 	return Weight{Name: t.Name, DType: dt, Shape: append(graph.Shape(nil), t.Shape...), Data: t.Data}, nil
 }

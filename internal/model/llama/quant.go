@@ -115,47 +115,146 @@ func LookupWeight(find func(string) (*formats.Tensor, bool), name string, cols i
 	return w, true, err
 }
 
-// ggmlWeight re-expresses a GGUF block-quantized tensor: Q4_0, Q8_0 and
-// Q4_K as affine groups of 32 with the same dequantized values (a copy:
-// the nibble order differs). Q6_K has a scale per 16 values, which no
-// affine group of 32 holds exactly, so it becomes f16: each value within
-// 2^-11 of ggml's (at most 1/64 of Q6_K's own step), at half
-// the bytes of f32.
-func ggmlWeight(t *formats.Tensor, typ quant.GGML) (Weight, error) {
+// GGUF block-quantized tensors are loaded in one of two ways (ggmlWeight):
+//
+//   - Q4_0, Q8_0, Q4_1 and Q4_K become affine groups of 32 with the same
+//     values (a copy: the nibble order differs), which every backend runs
+//     at the format's own size (Q4_K's scales take f32: 4.5 bits a value
+//     become 5).
+//   - Q5_0, Q5_1, Q5_K, Q2_K, Q3_K, Q6_K, IQ4_NL and IQ4_XS stay as the
+//     file stores them (Weight.Blocks, no copy), for backends with kernels
+//     for the format (graph.BlockMatMulOp: the CPU). Bind converts them for
+//     a backend without, exactly (convertBlocks): Q5_0, Q5_1 and Q5_K to
+//     8-bit affine groups, the others (groups of 16, non-linear levels) to
+//     f16 when every value is a half, else to f32.
+
+// affineGGML are the formats loaded as affine groups.
+var affineGGML = map[formats.DType]quant.GGML{
+	formats.Q4_0: quant.Q4_0, formats.Q8_0: quant.Q8_0, formats.Q4_1: quant.Q4_1, formats.Q4_K: quant.Q4_K,
+}
+
+// blockGGML are the formats loaded as blocks.
+var blockGGML = map[formats.DType]quant.GGML{
+	formats.Q5_0: quant.Q5_0, formats.Q5_1: quant.Q5_1, formats.Q5_K: quant.Q5_K, formats.Q2_K: quant.Q2_K,
+	formats.Q3_K: quant.Q3_K, formats.Q6_K: quant.Q6_K, formats.IQ4_NL: quant.IQ4_NL, formats.IQ4_XS: quant.IQ4_XS,
+}
+
+// GGUFTypes lists the tensor types WeightOf loads, plain and quantized.
+func GGUFTypes() []formats.DType {
+	return []formats.DType{formats.F32, formats.F16, formats.BF16, formats.Q4_0, formats.Q4_1, formats.Q5_0,
+		formats.Q5_1, formats.Q8_0, formats.Q2_K, formats.Q3_K, formats.Q4_K, formats.Q5_K, formats.Q6_K,
+		formats.IQ4_NL, formats.IQ4_XS}
+}
+
+func supportedTypes() string {
+	var names []string
+	for _, t := range GGUFTypes() {
+		names = append(names, t.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// ggmlWeight maps a GGUF block-quantized tensor as the comment above says.
+func ggmlWeight(t *formats.Tensor) (Weight, error) {
+	typ, affine := affineGGML[t.DType]
+	if !affine {
+		var ok bool
+		if typ, ok = blockGGML[t.DType]; !ok {
+			return Weight{}, fmt.Errorf("tensor %q has GGUF type %s, which is not supported (supported: %s)", t.Name, t.DType, supportedTypes())
+		}
+	}
 	if len(t.Shape) != 2 {
 		return Weight{}, fmt.Errorf("tensor %q: %s %v: only matrices can be quantized", t.Name, t.DType, t.Shape)
-	}
-	n := t.Shape[0] * t.Shape[1]
-	shape := graph.Shape{t.Shape[0], t.Shape[1]}
-	if typ == quant.Q6_K {
-		v := make([]float32, n)
-		if err := quant.DequantizeGGML(typ, v, t.Data); err != nil {
-			return Weight{}, fmt.Errorf("tensor %q: %w", t.Name, err)
-		}
-		return Weight{Name: t.Name, DType: graph.F16, Shape: shape, Data: graph.AsBytes(quant.F32sToF16(v))}, nil
 	}
 	if t.Shape[1]%typ.BlockElems() != 0 {
 		return Weight{}, fmt.Errorf("tensor %q: rows of %d are not whole %s blocks", t.Name, t.Shape[1], t.DType)
 	}
-	a, err := quant.GGMLToAffine(typ, n, t.Data)
-	if err != nil {
-		return Weight{}, fmt.Errorf("tensor %q: %w", t.Name, err)
+	n := t.Shape[0] * t.Shape[1]
+	shape := graph.Shape{t.Shape[0], t.Shape[1]}
+	if !affine {
+		if want, _ := t.DType.ByteSize(n); len(t.Data) != want {
+			return Weight{}, fmt.Errorf("tensor %q: %d bytes for %s %v, want %d", t.Name, len(t.Data), t.DType, t.Shape, want)
+		}
+		return Weight{Name: t.Name, DType: graph.U8, Shape: shape, Data: t.Data, Blocks: typ}, nil
 	}
-	sshape := graph.Shape{t.Shape[0], t.Shape[1] / 32}
+	return affineWeight(t.Name, typ, shape, t.Data)
+}
+
+// affineWeight converts blocks of a format with an affine form
+// (quant.GGML.HasAffineForm) to an owned affine-quantized weight.
+func affineWeight(name string, typ quant.GGML, shape graph.Shape, data []byte) (Weight, error) {
+	a, err := quant.GGMLToAffine(typ, shape.Numel(), data)
+	if err != nil {
+		return Weight{}, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	sshape := graph.Shape{shape[0], shape[1] / 32}
 	enc := func(v []float32) Weight {
 		if a.F16 {
 			return Weight{DType: graph.F16, Shape: sshape, Data: graph.AsBytes(quant.F32sToF16(v)), Owned: true}
 		}
 		return Weight{DType: graph.F32, Shape: sshape, Data: graph.AsBytes(v), Owned: true}
 	}
-	q := &Quant{Bits: a.Bits, GroupSize: 32, Scales: enc(a.Scales), Biases: enc(a.Biases), Symmetric: typ != quant.Q4_K}
-	q.Scales.Name, q.Biases.Name = t.Name+".scales", t.Name+".biases"
-	return Weight{Name: t.Name, DType: graph.U32, Shape: shape, Data: graph.AsBytes(a.Packed), Quant: q, Owned: true}, nil
+	q := &Quant{Bits: a.Bits, GroupSize: 32, Scales: enc(a.Scales), Biases: enc(a.Biases),
+		Symmetric: typ == quant.Q4_0 || typ == quant.Q8_0}
+	q.Scales.Name, q.Biases.Name = name+".scales", name+".biases"
+	return Weight{Name: name, DType: graph.U32, Shape: shape, Data: graph.AsBytes(a.Packed), Quant: q, Owned: true}, nil
 }
 
-// ggmlTypes maps the block types WeightOf accepts.
-var ggmlTypes = map[formats.DType]quant.GGML{
-	formats.Q4_0: quant.Q4_0, formats.Q8_0: quant.Q8_0, formats.Q4_K: quant.Q4_K, formats.Q6_K: quant.Q6_K,
+// blocksRun reports whether be has kernels for w's block format: products,
+// lookups and the plain dequantization.
+func blocksRun(be graph.Backend, typ quant.GGML) bool {
+	name := typ.String()
+	return be.Supports(graph.BlockMatMulOp{Type: name}, []graph.DType{graph.F32, graph.U8}) &&
+		be.Supports(graph.BlockEmbedOp{Type: name}, []graph.DType{graph.U8, graph.I32}) &&
+		be.Supports(graph.DequantizeBlocksOp{Type: name}, []graph.DType{graph.U8})
+}
+
+// convertBlocks is a block weight in a form every backend runs, with the
+// same values: 8-bit affine groups for the 5-bit formats, else f16 when
+// every value survives a round trip through a half, else f32.
+func convertBlocks(w Weight) (Weight, error) {
+	if w.Blocks.HasAffineForm() {
+		return affineWeight(w.Name, w.Blocks, w.Shape, w.Data)
+	}
+	v := make([]float32, w.Shape.Numel())
+	if err := quant.DequantizeGGML(w.Blocks, v, w.Data); err != nil {
+		return Weight{}, fmt.Errorf("tensor %q: %w", w.Name, err)
+	}
+	out := Weight{Name: w.Name, DType: graph.F32, Shape: w.Shape, Data: graph.AsBytes(v), Owned: true}
+	h := quant.F32sToF16(v)
+	for i, x := range h {
+		if quant.F16ToF32(x) != v[i] {
+			return out, nil
+		}
+	}
+	out.DType, out.Data = graph.F16, graph.AsBytes(h)
+	return out, nil
+}
+
+// RunsAs says how a tensor of GGUF type typ runs on be: as stored, as
+// blocks of its format, or converted at load (and to what).
+func RunsAs(typ formats.DType, be graph.Backend) string {
+	switch typ {
+	case formats.F32, formats.F16, formats.BF16:
+		return "as stored"
+	}
+	if t, ok := affineGGML[typ]; ok {
+		bits := 4
+		if t == quant.Q8_0 {
+			bits = 8
+		}
+		return fmt.Sprintf("%d-bit affine (exact)", bits)
+	}
+	t, ok := blockGGML[typ]
+	switch {
+	case !ok:
+		return "not supported"
+	case blocksRun(be, t):
+		return t.String() + " blocks"
+	case t.HasAffineForm():
+		return "8-bit affine (exact)"
+	}
+	return "f16 or f32 (exact)"
 }
 
 // floats returns a float weight's values as float32 (f16/bf16/f32 data).
@@ -175,8 +274,16 @@ func floats(w Weight) []float32 {
 	return out
 }
 
-// dequantize returns the reference dequantization of a quantized weight.
+// dequantize returns the reference dequantization of a quantized weight
+// (affine or blocks).
 func dequantize(w Weight) []float32 {
+	if w.Blocks != 0 {
+		out := make([]float32, w.Shape.Numel())
+		if err := quant.DequantizeGGML(w.Blocks, out, w.Data); err != nil {
+			panic("llama: " + err.Error()) // checked at load
+		}
+		return out
+	}
 	q := w.Quant
 	codes := make([]uint32, len(w.Data)/4)
 	for i := range codes {

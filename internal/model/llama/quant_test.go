@@ -196,8 +196,8 @@ func equalF32(a, b []float32) bool {
 }
 
 // GGUF Q8_0 and Q4_0 models load as affine weights with ggml's values, Q4_K
-// tensors map to weights with ggml's values, and Q6_K to f16 within its
-// rounding.
+// tensors map to weights with ggml's values, and Q6_K stays blocks with
+// them.
 func TestGGUFQuantizedTypes(t *testing.T) {
 	g, err := formats.OpenGGUF(storiesGGUF)
 	if err != nil {
@@ -206,8 +206,9 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 	defer g.Close()
 	r := rand.New(rand.NewPCG(9, 9))
 	// randomBlocks makes n elements of typ with random codes and sane scales.
+	ggmlTypes := func(typ formats.DType) quant.GGML { q, _ := quant.ParseGGML(typ.String()); return q }
 	randomBlocks := func(typ formats.DType, n int) []byte {
-		qt := ggmlTypes[typ]
+		qt := ggmlTypes(typ)
 		data := make([]byte, n/qt.BlockElems()*qt.BlockBytes())
 		for i := range data {
 			data[i] = byte(r.Uint32())
@@ -227,19 +228,15 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := make([]float32, 3*512)
-		quant.DequantizeGGML(ggmlTypes[typ], want, tn.Data)
+		quant.DequantizeGGML(ggmlTypes(typ), want, tn.Data)
 		got := f32View(ToF32(w).Data)
 		for i := range want {
-			exact := got[i] == want[i]
-			if typ == formats.Q6_K { // stored as f16: round to nearest
-				exact = math.Abs(float64(got[i]-want[i])) <= math.Abs(float64(want[i]))/2048+1.0/(1<<25)
-			}
-			if !exact {
+			if got[i] != want[i] {
 				t.Fatalf("%v: element %d: %v, ggml %v", typ, i, got[i], want[i])
 			}
 		}
-		if typ == formats.Q6_K && w.DType != graph.F16 {
-			t.Errorf("Q6_K loads as %v, want f16", w.DType)
+		if typ == formats.Q6_K && (w.DType != graph.U8 || w.Blocks != quant.Q6_K) {
+			t.Errorf("Q6_K loads as %v, want Q6_K blocks", w.DType)
 		}
 		if (typ == formats.Q6_K) == w.Quantized() {
 			t.Errorf("%v: quantized = %v", typ, w.Quantized())
@@ -258,7 +255,7 @@ func TestGGUFQuantizedTypes(t *testing.T) {
 				if tn.Shape[1]%32 == 0 {
 					data := randomBlocks(typ, n)
 					v := make([]float32, n)
-					quant.DequantizeGGML(ggmlTypes[typ], v, data)
+					quant.DequantizeGGML(ggmlTypes(typ), v, data)
 					qt = append(qt, formats.Tensor{Name: tn.Name, DType: typ, Shape: tn.Shape, Data: data})
 					dt = append(dt, formats.Tensor{Name: tn.Name, DType: formats.F32, Shape: tn.Shape, Data: encode(v, formats.F32)})
 					continue

@@ -12,6 +12,9 @@ import (
 // Runner is a model bound to a backend.
 type Runner struct {
 	*Binding
+	// Model is the model as the backend runs it: the bound model, or a
+	// copy whose block weights were converted for a backend without
+	// kernels for their format (Model.ForBackend).
 	Model *Model
 	// KVCache is the element type of the KV caches of new States: F32 (the
 	// default when unset) or F16, which halves their memory and the bytes
@@ -41,6 +44,10 @@ func Bind(m *Model, be graph.Backend) (*Runner, error) { return BindFused(m, be,
 // (and gate and up) joined into one matrix each: that copy is made here,
 // and the backend is given the joined matrices instead of the parts.
 func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
+	m, err := m.ForBackend(be)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq(),
 		scale: float32(1 / math.Sqrt(float64(m.Config.HeadDim)))}
 	ws := m.weightsOf()

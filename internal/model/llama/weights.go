@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
@@ -19,6 +20,10 @@ type Weight struct {
 	// Quant is set for an affine-quantized weight: DType is U32, Data the
 	// packed codes and Shape the logical shape (see Quant).
 	Quant *Quant
+	// Blocks is set for a GGUF block-quantized weight kept as the file
+	// stores it (see ggmlWeight): DType is U8, Data the blocks, row after
+	// row, and Shape the logical shape.
+	Blocks quant.GGML
 	// Owned marks Data made at load (GGUF blocks converted) that only the
 	// backend reads once the model is bound: Binding.Add hands it over
 	// (graph.Adopter). The embedding and output projection are never
@@ -110,7 +115,7 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		if want := c.expected(t.Name); !w.Shape.Equal(want) {
 			return fmt.Errorf("llama: tensor %q has shape %v, the config implies %v", name, w.Shape, want)
 		}
-		if w.DType != graph.F32 && w.DType != graph.F16 && w.DType != graph.BF16 && !w.Quantized() {
+		if w.DType != graph.F32 && w.DType != graph.F16 && w.DType != graph.BF16 && !w.Quantized() && w.Blocks == 0 {
 			return fmt.Errorf("llama: tensor %q has unsupported dtype %v", name, w.DType)
 		}
 		// Norm weights and biases feed f32-only ops; they are tiny, so convert.
@@ -164,8 +169,8 @@ func bindStruct(v reflect.Value, tag, prefix string, bind func(reflect.Value, re
 // ToF32 converts a weight to float32 (a copy unless it already is);
 // quantized weights are dequantized.
 func ToF32(w Weight) Weight {
-	if w.Quantized() {
-		w.DType, w.Data, w.Quant = graph.F32, graph.AsBytes(dequantize(w)), nil
+	if w.Quantized() || w.Blocks != 0 {
+		w.DType, w.Data, w.Quant, w.Blocks = graph.F32, graph.AsBytes(dequantize(w)), nil, 0
 		return w
 	}
 	if w.DType == graph.F32 {
@@ -194,6 +199,36 @@ func F32Values(w Weight) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
+}
+
+// ForBackend returns m as be runs it: m itself when be has kernels for
+// every block format among its weights, else a copy (sharing every other
+// weight) whose block weights are converted exactly (convertBlocks). The
+// copy's converted weights are owned, except the embedding and output
+// projection, as in every model.
+func (m *Model) ForBackend(be graph.Backend) (*Model, error) {
+	needs := func(w *Weight) bool { return w.Blocks != 0 && !blocksRun(be, w.Blocks) }
+	if !slices.ContainsFunc(m.weightsOf(), needs) {
+		return m, nil
+	}
+	c := *m
+	c.Layers = slices.Clone(m.Layers)
+	for _, w := range c.weightsOf() {
+		if !needs(w) {
+			continue
+		}
+		cw, err := convertBlocks(*w)
+		if err != nil {
+			return nil, fmt.Errorf("llama: converting for the %s backend: %w", be.Name(), err)
+		}
+		*w = cw
+	}
+	if c.Config.TiedOutput {
+		c.Output = c.Embed
+	}
+	c.Embed.disown()
+	c.Output.disown()
+	return &c, nil
 }
 
 // weightsOf lists every weight of the model for binding to a backend, each

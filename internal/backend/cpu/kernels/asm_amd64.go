@@ -113,6 +113,18 @@ func tileBF16_avx2_3x3(x *float32, ldx int, w *uint16, ldw int, k int, y *float3
 func tileBF16_avx2_3x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
+func tileF32hot_avx2_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx2_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx2_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx2_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
 func dotF32_avx2(x *float32, w *float32, n int) float32
 
 //go:noescape
@@ -386,6 +398,18 @@ func tileBF16_avx512_6x3(x *float32, ldx int, w *uint16, ldw int, k int, y *floa
 func tileBF16_avx512_6x4(x *float32, ldx int, w *uint16, ldw int, k int, y *float32, ldy int)
 
 //go:noescape
+func tileF32hot_avx512_1x1(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx512_1x2(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx512_1x3(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
+func tileF32hot_avx512_1x4(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int)
+
+//go:noescape
 func dotF32_avx512(x *float32, w *float32, n int) float32
 
 //go:noescape
@@ -481,6 +505,11 @@ var tilesBF16_avx2 = [4][5]func(x *float32, ldx int, w *uint16, ldw int, k int, 
 	3: {1: tileBF16_avx2_3x1, 2: tileBF16_avx2_3x2, 3: tileBF16_avx2_3x3, 4: tileBF16_avx2_3x4},
 }
 
+// tilesF32hot_avx2[1][nr] is tilesF32_avx2[1][nr] without prefetching.
+var tilesF32hot_avx2 = [2][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
+	1: {1: tileF32hot_avx2_1x1, 2: tileF32hot_avx2_1x2, 3: tileF32hot_avx2_1x3, 4: tileF32hot_avx2_1x4},
+}
+
 // axpyRows_avx2[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).
 var axpyRows_avx2 = [5]func(y *float32, ldy int, p *float32, ldp int, v *float32, ldv int, rows int, n int){
 	1: axpyRows1_avx2,
@@ -525,6 +554,11 @@ var tilesBF16_avx512 = [7][5]func(x *float32, ldx int, w *uint16, ldw int, k int
 	4: {1: tileBF16_avx512_4x1, 2: tileBF16_avx512_4x2, 3: tileBF16_avx512_4x3, 4: tileBF16_avx512_4x4},
 	5: {1: tileBF16_avx512_5x1, 2: tileBF16_avx512_5x2, 3: tileBF16_avx512_5x3, 4: tileBF16_avx512_5x4},
 	6: {1: tileBF16_avx512_6x1, 2: tileBF16_avx512_6x2, 3: tileBF16_avx512_6x3, 4: tileBF16_avx512_6x4},
+}
+
+// tilesF32hot_avx512[1][nr] is tilesF32_avx512[1][nr] without prefetching.
+var tilesF32hot_avx512 = [2][5]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){
+	1: {1: tileF32hot_avx512_1x1, 2: tileF32hot_avx512_1x2, 3: tileF32hot_avx512_1x3, 4: tileF32hot_avx512_1x4},
 }
 
 // axpyRows_avx512[mr] adds weighted rows of v to mr rows of y (1 ≤ mr ≤ 4).

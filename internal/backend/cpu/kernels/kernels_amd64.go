@@ -136,7 +136,30 @@ var (
 	f32AVX2    = tiler[float32]{fn: tilesF32_avx2[:], dotFn: dotF32_avx2, mrMax: 3, align: 8, cvt: identity}
 	f16AVX2    = tiler[uint16]{fn: tilesF16_avx2[:], dotFn: dotF16_avx2, mrMax: 3, align: 8, cvt: f16ToF32}
 	bf16AVX2   = tiler[uint16]{fn: tilesBF16_avx2[:], dotFn: dotBF16_avx2, mrMax: 3, align: 8, cvt: bf16ToF32}
+
+	// The hot tilers are f32AVX512's and f32AVX2's one-row tiles without
+	// prefetching, for weights already in L1: the same bits.
+	f32hotAVX512 = tiler[float32]{fn: tilesF32hot_avx512[:], dotFn: dotF32_avx512, mrMax: 1, align: 1, cvt: identity}
+	f32hotAVX2   = tiler[float32]{fn: tilesF32hot_avx2[:], dotFn: dotF32_avx2, mrMax: 1, align: 8, cvt: identity}
 )
+
+// matVecF32Hot is MatMulF32 for one row of x, with the same bits, over w
+// already in the L1 cache (MatMulBlocks' scratch): the active set's tiles
+// without their prefetches of the rows after w. It reports false, doing
+// nothing, when the active set has no such tiles.
+func matVecF32Hot(y []float32, x []float32, w []float32) bool {
+	var t *tiler[float32]
+	switch active.Name {
+	case "avx512":
+		t = &f32hotAVX512
+	case "avx2":
+		t = &f32hotAVX2
+	default:
+		return false
+	}
+	t.matMulChecked("MatMulF32", y, len(y), x, 1, w)
+	return true
+}
 
 // vecKernels are the element-wise kernels of one ISA level; each handles n
 // rounded down to a multiple of align.

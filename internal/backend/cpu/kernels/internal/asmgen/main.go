@@ -113,8 +113,19 @@ func (g *gen) loadW(is isa, dt dtype, base string, off int, dst string, masked b
 // by the pointer wr[j], advanced every iteration; pf holds nr*ldw bytes, so
 // (wr[j])(pf*1) is the same position in the next tile's row j, which the
 // main loop prefetches (the caller walks w in blocks of nr rows).
-func (g *gen) tile(is isa, dt dtype, mr, nr int) string {
+//
+// Without prefetch (the "hot" tiles) the kernel is the same but for the
+// prefetches: for weights already in L1, such as rows just decoded into
+// scratch, where prefetching the rows after the last ones reaches past
+// the scratch into memory that may not be mapped and costs a page walk
+// each time (6× slower in measurement).
+func (g *gen) tile(is isa, dt dtype, mr, nr int, prefetch bool) string {
 	name := fmt.Sprintf("tile%s_%s_%dx%d", dt.name, is.name, mr, nr)
+	pfInstr := pfInstr
+	if !prefetch {
+		name = fmt.Sprintf("tile%shot_%s_%dx%d", dt.name, is.name, mr, nr)
+		pfInstr = ""
+	}
 	u := ku(is, mr, nr)
 	steps := max(u, 64/(is.lanes*dt.size)) // chunks per main-loop iteration: ≥ one cache line of each w row
 	nacc := mr * nr
@@ -1014,12 +1025,19 @@ func main() {
 			for mr := 1; mr <= is.mrMax; mr++ {
 				fmt.Fprintf(&tables, "%d: {", mr)
 				for nr := 1; nr <= is.nrMax; nr++ {
-					fmt.Fprintf(&tables, "%d: %s, ", nr, g.tile(is, dt, mr, nr))
+					fmt.Fprintf(&tables, "%d: %s, ", nr, g.tile(is, dt, mr, nr, true))
 				}
 				tables.WriteString("},\n")
 			}
 			tables.WriteString("}\n\n")
 		}
+		// One row of x over float32 weights in L1 (MatMulBlocks' scratch).
+		fmt.Fprintf(&tables, "// tilesF32hot_%s[1][nr] is tilesF32_%s[1][nr] without prefetching.\n", is.name, is.name)
+		fmt.Fprintf(&tables, "var tilesF32hot_%s = [2][%d]func(x *float32, ldx int, w *float32, ldw int, k int, y *float32, ldy int){\n1: {", is.name, is.nrMax+1)
+		for nr := 1; nr <= is.nrMax; nr++ {
+			fmt.Fprintf(&tables, "%d: %s, ", nr, g.tile(is, dtypes[0], 1, nr, false))
+		}
+		tables.WriteString("},\n}\n\n")
 		for _, dt := range dtypes {
 			g.dot(is, dt)
 		}

@@ -1,0 +1,62 @@
+package kernels
+
+import "github.com/seed9b8f47b1/redrafter/internal/quant"
+
+// ggml block-quantized weights (GGUF's Q5_K, Q6_K, ...; package quant).
+// A product decodes a few rows of blocks at a time into float32 scratch,
+// with generated AVX-512 decoders where there are (Q6_K, Q5_K; see
+// internal/blocksgen) and quant's reference dequantization otherwise, the
+// values ggml's bit for bit either way, and multiplies them with MatMulF32
+// while they are in the L1 cache: the weights are read from memory once,
+// at their own bytes per element.
+// Every output is then MatMulF32's over the dequantized row, so the
+// batch-invariance promise carries over: a row's result does not depend on
+// m or on which rows share a call.
+
+//go:generate go run ./internal/blocksgen -dir .
+
+// blockScratchFloats bounds the rows decoded at once: 8 rows, or as many
+// as fit in 32 KiB of floats (at least one).
+const blockScratchFloats = 8 << 10
+
+// BlockRows is the number of weight rows MatMulBlocks decodes at a time for
+// rows of k elements; its scratch must hold BlockRows(k)·k floats.
+func BlockRows(k int) int { return max(1, min(8, blockScratchFloats/max(k, 1))) }
+
+// MatMulBlocks sets y[i*ldy+j] = Σ_kk x[i*k+kk]·W[j,kk] for i < m and the
+// rows j of W held in w as blocks of format t (k elements, a whole number
+// of blocks, per row); scratch holds at least BlockRows(k)·k floats. It
+// panics unless len(w) is a whole number of rows and len(x) == m·k; the
+// caller checks the format and the row size.
+func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int, scratch []float32) {
+	rb := k / t.BlockElems() * t.BlockBytes()
+	if rb == 0 || len(w)%rb != 0 || len(x) != m*k {
+		panic("kernels: MatMulBlocks: operands disagree")
+	}
+	n, step := len(w)/rb, BlockRows(k)
+	for j := 0; j < n; j += step {
+		r := min(step, n-j)
+		rows := scratch[:r*k]
+		decodeBlocks(t, rows, w[j*rb:(j+r)*rb])
+		// One row of x (a decode step) takes the tiles that do not
+		// prefetch past the scratch; their bits are MatMulF32's.
+		if m == 1 && matVecF32Hot(y[j:j+r], x, rows) {
+			continue
+		}
+		MatMulF32(y[j:], ldy, x, m, rows)
+	}
+}
+
+// decodeBlocks sets dst to the values of the whole blocks in src (exactly
+// len(dst) elements), quant.DequantizeGGML's bit for bit.
+func decodeBlocks(t quant.GGML, dst []float32, src []byte) {
+	if len(dst) != len(src)/t.BlockBytes()*t.BlockElems() {
+		panic("kernels: decodeBlocks: operands disagree")
+	}
+	if decodeBlocksFast(t, dst, src) {
+		return
+	}
+	if err := quant.DequantizeGGML(t, dst, src); err != nil {
+		panic("kernels: MatMulBlocks: " + err.Error())
+	}
+}
