@@ -210,9 +210,8 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 // into a buffer), in matvec8's kernels with the norm and every epilogue and
 // in the warp-per-column one. Alone, a row goes to the one-row kernels
 // (linear8x1_*, 8 columns a block); among 5 to 16 to the 8-row ones
-// (linear8x8_*, two halves of 4 columns sharing x through shared memory,
-// 8 rows a pass: 5 and 8 in one pass, 9, 11 and 16 in two; k = 1032 and
-// 2056 take two and three tiles of x); among 2 to 4 and past 16 to the 4-row ones
+// (linear8x8_*, 4 columns a block, 8 rows a pass: 5 and 8 in one pass, 9,
+// 11 and 16 in two); among 2 to 4 and past 16 to the 4-row ones
 // (linear8_*, 8 columns, 4 rows a pass: 17 in 5, the last a 1-row pass).
 func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 	if err := linearRowsSameBits(t, newEmuDevice(t, nil), false); err != nil {
@@ -221,10 +220,9 @@ func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 }
 
 // TestLinearRowsSameBitsCatchesOrder: TestLinearRowsSameBitsAtAnyM fails
-// where the 8-row kernels (passes of 5 to 8 rows, x from the shared tile)
-// sum a column in another order than the one-row kernel: the warps in
-// reverse, or a thread's 16-byte word's elements in reverse. Each is as
-// accurate, so only the bits show it.
+// where the 8-row kernels (passes of 5 to 8 rows) sum a column in another
+// order than the one-row kernel: the warps in reverse, or a thread's 16-byte
+// word's elements in reverse. Each is as accurate, so only the bits show it.
 func TestLinearRowsSameBitsCatchesOrder(t *testing.T) {
 	raw, err := shaders.Source("matvec.cu")
 	if err != nil {
@@ -232,11 +230,11 @@ func TestLinearRowsSameBitsCatchesOrder(t *testing.T) {
 	}
 	for _, bug := range []struct{ name, from, to string }{
 		{"warps reversed",
-			"const float y = ((p[0][i] + p[1][i]) + p[2][i]) + p[3][i];",
-			"const float y = R > 4 ? ((p[3][i] + p[2][i]) + p[1][i]) + p[0][i] : ((p[0][i] + p[1][i]) + p[2][i]) + p[3][i];"},
+			"const float y = ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];",
+			"const float y = R > 4 ? ((part[3][i] + part[2][i]) + part[1][i]) + part[0][i] : ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];"},
 		{"word's elements reversed",
-			"\t\t\t\tfor (int e = 0; e < 8; e++) {\n#pragma unroll\n\t\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],",
-			"\t\t\t\tfor (int e0 = 0; e0 < 8; e0++) {\n\t\t\t\t\tconst int e = R > 4 ? 7 - e0 : e0;\n#pragma unroll\n\t\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],"},
+			"\t\t\tfor (int e = 0; e < 8; e++) {\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],",
+			"\t\t\tfor (int e0 = 0; e0 < 8; e0++) {\n\t\t\t\tconst int e = R > 4 ? 7 - e0 : e0;\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],"},
 	} {
 		if !strings.Contains(raw, bug.from) {
 			t.Fatalf("matvec.cu no longer contains %q; update the planted order", bug.from)

@@ -65,12 +65,12 @@ func (e *encoder) linear(op graph.LinearOp) error {
 // then up) and a matvec8 block computes half as many columns of out (its
 // weight rows are gate and up).
 func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
-	name, blocks, threads := "linear_"+dt.String(), ceilDiv(n, 4), 128
+	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
 	if w8 {
 		// linear8x1[_norm]_* for one row (decoding), linear8x8[_norm]_*
 		// for 5 to 16 (verification), as matvec8Launch.
-		base, cols, t := matvec8Name("linear8", m)
-		name, blocks, threads = base+dt.String(), ceilDiv(n, cols), t
+		base, cols := matvec8Name("linear8", m)
+		name, blocks = base+dt.String(), ceilDiv(n, cols)
 		if flags&linNorm != 0 {
 			name = base + "norm_" + dt.String()
 		}
@@ -78,7 +78,7 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 			blocks = ceilDiv(n, cols/2)
 		}
 	}
-	return newLaunch(name, grid1(blocks), threads).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).
+	return newLaunch(name, grid1(blocks), 128).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).
 		i32(m).i32(k).i32(n).f32(eps).i32(flags)
 }
 

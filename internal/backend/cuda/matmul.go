@@ -38,12 +38,10 @@ func matvecLaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 
 // matvec8Cols is the columns of out a block of matvec8 and qmatvec
 // computes (MV8_COLS, QMV_COLS); matvec8Cols8 a block of the 8-row
-// kernels (MV8_COLS8: two halves of 128 threads, 4 columns each, sharing
-// x), whose blocks are matvec8Threads8 threads.
+// kernels (MV8_COLS8).
 const (
-	matvec8Cols     = 8
-	matvec8Cols8    = 8
-	matvec8Threads8 = 256
+	matvec8Cols  = 8
+	matvec8Cols8 = 4
 )
 
 // matvec8Launch is matvecLaunch for f16/bf16 weights read 16 bytes at a
@@ -52,37 +50,38 @@ const (
 // All compute a row with the same code in the same order, so its bits do
 // not depend on m.
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
-	name, cols, threads := matvec8Name("matvec8", m)
-	return newLaunch(name+dt.String(), grid1(ceilDiv(n, cols)), threads).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+	name, cols := matvec8Name("matvec8", m)
+	return newLaunch(name+dt.String(), grid1(ceilDiv(n, cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
-// The row counts of the 8-row kernels (matvec8x8_*, linear8x8_*: two
-// halves of a block, each 8 rows of 4 columns a pass, sharing x through
-// shared memory): verification, W·L+1 rows (at most 11 for W ≤ 2, L ≤ 5),
-// in one pass up to 8 rows and two up to 16, where the 4-row kernels take
-// 2 to 4 passes, each reading the weights again. Under 5 rows and past 16
-// (prefill chunks, large joint passes) the 4-row kernels stay: they keep
-// 3 blocks an SM where the 8-row ones keep one, and prefill's time was
-// measured on them (docs/CUDA.md).
+// The row counts of the 8-row kernels (matvec8x8_*, linear8x8_*: 8 rows
+// of 4 columns a pass): verification, W·L+1 rows (at most 11 for W ≤ 2,
+// L ≤ 5), in one pass up to 8 rows and two up to 16, where the 4-row
+// kernels take 2 to 4 passes, each reading the weights again. Under 5 rows
+// and past 16 (prefill chunks, large joint passes) the 4-row kernels stay:
+// a block there reads x once for 8 columns of w, not 4, so at many rows,
+// where x rather than w is most of the bytes a block reads (each block
+// reads all of x's rows, from L2 or L1), they read half the x bytes; and
+// prefill's time was measured on them (docs/CUDA.md).
 const (
 	matvec8MinRows8 = 5
 	matvec8MaxRows8 = 16
 )
 
 // matvec8Name is the kernel-name prefix of a matvec8-family launch over m
-// rows, the weight rows a block reads (columns of out; with SwiGLU the
-// gate and up rows of half as many) and its threads: the one-row kernel
-// (base+"x1_") for m = 1 (decoding), the 8-row one (base+"x8_") for m in
+// rows and the weight rows a block reads (columns of out; with SwiGLU the
+// gate and up rows of half as many): the one-row kernel (base+"x1_") for
+// m = 1 (decoding), the 8-row one (base+"x8_") for m in
 // [matvec8MinRows8, matvec8MaxRows8] (verification), else the 4-row one
 // (base+"_").
-func matvec8Name(base string, m int) (name string, cols, threads int) {
+func matvec8Name(base string, m int) (string, int) {
 	switch {
 	case m == 1:
-		return base + "x1_", matvec8Cols, 128
+		return base + "x1_", matvec8Cols
 	case m >= matvec8MinRows8 && m <= matvec8MaxRows8:
-		return base + "x8_", matvec8Cols8, matvec8Threads8
+		return base + "x8_", matvec8Cols8
 	}
-	return base + "_", matvec8Cols, 128
+	return base + "_", matvec8Cols
 }
 
 // vecWeights reports whether an [n,k] weight of dt at w can be read by

@@ -61,21 +61,14 @@ func (b *Builder) Build(name, src string, kernels []string) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The bounds are the checked-in PTX's, also for a replaced source
-	// (a planted bug keeps its file's kernels and their bounds).
-	maxThreads, err := shaders.MaxThreads(name)
-	if err != nil {
-		maxThreads = nil // a source that is not one of the files: no bounds
-	}
-	return &Program{Name: name, Kernels: kernels, path: path, maxThreads: maxThreads}, nil
+	return &Program{Name: name, Kernels: kernels, path: path}, nil
 }
 
 // Program is one compiled .cu file.
 type Program struct {
-	Name       string
-	Kernels    []string
-	path       string
-	maxThreads map[string]int // by kernel: its launch_bounds
+	Name    string
+	Kernels []string
+	path    string
 }
 
 // Buffer is device memory a launch may touch: Data is copied in at Base
@@ -104,11 +97,6 @@ type Launch struct {
 func (p *Program) Run(l *Launch) error {
 	if len(l.Buffers) > 30 {
 		return fmt.Errorf("cuda emu: %s: %d buffers (at most 30)", l.Kernel, len(l.Buffers))
-	}
-	// The emulator would run any block; a GPU refuses one over the
-	// kernel's launch_bounds (CUDA_ERROR_INVALID_VALUE).
-	if max, ok := p.maxThreads[l.Kernel]; ok && l.Block[0]*l.Block[1]*l.Block[2] > max {
-		return fmt.Errorf("cuda emu: %s: block %v of more threads than its launch_bounds' %d (CUDA_ERROR_INVALID_VALUE)", l.Kernel, l.Block, max)
 	}
 	bases := make([]byte, 8*len(l.Buffers))
 	for i, b := range l.Buffers {

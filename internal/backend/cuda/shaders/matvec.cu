@@ -108,37 +108,22 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // thread t reads 16-byte words t, t+128, ... of each column's row (8
 // independent 16-byte loads in flight per thread) and each element of x,
 // read 16 bytes at a time, serves all MV8_COLS columns. Rows go up to 4 at
-// a time in the 4-row kernels, up to 8 in the 8-row ones: a pass per 4 or
-// 8 rows, each pass reading w again, so a verification pass of 5 rows read
-// w twice in the 4-row kernels and reads it once in the 8-row ones. The
-// row count is a template argument so that the sums stay in registers. A
-// (row, column)'s sum runs over the words of thread t in order, then the
-// warp's butterfly, then the 4 warps in order: an order that depends on k
-// alone, never on m, the other rows or the block's columns, so greedy
-// ReDrafter stays bit-exact (the backend picks this family from k and w's
-// address alone; m picks only the kernel of the family, each computing a
-// row with the same code).
-//
-// The 8-row kernels (verification) hold 8 rows of MV8_HALF = 4 columns a
-// thread (8 x 8 spilled), and at 5 to 8 rows x is most of what a block
-// reads: 8 rows of x against 4 weight rows, from L2 in every block (an
-// H100 profile: Q·K·V 13.2 µs at 5 rows against 7.7 at one). So their
-// block is two halves of 128 threads, each the 128-thread block above for
-// its own MV8_HALF columns, sharing x: for each 128 words of the rows, the
-// block's 256 threads copy those words of x into shared memory once (each
-// thread 16 bytes of each row), and both halves read them there, thread t
-// of a half word t of the tile, as it read word t from x before. Each
-// (row, column)'s sum is the same sequence of fma's over the same values:
-// the same bits at any m. Per weight byte, a block reads half the x bytes
-// from L2 it read with 4 columns.
+// a time in the 4-row kernels, up to 8 (over MV8_COLS8 = 4 columns) in the
+// 8-row ones: a pass per 4 or 8 rows, each pass reading w again, so a
+// verification pass of 5 rows read w twice in the 4-row kernels and reads
+// it once in the 8-row ones. The row count is a template argument so that
+// the sums stay in registers. A (row, column)'s sum runs over the words of
+// thread t in order, then the warp's butterfly, then the 4 warps in order:
+// an order that depends on k alone, never on m, the other rows or the
+// block's columns, so greedy ReDrafter stays bit-exact (the backend picks
+// this family from k and w's address alone; m picks only the kernel of the
+// family, each computing a row with the same code).
 // Grid: (ceil(n/MV8_COLS)), the 8-row kernels (ceil(n/MV8_COLS8)); block:
-// 128 threads, the 8-row kernels 256.
+// 128 threads.
 #define MV8_COLS 8
-#define MV8_COLS8 8 // the 8-row kernels' columns a block: two halves of MV8_HALF
-#define MV8_HALF 4  // a half's columns: 8 rows x 4 keeps the 4-row kernels' 32 sums a thread
+#define MV8_COLS8 4 // the 8-row kernels' columns a block: 8 rows x 4 keeps the 4-row kernels' 32 sums a thread
 #define MV8_MAXR 8
 #define MV8_SUMS 32 // the sums of a block's warp: rows x columns
-#define MV8_TILE 128 // the words of x (8 floats each) a row of the 8-row kernels' tile holds: one per thread of a half
 template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
 	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
 	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
@@ -239,189 +224,58 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float
 	}
 	sync_threads(); // part is written again by the next rows
 }
-// x4 reads x[i..i+4): 16 bytes at once where x is 16-byte aligned, else
-// one float at a time.
-template <bool VEC> DEVICE void x4(f32x4 &xs, const float *x, u64 i) {
-	if (VEC) {
-		xs = ld_v4_f32(x + i);
-	} else {
-#pragma unroll
-		for (int e = 0; e < 4; e++) xs.v[e] = x[i + u64(e)];
-	}
-}
-// matvec8_rows_tiled is matvec8_rows for the 8-row kernels' 256 threads:
-// half h (threads 128h..128h+127) computes rows r0..r0+R of the block's
-// columns h·per.. as a 128-thread block of COLS weight rows does, with x
-// read from the tile xt [R][2][MV8_TILE] (a word's first and second 4
-// floats apart, so that a warp's 16-byte reads of its words are adjacent),
-// which the block fills from x for each MV8_TILE words. part and sqs are
-// each half's own.
-template <bool BF16, bool VEC, int R, bool NORM, int COLS>
-DEVICE ALWAYS_INLINE void matvec8_rows_tiled(const LinArgs<unsigned> &a, int r0, f32x4 xt[MV8_MAXR][2][MV8_TILE], float part[2][4][MV8_SUMS],
-                                             float sqs[2][4][MV8_MAXR]) {
-	static_assert(R * COLS <= MV8_SUMS && R <= MV8_MAXR, "the block's sums outgrow part");
-	const int tid = int(threadIdx.x), half = tid >> 7, t = tid & 127, lane = t & 31, warp = t >> 5;
-	const int k = a.k, n = a.n;
-	const bool glu = (a.flags & LIN_SWIGLU) != 0;
-	const int per = glu ? COLS / 2 : COLS; // columns of out per half
-	const int col0 = (int(blockIdx.x) * 2 + half) * per;
-	const u64 words = u64(k / 8);
-	u64 wrow[COLS];
-#pragma unroll
-	for (int c = 0; c < COLS; c++) {
-		const int j = col0 + (glu ? c % per : c), jc = j < n ? j : n - 1;
-		wrow[c] = u64(glu && c >= per ? n + jc : jc) * words;
-	}
-	float acc[R][COLS], ss[R];
-#pragma unroll
-	for (int r = 0; r < R; r++) {
-		ss[r] = 0.0f;
-#pragma unroll
-		for (int c = 0; c < COLS; c++) acc[r][c] = 0.0f;
-	}
-	for (u64 j0 = 0; j0 < words; j0 += MV8_TILE) {
-		const u64 j = j0 + u64(t);
-		const bool mine = j < words;
-		// The tile: thread tid copies half tid&1 of word j0 + tid/2 of each row.
-		const u64 wj = j0 + u64(tid >> 1);
-		if (wj < words) {
-#pragma unroll
-			for (int r = 0; r < R; r++) x4<VEC>(xt[r][tid & 1][tid >> 1], a.x, u64(r0 + r) * u64(k) + wj * 8u + u64(4 * (tid & 1)));
-		}
-		sync_threads();
-		if (mine) {
-			// The weights are loaded after the barrier: issued before it,
-			// with the tile's loads, they held registers across it and the
-			// kernel spilled (255 registers).
-			u32x4 v[COLS];
-#pragma unroll
-			for (int c = 0; c < COLS; c++) v[c] = ld_v4_u32(a.w + (wrow[c] + j) * 4u);
-			float gs[8];
-			if (NORM) x8<VEC>(gs, a.gain, j * 8u);
-#pragma unroll
-			for (int r = 0; r < R; r++) {
-				float xs[8];
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					xs[e] = xt[r][0][t].v[e];
-					xs[4 + e] = xt[r][1][t].v[e];
-				}
-				if (NORM) {
-#pragma unroll
-					for (int e = 0; e < 8; e++) {
-						ss[r] = cu_fma(xs[e], xs[e], ss[r]);
-						xs[e] *= gs[e];
-					}
-				}
-#pragma unroll
-				for (int e = 0; e < 8; e++) {
-#pragma unroll
-					for (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);
-				}
-			}
-		}
-		sync_threads(); // the tile is filled again
-	}
-#pragma unroll
-	for (int r = 0; r < R; r++) {
-#pragma unroll
-		for (int c = 0; c < COLS; c++) {
-			const float s = warp_sum(acc[r][c]);
-			if (lane == 0) part[half][warp][r * COLS + c] = s;
-		}
-		if (NORM) {
-			const float q = warp_sum(ss[r]);
-			if (lane == 0) sqs[half][warp][r] = q;
-		}
-	}
-	sync_threads();
-	if (t < R * per) {
-		const float(*p)[MV8_SUMS] = part[half];
-		const int r = t / per, c = t % per, i = r * COLS + c;
-		const float y = ((p[0][i] + p[1][i]) + p[2][i]) + p[3][i];
-		float u = 0.0f, q = 0.0f;
-		if (glu) u = ((p[0][i + per] + p[1][i + per]) + p[2][i + per]) + p[3][i + per];
-		if (NORM) q = ((sqs[half][0][r] + sqs[half][1][r]) + sqs[half][2][r]) + sqs[half][3][r];
-		if (col0 + c < n) a.out[u64(r0 + r) * u64(n) + u64(col0 + c)] = lin_out(a, r0 + r, col0 + c, y, u, q);
-	}
-	sync_threads(); // part is written again by the next rows
-}
-// matvec8 computes m rows: up to MAXR (1 or 4) at a time where x is
+// matvec8 computes m rows: up to MAXR (1, 4 or 8) at a time where x is
 // 16-byte aligned, else one. A kernel holds the registers of its largest
 // path, so a kernel per MAXR: the one-row kernels (matvec8x1_*,
 // linear8x1_*: decoding) hold one row's sums; the 4-row ones (matvec8_*,
-// linear8_*) 4 rows of 8 columns. The 8-row ones are matvec8x8 below. All
-// run the same sums in the same order, so a row has the same bits at any
-// m.
+// linear8_*) 4 rows of 8 columns; the 8-row ones (matvec8x8_*, linear8x8_*:
+// verification) 8 rows of 4 columns (MV8_COLS8), the same 32 sums a
+// thread, so that a pass of up to 8 rows reads each weight word once. All
+// run matvec8_rows, whose sums do not depend on R or COLS, so a row has
+// the same bits at any m.
+template <int MAXR> constexpr int mv8_cols() { return MAXR == 8 ? MV8_COLS8 : MV8_COLS; }
 template <bool BF16, bool VEC, int MAXR, bool NORM>
 DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
-	static_assert(MAXR == 1 || MAXR == 4, "matvec8x8 takes 8 rows");
+	constexpr int C = mv8_cols<MAXR>();
 	const int m = a.m;
 	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a fraction of the code)
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM, MV8_COLS>(a, r0, part, sqs);
-	} else {
+		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs);
+	} else if constexpr (MAXR == 4) {
 		for (int r0 = 0; r0 < m; r0 += 4) {
 			switch (m - r0) {
-			case 1: matvec8_rows<BF16, VEC, 1, NORM, MV8_COLS>(a, r0, part, sqs); break;
-			case 2: matvec8_rows<BF16, VEC, 2, NORM, MV8_COLS>(a, r0, part, sqs); break;
-			case 3: matvec8_rows<BF16, VEC, 3, NORM, MV8_COLS>(a, r0, part, sqs); break;
-			default: matvec8_rows<BF16, VEC, 4, NORM, MV8_COLS>(a, r0, part, sqs); break;
+			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
+			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
+			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
+			default: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
 			}
 		}
-	}
-}
-// matvec8x8 is matvec8 for the 8-row kernels (matvec8x8_*, linear8x8_*:
-// verification): passes of up to 8 rows over the shared x tile, a row at
-// a time where x is not 16-byte aligned.
-template <bool BF16, bool VEC, bool NORM>
-DEVICE ALWAYS_INLINE void matvec8x8(const LinArgs<unsigned> &a, f32x4 xt[MV8_MAXR][2][MV8_TILE], float part[2][4][MV8_SUMS], float sqs[2][4][MV8_MAXR]) {
-	const int m = a.m;
-	if constexpr (!VEC) {
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows_tiled<BF16, VEC, 1, NORM, MV8_HALF>(a, r0, xt, part, sqs);
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 8) {
 			switch (m - r0) {
-			case 1: matvec8_rows_tiled<BF16, VEC, 1, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 2: matvec8_rows_tiled<BF16, VEC, 2, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 3: matvec8_rows_tiled<BF16, VEC, 3, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 4: matvec8_rows_tiled<BF16, VEC, 4, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 5: matvec8_rows_tiled<BF16, VEC, 5, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 6: matvec8_rows_tiled<BF16, VEC, 6, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			case 7: matvec8_rows_tiled<BF16, VEC, 7, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
-			default: matvec8_rows_tiled<BF16, VEC, 8, NORM, MV8_HALF>(a, r0, xt, part, sqs); break;
+			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
+			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
+			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
+			case 4: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
+			case 5: matvec8_rows<BF16, VEC, 5, NORM, C>(a, r0, part, sqs); break;
+			case 6: matvec8_rows<BF16, VEC, 6, NORM, C>(a, r0, part, sqs); break;
+			case 7: matvec8_rows<BF16, VEC, 7, NORM, C>(a, r0, part, sqs); break;
+			default: matvec8_rows<BF16, VEC, 8, NORM, C>(a, r0, part, sqs); break;
 			}
 		}
 	}
 }
-// linear8 runs matvec8 (linear8x8: matvec8x8) over a's x, reading x (and
-// the gain) 16 bytes at a time where both are 16-byte aligned. The flags'
-// norm bit is NORM's.
-template <bool NORM, class T> DEVICE LinArgs<unsigned> lin8_args(const LinArgs<T> &in) {
-	return LinArgs<unsigned>{in.out, in.x, in.gain, reinterpret_cast<const unsigned *>(in.w), in.bias, in.res,
-	                         in.m, in.k, in.n, in.eps, NORM ? in.flags | LIN_NORM : in.flags & ~LIN_NORM};
-}
-template <bool NORM> DEVICE bool lin8_aligned(const LinArgs<unsigned> &a) {
-	return (reinterpret_cast<u64>(a.x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(a.gain) & 15u) == 0);
-}
+// linear8 runs matvec8 over a's x, reading x (and the gain) 16 bytes at a
+// time where both are 16-byte aligned. The flags' norm bit is NORM's.
 template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void linear8(const LinArgs<T> &in) {
 	SHARED float part[4][MV8_SUMS]; // [warp][row * columns + column] sums of each warp
 	SHARED float sqs[4][MV8_MAXR];  // [warp][row] Σx² of each warp (NORM)
-	const LinArgs<unsigned> a = lin8_args<NORM>(in);
-	if (lin8_aligned<NORM>(a)) {
+	const LinArgs<unsigned> a = {in.out, in.x, in.gain, reinterpret_cast<const unsigned *>(in.w), in.bias, in.res,
+	                             in.m, in.k, in.n, in.eps, NORM ? in.flags | LIN_NORM : in.flags & ~LIN_NORM};
+	const bool aligned = (reinterpret_cast<u64>(a.x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(a.gain) & 15u) == 0);
+	if (aligned) {
 		matvec8<BF16, true, MAXR, NORM>(a, part, sqs);
 	} else {
 		matvec8<BF16, false, MAXR, NORM>(a, part, sqs);
-	}
-}
-template <bool BF16, bool NORM, class T> DEVICE ALWAYS_INLINE void linear8x8(const LinArgs<T> &in) {
-	SHARED f32x4 xt[MV8_MAXR][2][MV8_TILE]; // 32 KiB: x's rows, MV8_TILE words of each
-	SHARED float part[2][4][MV8_SUMS];      // [half][warp][row * columns + column]
-	SHARED float sqs[2][4][MV8_MAXR];       // [half][warp][row] (NORM)
-	const LinArgs<unsigned> a = lin8_args<NORM>(in);
-	if (lin8_aligned<NORM>(a)) {
-		matvec8x8<BF16, true, NORM>(a, xt, part, sqs);
-	} else {
-		matvec8x8<BF16, false, NORM>(a, xt, part, sqs);
 	}
 }
 
@@ -439,10 +293,8 @@ template <bool BF16, bool NORM, class T> DEVICE ALWAYS_INLINE void linear8x8(con
 // rows of 8 columns (64 sums a thread) spilled at every bound.
 #if CU_DEVICE_BUILD
 #define MV8_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
-#define MV8_BOUNDS8 __attribute__((launch_bounds(256, 1)))
 #else
 #define MV8_BOUNDS(blocks)
-#define MV8_BOUNDS8
 #endif
 
 // The plain products: nothing folded in.
@@ -457,8 +309,8 @@ KERNEL void matvec_bf16(float *out, const float *x, const bf16_t *w, int m, int 
 	KERNEL MV8_BOUNDS(5) void matvec8x1_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
 		linear8<BF16, false, 1>(mv_args(out, x, w, m, k, n)); \
 	} \
-	KERNEL MV8_BOUNDS8 void matvec8x8_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
-		linear8x8<BF16, false>(mv_args(out, x, w, m, k, n)); \
+	KERNEL MV8_BOUNDS(3) void matvec8x8_##NAME(float *out, const float *x, const T *w, int m, int k, int n) { \
+		linear8<BF16, false, 8>(mv_args(out, x, w, m, k, n)); \
 	}
 MATVEC8(f16_t, f16, false)
 MATVEC8(bf16_t, bf16, true)
@@ -481,7 +333,7 @@ KERNEL void linear_bf16(LIN_PARAMS(bf16_t)) { linear_warp(LIN_ARGS(bf16_t)); }
 	KERNEL void linear8_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 4>(LIN_ARGS(T)); } \
 	KERNEL MV8_BOUNDS(5) void linear8x1_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 1>(LIN_ARGS(T)); } \
 	KERNEL MV8_BOUNDS(5) void linear8x1_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 1>(LIN_ARGS(T)); } \
-	KERNEL MV8_BOUNDS8 void linear8x8_##NAME(LIN_PARAMS(T)) { linear8x8<BF16, false>(LIN_ARGS(T)); } \
-	KERNEL MV8_BOUNDS8 void linear8x8_norm_##NAME(LIN_PARAMS(T)) { linear8x8<BF16, true>(LIN_ARGS(T)); }
+	KERNEL MV8_BOUNDS(3) void linear8x8_##NAME(LIN_PARAMS(T)) { linear8<BF16, false, 8>(LIN_ARGS(T)); } \
+	KERNEL void linear8x8_norm_##NAME(LIN_PARAMS(T)) { linear8<BF16, true, 8>(LIN_ARGS(T)); }
 LINEAR8(f16_t, f16, false)
 LINEAR8(bf16_t, bf16, true)

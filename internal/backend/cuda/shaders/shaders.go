@@ -11,14 +11,12 @@ package shaders
 //go:generate go run gen_ptx.go
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -52,36 +50,6 @@ func PTX(cuName string) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// MaxThreads returns, by kernel of a .cu file, the most threads its
-// blocks may have (its launch_bounds, the PTX's .maxntid), for the kernels
-// that declare one: the driver refuses a launch of more.
-func MaxThreads(cuName string) (map[string]int, error) {
-	b, err := PTX(cuName)
-	if err != nil {
-		return nil, err
-	}
-	max := map[string]int{}
-	entries := entryRE.FindAllSubmatchIndex(b, -1)
-	for i, e := range entries {
-		body := b[e[1]:]
-		if i+1 < len(entries) {
-			body = b[e[1]:entries[i+1][0]]
-		}
-		if open := bytes.IndexByte(body, '{'); open >= 0 {
-			body = body[:open] // the directives come before the body
-		}
-		if m := maxntidRE.FindSubmatch(body); m != nil {
-			x, _ := strconv.Atoi(string(m[1]))
-			y, _ := strconv.Atoi(string(m[2]))
-			z, _ := strconv.Atoi(string(m[3]))
-			max[string(b[e[2]:e[3]])] = x * y * z
-		}
-	}
-	return max, nil
-}
-
-var maxntidRE = regexp.MustCompile(`\.maxntid (\d+), (\d+), (\d+)`)
 
 var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry ([A-Za-z_][A-Za-z0-9_]*)\(`)
 

@@ -157,22 +157,3 @@ func TestPtxasCatchesSpillsAndSharedMemory(t *testing.T) {
 		t.Errorf("a kernel held to 16 registers with 100 live values does not show spills: %v", r)
 	}
 }
-
-// TestMaxThreads: the launch bounds read from the PTX are the kernels'
-// launch_bounds: 128 threads for the one-row and 4-row matvec8 kernels,
-// 256 for the 8-row ones, none for a kernel without bounds.
-func TestMaxThreads(t *testing.T) {
-	got, err := shaders.MaxThreads("matvec.cu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, want := range map[string]int{"matvec8x1_f16": 128, "matvec8_bf16": 128, "linear8x1_norm_f16": 128,
-		"matvec8x8_f16": 256, "linear8x8_bf16": 256, "linear8x8_norm_f16": 256} {
-		if got[k] != want {
-			t.Errorf("%s: launch bounds %d, want %d", k, got[k], want)
-		}
-	}
-	if n, ok := got["linear8_norm_f16"]; ok {
-		t.Errorf("linear8_norm_f16 has no launch_bounds, read %d", n)
-	}
-}
