@@ -27,6 +27,19 @@ func fusesLayers(be graph.Backend) bool {
 	return ok && f.FusesLayers() && !envvar.FusedLayers.Off()
 }
 
+// LayersRunAs says how be runs the layers of a model with config c, for
+// inspect: the unfused graph, or the fused ops (where a layer's weight
+// types allow them; joinLayers decides per layer).
+func LayersRunAs(c *Config, be graph.Backend) string {
+	switch {
+	case !fusesLayers(be):
+		return "unfused ops"
+	case c.QKNorm:
+		return "fused O, gate-up, down; q, k, v unfused around the head norms"
+	}
+	return "fused QKV with RoPE and cache write, O, gate-up, down"
+}
+
 // linearSupported reports whether be runs a LinearOp over w with the
 // norm (and bias, or SwiGLU) of a joined layer part: a backend may run the
 // fused ops on some weight types only, and the parts it cannot run stay
