@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudatest"
-	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
@@ -102,11 +100,14 @@ func generateWith(t *testing.T, model, backend, head string, w, l int, prompt st
 
 // Greedy ReDrafter equals greedy decoding on a random Qwen3, token for
 // token: on the CPU (48 tokens, a trained head at four beam shapes and a
-// random head at one), and with Metal's and CUDA's kernels emulated (16
-// tokens; make test: the trained head at W3L4, make test-all: also W1L5
-// and the random head), each against the CPU's autoregressive tokens. The
-// trained head must draft: at least 1.5 tokens a step on the CPU.
-func TestQwen3GreedyReDrafterOnEveryBackend(t *testing.T) {
+// random head, whose drafts are rejected, at one), and with Metal's
+// kernels emulated (16 tokens; make test: the trained head at W3L4, make
+// test-all: also W1L5 and the random head), against the CPU's
+// autoregressive tokens. The trained head must draft: at least 1.5 tokens
+// a step on the CPU (3.75 on emulated Metal). CUDA's emulated kernels run
+// the same check in internal/backend/cuda/cudatest
+// (TestQwen3GreedyGenerationEqualsCPU), whose binary builds them anyway.
+func TestQwen3GreedyReDrafterEqualsGreedy(t *testing.T) {
 	const n, emuTokens = 48, 16
 	prompt := "Once upon a time"
 	model := qwen3Model(t)
@@ -130,7 +131,6 @@ func TestQwen3GreedyReDrafterOnEveryBackend(t *testing.T) {
 	}{
 		{"cpu", n, []draft{{trained, 1, 5}, {trained, 3, 4}, {trained, 4, 3}, {trained, 8, 5}, {random, 3, 4}}},
 		{"metal-emu", emuTokens, testenv.Subset([]draft{{trained, 3, 4}, {trained, 1, 5}, {random, 3, 4}}, 0)},
-		{"cuda-emu", emuTokens, testenv.Subset([]draft{{trained, 3, 4}, {trained, 1, 5}, {random, 3, 4}}, 0)},
 	} {
 		t.Run(be.name, func(t *testing.T) {
 			switch be.name {
@@ -139,12 +139,6 @@ func TestQwen3GreedyReDrafterOnEveryBackend(t *testing.T) {
 					t.Skip("emulated dispatches")
 				}
 				emulated(t)
-			case "cuda-emu":
-				if testing.Short() {
-					t.Skip("emulated launches")
-				}
-				cudatest.Builder(t) // skips or fails here, on t's goroutine
-				graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return cudatest.NewEmulated(t), nil })
 			}
 			want := want[:be.n]
 			if got := generateWith(t, model, be.name, "", 0, 0, prompt, be.n).Tokens; !slices.Equal(got, want) {
