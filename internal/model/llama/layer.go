@@ -164,9 +164,9 @@ type segment struct {
 // addLayer adds transformer block i over x [n, dim] to g and returns the
 // new residual stream. caches gives, for layer i, each sequence's rows and
 // caches: one segment for a State's pass, one per request in a joint pass.
-// Fused layers (a GPU backend) take six ops; unfused ones seventeen (Qwen3's
-// head norms add two, and keep q, k and v unfused), each with its PyTorch
-// equivalent in the comments.
+// Fused layers (a GPU backend) take six ops; unfused ones seventeen, each
+// with its PyTorch equivalent in the comments. Qwen3's head norms add two
+// ops, and keep its q, k and v unfused on a GPU too (joinLayers).
 func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []segment) *graph.Array {
 	c := &r.Model.Config
 	l := &r.Model.Layers[i]

@@ -250,3 +250,20 @@ func TestQwen3FusedAndGPUGraphs(t *testing.T) {
 		})
 	}
 }
+
+// A joint pass over sequences of every shape (the server's batching) gives
+// each Qwen3 sequence the bits of its own forward pass, where the head
+// norms run over the rows of all of them at once.
+func TestQwen3JointForwardEqualsAlone(t *testing.T) {
+	spec := qwen3Spec
+	spec.Vocab = 512 // jointCases' token ids
+	ck, err := llamatest.Write(t.TempDir(), spec, nil, 43)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
+		if st := checkJointOf(t, ck.GGUF, be, graph.F32); st.Passes != 2 {
+			t.Errorf("%s: %d passes, want 2", be.Name(), st.Passes)
+		}
+	}
+}
