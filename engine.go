@@ -295,7 +295,7 @@ func (e *Engine) Context() int { return e.context }
 
 // ModelInfo describes a loaded model.
 type ModelInfo struct {
-	Arch    string // "llama", "mistral" or "qwen2"
+	Arch    string // "llama", "mistral", "qwen2" or "qwen3"
 	Vocab   int    // vocabulary size
 	Dim     int    // hidden size
 	FFN     int    // intermediate size of the MLP

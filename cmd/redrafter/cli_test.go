@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
 
@@ -117,9 +118,36 @@ func TestInspect(t *testing.T) {
 	}
 	for _, want := range []string{"architecture: llama", "layers 5, dim 64", "heads 8 (kv 4", "vocab 512",
 		"tokenizer:    llama, 512 tokens", "blk.4.ffn_down.weight", "F32",
-		"F32       48 tensors   cpu: as stored; metal: as stored; cuda: as stored"} {
+		"F32       48 tensors   cpu: as stored; metal: as stored; cuda: as stored",
+		"layers run as cpu: unfused ops; metal: fused QKV with RoPE and cache write, O, gate-up, down; cuda: fused QKV"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// inspect describes a Qwen3 model, from GGUF and from an HF checkpoint:
+// its explicit head dimension, tied output, and how its layers run.
+func TestInspectQwen3(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "qwen3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{ck.GGUF, ck.HF} {
+		out, _, err := run(t, "", "inspect", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"architecture: qwen3", "heads 4 (kv 2, head dim 16)", "pairs neox",
+			"tied output true; qkv bias false", "blk.0.attn_q_norm.weight",
+			"layers run as cpu: unfused ops; metal: fused O, gate-up, down; q, k, v unfused around the head norms; cuda: fused O"} {
+			if path == ck.HF && strings.HasPrefix(want, "blk.") {
+				want = "model.layers.0.self_attn.q_norm.weight"
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
+			}
 		}
 	}
 }

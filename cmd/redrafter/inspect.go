@@ -59,6 +59,7 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	fmt.Fprintf(w, "rope base %g, dims %d, pairs %s, scaling %q; rms eps %g; tied output %v; qkv bias %v\n",
 		c.RopeTheta, c.RopeDims, map[bool]string{true: "neox", false: "adjacent"}[c.RopeNeoX], c.RopeScale.Type,
 		c.NormEps, c.TiedOutput, c.QKVBias)
+	writeLayersRunAs(w, &c)
 	var vocab *tokenizer.Vocab
 	if ck.Meta != nil {
 		vocab, err = tokenizer.FromGGUFMetadata(ck.Meta)
@@ -121,6 +122,20 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	return nil
 }
 
+// inspectBackends are the backends inspect describes. Only their Supports
+// and FusesLayers are called, which for Metal and CUDA depend on their
+// kernels alone, not on a device, so zero values answer them on any
+// machine.
+func inspectBackends() []struct {
+	name string
+	be   graph.Backend
+} {
+	return []struct {
+		name string
+		be   graph.Backend
+	}{{"cpu", cpu.New(1)}, {"metal", new(metal.Backend)}, {"cuda", new(cuda.Backend)}}
+}
+
 // writeTensorTypes lists the tensor types of a GGUF file, with how many
 // tensors of each and how each backend runs them (llama.RunsAs).
 func writeTensorTypes(w io.Writer, tensors []formats.Tensor) {
@@ -133,13 +148,7 @@ func writeTensorTypes(w io.Writer, tensors []formats.Tensor) {
 		count[t.DType]++
 	}
 	sort.Slice(types, func(i, j int) bool { return types[i] < types[j] })
-	// Only the backends' Supports is called, which for Metal and CUDA
-	// depends on their kernels alone, not on a device, so zero values
-	// answer it on any machine.
-	backends := []struct {
-		name string
-		be   graph.Backend
-	}{{"cpu", cpu.New(1)}, {"metal", new(metal.Backend)}, {"cuda", new(cuda.Backend)}}
+	backends := inspectBackends()
 	fmt.Fprintf(w, "tensor types: how each runs on cpu, metal, cuda\n")
 	for _, t := range types {
 		var how []string
@@ -148,6 +157,16 @@ func writeTensorTypes(w io.Writer, tensors []formats.Tensor) {
 		}
 		fmt.Fprintf(w, "  %-7s %4d tensors   %s\n", t, count[t], strings.Join(how, "; "))
 	}
+}
+
+// writeLayersRunAs says how each backend runs the model's layers
+// (llama.LayersRunAs).
+func writeLayersRunAs(w io.Writer, c *llama.Config) {
+	var how []string
+	for _, b := range inspectBackends() {
+		how = append(how, b.name+": "+llama.LayersRunAs(c, b.be))
+	}
+	fmt.Fprintf(w, "layers run as %s\n", strings.Join(how, "; "))
 }
 
 // chatTemplateSummary says what chat will do with the model's template.

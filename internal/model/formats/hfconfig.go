@@ -10,12 +10,12 @@ import (
 )
 
 // HFConfig is a Hugging Face config.json of a Llama-family model (Llama 1-3,
-// Vicuna, TinyLlama, Mistral, Qwen2), by its config.json names. ReadHFConfig
+// Vicuna, TinyLlama, Mistral, Qwen2, Qwen3), by its config.json names. ReadHFConfig
 // and ParseHFConfig fill in the defaults listed at ReadHFConfig; unknown keys
 // are ignored.
 type HFConfig struct {
 	Architectures         []string     `json:"architectures"` // e.g. ["LlamaForCausalLM"]
-	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2"
+	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2", "qwen3"
 	HiddenSize            int          `json:"hidden_size"`
 	IntermediateSize      int          `json:"intermediate_size"`
 	NumHiddenLayers       int          `json:"num_hidden_layers"`

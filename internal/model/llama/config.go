@@ -1,5 +1,5 @@
 // Package llama is the Llama-family architecture (Llama 2/3, Vicuna,
-// TinyLlama, Mistral, Qwen2): its configuration, weights bound by checkpoint
+// TinyLlama, Mistral, Qwen2, Qwen3): its configuration, weights bound by checkpoint
 // name, and the graph builder for prefill, decode and tree verification,
 // which are one forward pass over N new tokens with different attention
 // trees.
@@ -13,7 +13,7 @@ import (
 // Config is the architecture of a loaded model, normalised from a GGUF
 // file's metadata or an HF config.json.
 type Config struct {
-	Arch       string  // "llama", "mistral" or "qwen2"
+	Arch       string  // "llama", "mistral", "qwen2" or "qwen3"
 	Vocab      int     // vocabulary size
 	Dim        int     // hidden size
 	FFN        int     // intermediate size of the SwiGLU MLP
@@ -28,6 +28,7 @@ type Config struct {
 	RopeScale  RopeScaling
 	Context    int  // trained context length
 	QKVBias    bool // q/k/v projections carry biases (Qwen2)
+	QKNorm     bool // each head of q and of k is RMS-normalised before RoPE (Qwen3)
 	TiedOutput bool // the output projection is the embedding table
 }
 

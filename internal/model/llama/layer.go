@@ -27,6 +27,19 @@ func fusesLayers(be graph.Backend) bool {
 	return ok && f.FusesLayers() && !envvar.FusedLayers.Off()
 }
 
+// LayersRunAs says how be runs the layers of a model with config c, for
+// inspect: the unfused graph, or the fused ops (where a layer's weight
+// types allow them; joinLayers decides per layer).
+func LayersRunAs(c *Config, be graph.Backend) string {
+	switch {
+	case !fusesLayers(be):
+		return "unfused ops"
+	case c.QKNorm:
+		return "fused O, gate-up, down; q, k, v unfused around the head norms"
+	}
+	return "fused QKV with RoPE and cache write, O, gate-up, down"
+}
+
 // linearSupported reports whether be runs a LinearOp over w with the
 // norm (and bias, or SwiGLU) of a joined layer part: a backend may run the
 // fused ops on some weight types only, and the parts it cannot run stay
@@ -74,7 +87,14 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 	out := make([]fusedLayer, len(m.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		out[i].QKV = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V)
+		// Qwen3's per-head norms of q and k come between the projection
+		// and RoPE, which RoPEKVWrite fuses with the cache write, and the
+		// graph has no column slice to take q and k out of a joined
+		// product: those layers keep q, k and v apart (the norm, three
+		// products, the head norms, RoPE and KVWrite), and fuse the rest.
+		if !m.Config.QKNorm {
+			out[i].QKV = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V)
+		}
 		if m.Config.QKVBias && out[i].QKV.Present() {
 			out[i].QKVBias = joinRows(fmt.Sprintf("blk.%d.attn_qkv.bias", i), &l.QBias, &l.KBias, &l.VBias)
 			if !out[i].QKVBias.Present() {
@@ -145,7 +165,8 @@ type segment struct {
 // new residual stream. caches gives, for layer i, each sequence's rows and
 // caches: one segment for a State's pass, one per request in a joint pass.
 // Fused layers (a GPU backend) take six ops; unfused ones seventeen, each
-// with its PyTorch equivalent in the comments.
+// with its PyTorch equivalent in the comments. Qwen3's head norms add two
+// ops, and keep its q, k and v unfused on a GPU too (joinLayers).
 func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []segment) *graph.Array {
 	c := &r.Model.Config
 	l := &r.Model.Layers[i]
@@ -177,8 +198,14 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 			k = graph.Add(k, r.weight(g, &l.KBias))
 			v = graph.Add(v, r.weight(g, &l.VBias))
 		}
-		q = graph.RoPE(graph.Reshape(q, n, c.Heads, c.HeadDim), pos, r.invFreq, c.RopeNeoX)
-		k = graph.RoPE(graph.Reshape(k, n, c.KVHeads, c.HeadDim), pos, r.invFreq, c.RopeNeoX)
+		q = graph.Reshape(q, n, c.Heads, c.HeadDim)
+		k = graph.Reshape(k, n, c.KVHeads, c.HeadDim)
+		if c.QKNorm {
+			q = headNorm(q, r.weight(g, &l.QNorm), c.NormEps) // q = q_norm(q)  (Qwen3)
+			k = headNorm(k, r.weight(g, &l.KNorm), c.NormEps) // k = k_norm(k)
+		}
+		q = graph.RoPE(q, pos, r.invFreq, c.RopeNeoX)
+		k = graph.RoPE(k, pos, r.invFreq, c.RopeNeoX)
 		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
 		parts := make([]*graph.Array, len(segs))
 		for j, s := range segs {
@@ -205,6 +232,13 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 	gate := graph.MatMul(h, r.weight(g, &l.Gate))
 	up := graph.MatMul(h, r.weight(g, &l.Up))
 	return graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
+}
+
+// headNorm is RMSNorm over each head of x [n, heads, headDim] with one
+// gain w [headDim] for every head: the rows of the norm are the heads.
+func headNorm(x, w *graph.Array, eps float32) *graph.Array {
+	s := x.Shape()
+	return graph.Reshape(graph.RMSNorm(graph.Reshape(x, s[0]*s[1], s[2]), w, eps), s...)
 }
 
 // slice is rows lo..hi-1 of a, or a itself when they are all n of them.

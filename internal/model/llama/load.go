@@ -62,9 +62,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, errors.New("gguf metadata has no general.architecture")
 	}
 	switch arch {
-	case "llama", "mistral", "qwen2":
+	case "llama", "mistral", "qwen2", "qwen3":
 	default:
-		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2)", arch)
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3)", arch)
 	}
 	num := func(key string, def int) (int, error) {
 		v, ok := g.Uint(arch + "." + key)
@@ -79,7 +79,7 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		}
 		return int(v), nil
 	}
-	c := Config{Arch: arch, QKVBias: arch == "qwen2"}
+	c := Config{Arch: arch, QKVBias: arch == "qwen2", QKNorm: arch == "qwen3"}
 	var err error
 	for _, f := range []struct {
 		dst *int
@@ -123,8 +123,8 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	// llama.cpp's converter permutes the Q/K rows of llama/mistral so that
 	// RoPE rotates adjacent pairs. q·k is unchanged by a permutation applied
 	// to both, so we keep the weights as they are and rotate adjacent pairs
-	// too: no copy at load time.
-	c.RopeNeoX = arch == "qwen2"
+	// too: no copy at load time. It leaves Qwen's rows as HF has them.
+	c.RopeNeoX = arch == "qwen2" || arch == "qwen3"
 	emb, ok := g.Tensor("token_embd.weight")
 	if !ok {
 		return nil, errors.New("tensor token_embd.weight is missing")
@@ -224,9 +224,9 @@ func openHF(dir string) (*Checkpoint, error) {
 func configFromHF(h *formats.HFConfig) (Config, error) {
 	arch := h.ModelType
 	switch arch {
-	case "llama", "mistral", "qwen2":
+	case "llama", "mistral", "qwen2", "qwen3":
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3)", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -234,6 +234,8 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 		HeadDim: h.HeadDim, NormEps: float32(h.RMSNormEps), RopeTheta: h.RopeTheta,
 		RopeNeoX: true, Context: h.MaxPositionEmbeddings,
 		QKVBias: arch == "qwen2" || h.AttentionBias,
+		// Qwen3 has attention_bias false and q_norm/k_norm in every layer.
+		QKNorm: arch == "qwen3",
 	}
 	c.RopeDims = c.HeadDim
 	if c.Context == 0 {

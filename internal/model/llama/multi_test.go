@@ -70,7 +70,14 @@ func bitsEqual(a, b []float32) bool {
 // and requires the same bits for every logit and hidden state.
 func checkJoint(t *testing.T, be graph.Backend, kv graph.DType) BatcherStats {
 	t.Helper()
-	ck, err := Open(storiesGGUF)
+	return checkJointOf(t, storiesGGUF, be, kv)
+}
+
+// checkJointOf is checkJoint on the model at path (a vocabulary of at
+// least 500 tokens).
+func checkJointOf(t *testing.T, path string, be graph.Backend, kv graph.DType) BatcherStats {
+	t.Helper()
+	ck, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,9 @@ import (
 )
 
 // naiveForward is an independent float64 implementation of the HF Llama /
-// Qwen2 forward pass (NeoX RoPE, GQA, optional q/k/v biases), written
-// straight from the PyTorch modeling code, for checking the graph path.
+// Qwen2 / Qwen3 forward pass (NeoX RoPE, GQA, optional q/k/v biases,
+// optional per-head q/k norms), written straight from the PyTorch modeling
+// code, for checking the graph path.
 func naiveForward(c Config, w map[string][]float64, tokens []int) [][]float64 {
 	d, hd := c.Dim, c.HeadDim
 	linear := func(x []float64, name string, out int) []float64 {
@@ -71,6 +72,18 @@ func naiveForward(c Config, w map[string][]float64, tokens []int) [][]float64 {
 			qs[t] = linear(h, p+"self_attn.q_proj.weight", c.Heads*hd)
 			ks[t] = linear(h, p+"self_attn.k_proj.weight", c.KVHeads*hd)
 			vs[t] = linear(h, p+"self_attn.v_proj.weight", c.KVHeads*hd)
+			// Qwen3 (transformers' models/qwen3/modeling_qwen3.py,
+			// Qwen3Attention.forward): q_norm and k_norm, RMSNorms of
+			// head_dim with the model's eps, over each head of the
+			// projections, before apply_rotary_pos_emb.
+			if _, ok := w[p+"self_attn.q_norm.weight"]; ok {
+				for hh := range c.Heads {
+					copy(qs[t][hh*hd:(hh+1)*hd], norm(qs[t][hh*hd:(hh+1)*hd], p+"self_attn.q_norm.weight"))
+				}
+				for hh := range c.KVHeads {
+					copy(ks[t][hh*hd:(hh+1)*hd], norm(ks[t][hh*hd:(hh+1)*hd], p+"self_attn.k_norm.weight"))
+				}
+			}
 			for hh := range c.Heads {
 				rope(qs[t][hh*hd:(hh+1)*hd], t)
 			}

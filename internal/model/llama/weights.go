@@ -59,6 +59,11 @@ type Layer struct {
 	Gate     Weight `st:"mlp.gate_proj.weight" gguf:"ffn_gate.weight"`            // [ffn, dim]
 	Up       Weight `st:"mlp.up_proj.weight" gguf:"ffn_up.weight"`                // [ffn, dim]
 	Down     Weight `st:"mlp.down_proj.weight" gguf:"ffn_down.weight"`            // [dim, ffn]
+
+	// Qwen3 (Config.QKNorm): RMSNorm gains over each head of q and of k,
+	// one vector shared by the heads.
+	QNorm Weight `st:"self_attn.q_norm.weight" gguf:"attn_q_norm.weight" opt:"qknorm"` // [headDim]
+	KNorm Weight `st:"self_attn.k_norm.weight" gguf:"attn_k_norm.weight" opt:"qknorm"` // [headDim]
 }
 
 // expected returns the shape a weight must have under c.
@@ -79,6 +84,8 @@ func (c *Config) expected(field string) graph.Shape {
 		return graph.Shape{q}
 	case "KBias", "VBias":
 		return graph.Shape{kv}
+	case "QNorm", "KNorm":
+		return graph.Shape{c.HeadDim}
 	case "Gate", "Up":
 		return graph.Shape{c.FFN, c.Dim}
 	case "Down":
@@ -103,6 +110,9 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		w, ok := find(name)
 		if !ok {
 			if t.Tag.Get("opt") == "bias" && !c.QKVBias {
+				return nil
+			}
+			if t.Tag.Get("opt") == "qknorm" && !c.QKNorm {
 				return nil
 			}
 			if tied := t.Tag.Get("tied"); tied != "" {
@@ -243,6 +253,9 @@ func (m *Model) weightsOf() []*Weight {
 		ws = append(ws, &l.AttnNorm, &l.Q, &l.K, &l.V, &l.O, &l.FFNNorm, &l.Gate, &l.Up, &l.Down)
 		if m.Config.QKVBias {
 			ws = append(ws, &l.QBias, &l.KBias, &l.VBias)
+		}
+		if m.Config.QKNorm {
+			ws = append(ws, &l.QNorm, &l.KNorm)
 		}
 	}
 	return ws

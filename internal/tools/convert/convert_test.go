@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
 	"github.com/seed9b8f47b1/redrafter/internal/model/tokenizer"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
@@ -121,6 +123,59 @@ func TestModelRoundTrip(t *testing.T) {
 			}
 		}
 		ck.Close()
+	}
+}
+
+// A Qwen3 GGUF converts to an HF checkpoint that loads as the same model:
+// model_type qwen3 with its head_dim, the q/k head norms under HF's names,
+// every weight's values kept (f32), and the rest quantized at 4 bits.
+func TestConvertQwen3(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok []formats.KV // the converter writes the tokenizer too
+	for _, kv := range g.KVs() {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			tok = append(tok, kv)
+		}
+	}
+	defer g.Close()
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2, Heads: 4,
+		KVHeads: 2, HeadDim: 32, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true}, tok, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := llama.Open(ck.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for _, o := range []Options{{Bits: 32}, {Bits: 4, GroupSize: 32}} {
+		out := filepath.Join(t.TempDir(), "hf")
+		if _, err := Model(ck.GGUF, out, o); err != nil {
+			t.Fatal(err)
+		}
+		got, err := llama.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Model.Config, src.Model.Config) {
+			t.Errorf("bits %d: config\n %+v, want\n %+v", o.Bits, got.Model.Config, src.Model.Config)
+		}
+		for l := range src.Model.Layers {
+			for _, w := range [][2]*llama.Weight{{&got.Model.Layers[l].QNorm, &src.Model.Layers[l].QNorm},
+				{&got.Model.Layers[l].KNorm, &src.Model.Layers[l].KNorm}} {
+				if !slices.Equal(llama.F32Values(*w[0]), llama.F32Values(*w[1])) {
+					t.Errorf("bits %d: %s differs from %s", o.Bits, w[0].Name, w[1].Name)
+				}
+			}
+			if q := got.Model.Layers[l].Q; (o.Bits == 4) != q.Quantized() ||
+				o.Bits == 32 && !slices.Equal(llama.F32Values(q), llama.F32Values(src.Model.Layers[l].Q)) {
+				t.Errorf("bits %d: layer %d's q_proj: quantized %v, or its values differ", o.Bits, l, q.Quantized())
+			}
+		}
+		got.Close()
 	}
 }
 

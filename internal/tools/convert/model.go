@@ -235,7 +235,8 @@ func hfConfig(path string, e *encoder) ([]byte, error) {
 
 // ggufConfig writes the config.json of a model read from GGUF.
 func ggufConfig(c llama.Config, v *tokenizer.Vocab, e *encoder) ([]byte, error) {
-	archs := map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+	archs := map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+		"qwen3": "Qwen3ForCausalLM"}
 	cfg := map[string]any{
 		"architectures":           []string{archs[c.Arch]},
 		"model_type":              c.Arch,

@@ -105,6 +105,10 @@ func NewPlan(c llama.Config, s Shape) (*Plan, error) {
 			s.Dim/s.Heads, s.Dim, s.Heads, c.HeadDim)
 	case c.RopeDims != c.HeadDim:
 		return nil, fmt.Errorf("inflate: partial rotary embeddings (%d of %d dimensions) are not supported", c.RopeDims, c.HeadDim)
+	case c.QKNorm:
+		// A head padded with zeros has a smaller RMS: its norm would
+		// change what q and k are.
+		return nil, fmt.Errorf("inflate: %s's per-head q/k norms are not supported", c.Arch)
 	}
 	p := &Plan{From: c, To: c, ratio: s.Dim / s.Heads / c.HeadDim, group: c.Heads / c.KVHeads, group2: s.Heads / s.KVHeads}
 	t := &p.To

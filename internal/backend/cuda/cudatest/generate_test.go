@@ -12,8 +12,11 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
 	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 	"github.com/seed9b8f47b1/redrafter/internal/tools/convert"
+	"github.com/seed9b8f47b1/redrafter/internal/tools/train"
 )
 
 // generate decodes n tokens greedily from prompt on a backend, with
@@ -137,4 +140,96 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
 			}
 		})
 	}
+}
+
+// Greedy ReDrafter on the CUDA backend, every launch emulated, equals
+// greedy decoding on the CPU on a random Qwen3 (per-head q/k norms, heads
+// of 24 where the hidden size over the heads is 16, tied embeddings): the
+// GPU's own autoregressive tokens, and ReDrafter's with a head trained on
+// the model by the trainer (W3L4; make test-all: also W1L5), over 16
+// tokens. tests/ checks the same on the CPU at more shapes and on Metal.
+func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t) // skips or fails here, on t's goroutine
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkQwen3GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// checkQwen3GreedyEqualsCPU is TestQwen3GreedyGenerationEqualsCPU's check
+// on the registered backend named gpu at the beam shapes given.
+func checkQwen3GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
+	root, err := tools.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := formats.OpenGGUF(filepath.Join(root, "models", "stories260K", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var tok []formats.KV // stories260K's tokenizer
+	for _, kv := range g.KVs() {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			tok = append(tok, kv)
+		}
+	}
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}, tok, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := ck.GGUF
+	head := trainHead(t, model)
+	const n = 16
+	prompt := "Once upon a time"
+	want := generate(t, model, "cpu", "", "", 0, 0, prompt, n).Tokens
+	if len(want) != n {
+		t.Fatalf("cpu: %d tokens, want %d", len(want), n)
+	}
+	if got := generate(t, model, gpu, "", "", 0, 0, prompt, n).Tokens; !slices.Equal(got, want) {
+		t.Errorf("autoregressive on %s: %v\ncpu: %v", gpu, got, want)
+	}
+	for _, wl := range shapes {
+		t.Run(fmt.Sprintf("W%dL%d", wl[0], wl[1]), func(t *testing.T) {
+			res := generate(t, model, gpu, "", head, wl[0], wl[1], prompt, n)
+			if !slices.Equal(res.Tokens, want) {
+				t.Errorf("ReDrafter on %s: %v\nautoregressive on the cpu: %v", gpu, res.Tokens, want)
+			}
+			if d := res.Stats.Draft; d == nil || d.Steps == 0 || d.TokensPerStep() < 1.5 {
+				t.Fatalf("the head drafted too little to check anything: %+v", d)
+			}
+		})
+	}
+}
+
+// trainHead trains a draft head for model on the CPU on its own greedy
+// continuations (a few seconds), as train-drafter does.
+func trainHead(t *testing.T, model string) string {
+	t.Helper()
+	e, err := redrafter.Load(model, redrafter.Options{Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	set := func(prompts ...string) *train.Set {
+		dir := t.TempDir()
+		if _, err := train.Distill(context.Background(), e, dir, train.DistillOptions{Prompts: prompts, MaxTokens: 64, SamplesPerPrompt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := train.ReadSet(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	out := filepath.Join(t.TempDir(), "head")
+	data := set("Once upon a time", "One day, Tom", "Lily and her mom", "The little dog", "Ben had a red ball",
+		"There was a big tree", "Sue liked to sing", "The sun was hot")
+	if _, err := train.Train(context.Background(), e, train.Options{Data: data, EvalData: set("A cat sat", "Tim and Sam"), Out: out,
+		Steps: 200, Batch: 64, LR: 1e-3, Layers: 1, EvalEvery: 100, SaveEvery: 200, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

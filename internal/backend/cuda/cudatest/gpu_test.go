@@ -47,3 +47,10 @@ func TestGreedyGenerationEqualsCPUOnGPU(t *testing.T) {
 	openGPU(t).Close()
 	checkGreedyEqualsCPU(t, "cuda", true)
 }
+
+// TestQwen3GreedyGenerationEqualsCPUOnGPU is TestQwen3GreedyGenerationEqualsCPU
+// on the real GPU, at both beam shapes.
+func TestQwen3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
+	openGPU(t).Close()
+	checkQwen3GreedyEqualsCPU(t, "cuda", [][2]int{{3, 4}, {1, 5}})
+}

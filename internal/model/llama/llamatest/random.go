@@ -1,0 +1,144 @@
+// Package llamatest writes random-weight checkpoints of the architectures
+// package llama loads, for tests: the same weights as a GGUF file and as a
+// Hugging Face checkpoint directory, each under the names the real
+// converters write (spelled out here, not read from package llama's tags,
+// so that a wrong tag fails to load). Nothing that ships imports it.
+package llamatest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// Spec is the shape of a random model.
+type Spec struct {
+	Arch                    string // "qwen3", the only one so far
+	Vocab, Dim, FFN, Layers int
+	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
+	NormEps                 float32
+	RopeTheta               float64
+	Context                 int
+	Tied                    bool // no output projection: the embedding table is it
+}
+
+// Checkpoint is a random model written in both formats.
+type Checkpoint struct {
+	GGUF string // the .gguf file
+	HF   string // a directory with config.json and model.safetensors
+	// Weights holds every tensor's values by its HF name, as both files
+	// store them (float32, widened), row-major.
+	Weights map[string][]float64
+}
+
+// Write draws a model of shape s from seed and writes it under dir, in
+// float32. meta is added to the GGUF file's metadata after the
+// architecture's keys (a tokenizer's tokenizer.* keys, say).
+func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+	if s.Arch != "qwen3" {
+		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3)", s.Arch)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x71e3))
+	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf"), Weights: map[string][]float64{}}
+	var gt, ht []formats.Tensor
+	// add draws a tensor: matrices N(0, scale²), norm gains 1 + N(0, scale²)
+	// so that a gain left out or applied twice shows.
+	add := func(gguf, hf string, scale float64, shape ...int) {
+		v := make([]float32, graph.Shape(shape).Numel())
+		f := make([]float64, len(v))
+		for i := range v {
+			x := r.NormFloat64() * scale
+			if len(shape) == 1 {
+				x += 1
+			}
+			v[i] = float32(x)
+			f[i] = float64(v[i])
+		}
+		ck.Weights[hf] = f
+		data := graph.AsBytes(v)
+		gt = append(gt, formats.Tensor{Name: gguf, DType: formats.F32, Shape: shape, Data: data})
+		ht = append(ht, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
+	}
+	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
+	add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
+	add("output_norm.weight", "model.norm.weight", 0.1, s.Dim)
+	if !s.Tied {
+		add("output.weight", "lm_head.weight", 0.5, s.Vocab, s.Dim)
+	}
+	for l := range s.Layers {
+		g, h := fmt.Sprintf("blk.%d.", l), fmt.Sprintf("model.layers.%d.", l)
+		add(g+"attn_norm.weight", h+"input_layernorm.weight", 0.1, s.Dim)
+		add(g+"attn_q.weight", h+"self_attn.q_proj.weight", 0.3, q, s.Dim)
+		add(g+"attn_k.weight", h+"self_attn.k_proj.weight", 0.3, kv, s.Dim)
+		add(g+"attn_v.weight", h+"self_attn.v_proj.weight", 0.3, kv, s.Dim)
+		// Gains far from 1, with heads of RMS 1 after the norm: the
+		// attention logits depend on them.
+		add(g+"attn_q_norm.weight", h+"self_attn.q_norm.weight", 0.5, s.HeadDim)
+		add(g+"attn_k_norm.weight", h+"self_attn.k_norm.weight", 0.5, s.HeadDim)
+		add(g+"attn_output.weight", h+"self_attn.o_proj.weight", 0.3, s.Dim, q)
+		add(g+"ffn_norm.weight", h+"post_attention_layernorm.weight", 0.1, s.Dim)
+		add(g+"ffn_gate.weight", h+"mlp.gate_proj.weight", 0.3, s.FFN, s.Dim)
+		add(g+"ffn_up.weight", h+"mlp.up_proj.weight", 0.3, s.FFN, s.Dim)
+		add(g+"ffn_down.weight", h+"mlp.down_proj.weight", 0.3, s.Dim, s.FFN)
+	}
+
+	// GGUF: the keys llama.cpp's converter writes for Qwen3 (Qwen3's q and
+	// k rows are not permuted: llama.cpp rotates them as NeoX pairs).
+	a := s.Arch + "."
+	kvs := []formats.KV{
+		{Key: "general.architecture", Value: s.Arch},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Dim)},
+		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+	}
+	kvs = append(kvs, meta...)
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, gt, 32); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(ck.GGUF, buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+
+	// HF: config.json as Qwen3's model cards have it, less what no
+	// loader here reads.
+	if err := os.MkdirAll(ck.HF, 0o755); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	cfg, err := json.MarshalIndent(map[string]any{
+		"architectures": []string{"Qwen3ForCausalLM"}, "model_type": s.Arch,
+		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
+		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads, "head_dim": s.HeadDim,
+		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": nil,
+		"max_position_embeddings": s.Context, "vocab_size": s.Vocab, "tie_word_embeddings": s.Tied,
+		"attention_bias": false, "hidden_act": "silu", "torch_dtype": "float32",
+		"use_sliding_window": false, "sliding_window": nil,
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "config.json"), cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	buf.Reset()
+	if err := formats.WriteSafetensors(&buf, ht, nil); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	return ck, nil
+}
