@@ -25,8 +25,10 @@
 # (REDRAFTER_CUDA_GRAPHS=off) and with fused layers off
 # (REDRAFTER_FUSED_LAYERS=off), and BASELINE; an Nsight
 # Compute summary of a few decode steps' kernels; compute-sanitizer
-# racecheck over the self-test's kernels. OUT_DIR gets check.log (every
-# step) and bench-*.json.
+# racecheck over the self-test's kernels. VARIANTS_f16 and VARIANTS_q4
+# add runs of the new binary under other switches (in all(), below).
+# OUT_DIR gets check.log (every step, and a SUMMARY line per benchmark at
+# the end) and bench-*.json.
 # Each step has a time limit, so one that hangs does not take the rest.
 set -u -o pipefail
 bin=${1:?usage: cuda-device-check.sh BIN OUT_DIR}
@@ -52,8 +54,8 @@ bench() {
 	local name=$1 b=$2 model=$3 head=$4
 	shift 4
 	step "bench-$name" 75 env "$@" "$b" bench --backend cuda --model "$model" --drafter "$head" --prompts "$prompts" \
-		--limit 2 --max-tokens 128 --beam-width 1 --beam-length 5 --passes 1,17 --passes-after 128 --json "$out/bench-$name.json"
-	case $name in *-nographs | *-unfused) return ;; esac # the long context: new and baseline only
+		--limit 2 --max-tokens 128 --beam-width 1 --beam-length 5 --passes 1,5,17 --passes-after 128 --json "$out/bench-$name.json"
+	case $name in *-narrow* | *-nographs | *-unfused) return ;; esac # the long context: new and baseline only
 	step "ctx2000-$name" 60 env "$@" "$b" bench --backend cuda --model "$model" --drafter "$head" --prompts "$prompts" \
 		--limit 1 --max-tokens 16 --beam-width 1 --beam-length 5 --passes 1 --passes-after 2000 --json "$out/bench-$name-ctx2000.json"
 }
@@ -67,6 +69,13 @@ all() {
 		bench "$1-unfused" "$r" "$2" "$3" REDRAFTER_FUSED_LAYERS=off
 	fi
 	[ -n "${BASELINE:-}" ] && bench "$1-baseline" "$BASELINE" "$2" "$3"
+	# VARIANTS_<NAME>: more runs of the new binary, "label:VAR=VALUE ...",
+	# separated by spaces (e.g. VARIANTS_q4="cols4:REDRAFTER_CUDA_QMV1_COLS=4").
+	local v vs var="VARIANTS_$1"
+	for v in ${!var:-}; do
+		IFS=, read -r -a vs <<<"${v#*:}"
+		bench "$1-${v%%:*}" "$r" "$2" "$3" "${vs[@]}"
+	done
 }
 
 step gpu 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
@@ -77,6 +86,14 @@ tl=.cache/tinyllama-shaped-f16.gguf
 [ -f "$tl" ] || step inflate 90 "$r" dev inflate --model "$stories" --drafter models/stories260K/drafter --out "$tl"
 all f16 "$tl" "${tl%.gguf}-drafter" variants
 
+# The same head inflated with 1024-wide blocks behind an input projection
+# instead of blocks twice the hidden size: the same drafts, a quarter of
+# the bytes a draft step reads (scripts/make-inflated-q4-head.sh).
+narrow=.cache/head-narrow
+[ -d "$narrow" ] || step narrow-head 90 bash -c "'$r' dev inflate --model '$stories' --drafter models/stories260K/drafter --out .cache/x.gguf --drafter-out '$narrow' --drafter-exit-dim 1024 && rm -f .cache/x.gguf"
+bench f16-narrow "$r" "$tl" "$narrow"
+[ -n "${BASELINE:-}" ] && bench f16-narrow-baseline "$BASELINE" "$tl" "$narrow"
+
 q4=.cache/tl-q4
 [ -d "$q4" ] || step quantize 120 "$r" quantize --in "$tl" --out "$q4" --bits 4 --group-size 64
 all q4 "$q4" "${tl%.gguf}-drafter"
@@ -84,16 +101,43 @@ all q4 "$q4" "${tl%.gguf}-drafter"
 # Where a decode step's time goes: each kernel's time over 600 launches
 # after the first 1500 (the prompt and a few tokens), fused layers with
 # graphs (ncu profiles a graph's kernel nodes one by one).
+# The clocks are left alone (--clock-control none), as for the benchmarks.
 profile() {
 	command -v ncu >/dev/null || return 0
-	timeout 80 ncu --launch-skip 1500 --launch-count 600 --metrics gpu__time_duration.sum --print-summary per-kernel \
-		"$r" generate --backend cuda --model "$2" --prompt "Once upon a time" --max-tokens 40 >"$out/profile-$1.txt" 2>&1
-	echo "== profile $1: exit $? (profile-$1.txt)" | tee -a "$log"
+	local name=$1 model=$2
+	shift 2
+	timeout 80 ncu --clock-control none --launch-skip 1500 --launch-count 600 --metrics gpu__time_duration.sum --print-summary per-kernel \
+		"$r" generate --backend cuda --model "$model" --prompt "Once upon a time" --max-tokens 60 "$@" >"$out/profile-$name.txt" 2>&1
+	echo "== profile $name: exit $? (profile-$name.txt)" | tee -a "$log"
 }
 profile f16 "$tl"
 profile q4 "$q4"
+# A ReDrafter generation's kernels: verification passes and the draft head.
+profile f16-redrafter "$tl" --drafter "$narrow" --beam-width 1 --beam-length 5
+profile q4-redrafter "$q4" --drafter "$narrow" --beam-width 1 --beam-length 5
+# DETAIL="NAME:MODEL:KERNEL_REGEX ...": ncu's full sections (speed of
+# light, occupancy, warp stalls, memory) for two calls of the kernels
+# matching the regex after the first 40, while decoding MODEL (f16 or q4).
+for d in ${DETAIL:-}; do
+	IFS=: read -r dn dm dk <<<"$d"
+	case $dm in q4) dm=$q4 ;; *) dm=$tl ;; esac
+	timeout 60 ncu --clock-control none --kernel-name "regex:$dk" --launch-skip 40 --launch-count 2 --section SpeedOfLight --section Occupancy \
+		--section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+		"$r" generate --backend cuda --model "$dm" --prompt "Once upon a time" --max-tokens 8 >"$out/detail-$dn.txt" 2>&1
+	echo "== detail $dn: exit $? (detail-$dn.txt)" | tee -a "$log"
+done
 # Shared-memory races between warps, which the emulator (a block's threads
 # in lockstep) cannot see, over every kernel the self-test reaches.
 command -v compute-sanitizer >/dev/null &&
 	step racecheck 80 compute-sanitizer --tool racecheck --error-exitcode 1 "$gpucheck" --backend cuda
+# One line per benchmark, for the log of docs/benchmarks.
+command -v python3 >/dev/null && python3 - "$out" <<'PY' | tee -a "$log"
+import glob, json, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):
+    r = json.load(open(f))
+    a, bw = r["autoregressive"], r["machine"].get("read_bandwidth_bytes_per_s", [0, 0])
+    cells = " ".join("W%dL%d %.1f tok/s %.2fx %.2f tok/step" % (c["beam_width"], c["beam_length"], c["tokens_per_s"], c["speedup"], c.get("tokens_per_step", 0)) for c in r.get("redrafter", []))
+    passes = " ".join("%d@%d %.3fms" % (p["tokens"], p["after_cached"], p["ms"]) for p in r.get("passes", []))
+    print("SUMMARY %-22s decode %.1f tok/s (%.0f%% of %.0f GB/s) | %s | %s" % (os.path.basename(f)[6:-5], a["tokens_per_s"], 100 * a.get("bandwidth_fraction", 0), sum(bw) / 2e9, cells, passes))
+PY
 exit 0
