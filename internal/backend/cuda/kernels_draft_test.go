@@ -64,9 +64,11 @@ func draftCases(r *rand.Rand) []kcase {
 			return []any{d.f32s(out)}, err
 		})
 	}
-	// RNNStep: one beam, a few, not a multiple of 4; tails in K and N.
+	// RNNStep: one beam, a few, not a multiple of 4; tails in K and N. K
+	// of whole 16-byte words (136, 64) takes the 16-byte kernels for 16-bit
+	// weights (rnn_step8x1_* at one row, rnn_step8_* at more).
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {6, 65, 130}} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 136, 37}, {4, 64, 64}, {9, 100, 37}, {6, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
 			e, st, bias := opcases.RandF32(r, m*k, 1), opcases.RandF32(r, m*k, 1), opcases.RandF32(r, n, 1)
 			w, u := opcases.ScaledWeights(r, dt, n*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
@@ -289,6 +291,48 @@ func TestRNNStepEqualsUnfused(t *testing.T) {
 		}
 		if got, want := d.f32s(fused), d.f32s(sum); !slices.Equal(got, want) {
 			t.Errorf("%v: rnn_step %v, the unfused launches %v", dt, got, want)
+		}
+	}
+}
+
+// TestRNNStep8EqualsUnfused checks that rnn_step8_*, which the backend
+// picks for 16-bit weights of whole 16-byte rows, equals the launches of
+// the unfused graph over the same weights (matvec8 twice, add, add of the
+// bias, silu) bit for bit, at one row (decoding's draft step) and at 6
+// (a 4-row pass, then 2), with e and s 16-byte aligned and not: so the
+// head's rows keep their bits whether it runs fused, and at any beam
+// count.
+func TestRNNStep8EqualsUnfused(t *testing.T) {
+	r := rand.New(rand.NewPCG(seed(t), 16))
+	d := newEmuDevice(t, nil)
+	b := graph.AsBytes
+	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
+		for _, m := range []int{1, 6} {
+			for _, off := range []int{0, 4} { // e and s 16-byte aligned, then 4 bytes past
+				k, n := 136, 11 // 17 words a row: thread 0 reads two, the rest one; a tail block of 3 columns
+				e, st, bias := opcases.RandF32(r, m*k+1, 1), opcases.RandF32(r, m*k+1, 1), opcases.RandF32(r, n, 1)
+				w, u := opcases.ScaledWeights(r, dt, n*k, 1), opcases.ScaledWeights(r, dt, n*k, 1)
+				d.bufs = d.bufs[:0]
+				ep, sp := d.alloc(b(e))+devptr(off), d.alloc(b(st))+devptr(off)
+				wp, up, bp := d.alloc(b(w)), d.alloc(b(u)), d.alloc(b(bias))
+				fused, ew, su, sum := d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n)), d.alloc(make([]byte, 4*m*n))
+				l := rnnStepLaunch(fused, ep, sp, wp, up, bp, dt, m, k, n)
+				want := "rnn_step8_" + dt.String()
+				if m == 1 {
+					want = "rnn_step8x1_" + dt.String()
+				}
+				if l.kernel != want {
+					t.Fatalf("%v: the step runs %s, want %s", dt, l.kernel, want)
+				}
+				if err := d.runAll(l, matvec8Launch(ew, ep, wp, dt, m, k, n), matvec8Launch(su, sp, up, dt, m, k, n),
+					binaryLaunch("add_f32", sum, ew, su, m*n, m*n), binaryLaunch("add_f32", sum, sum, bp, m*n, n),
+					siluLaunch(sum, sum, m*n)); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := d.f32s(fused), d.f32s(sum); !slices.Equal(got, want) {
+					t.Errorf("%v m=%d offset %d: rnn_step8 %v, the unfused launches %v", dt, m, off, got, want)
+				}
+			}
 		}
 	}
 }

@@ -102,6 +102,8 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"rope.cu", "const u64 at = u64(kvlen[0]) + row;", "const u64 at = row;", "RoPEKVWrite/f32/neoxfalse/M5_H4_KVH2_D20_P8_at13"},
 		// Accepting chains, lanes tied for the longest beam keep the higher one.
 		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
+		// The 16-byte recurrent step reads every column's weights from the block's first column.
+		{"drafter.cu", "row[c] = u64(col0 + c < n ? col0 + c : n - 1) * words;", "row[c] = u64(col0 < n ? col0 : n - 1) * words;", "RNNStep/bf16/M4_K64_N64"},
 	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {

@@ -180,8 +180,10 @@ func matMulCases(r *rand.Rand) []Case {
 func rnnStepCases(r *rand.Rand) []Case {
 	var cs cases
 	// RNNStep: one beam, a few, more than MATVEC_MAX_M; tails in K and N.
+	// K of whole 16-byte words (64, 136) takes CUDA's 16-byte kernels
+	// (rnn_step8x1_* at one beam, rnn_step8_* at more) for 16-bit weights.
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {4, 64, 64}, {9, 100, 37}, {50, 65, 130}} {
+		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {1, 136, 37}, {4, 64, 64}, {9, 100, 37}, {50, 65, 130}} {
 			m, k, n := s[0], s[1], s[2]
 			e, st, bias := RandF32(r, m*k, 1), RandF32(r, m*k, 1), RandF32(r, n, 1)
 			w, u := Weights(r, dt, n*k), Weights(r, dt, n*k)

@@ -124,26 +124,6 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 #define MV8_COLS8 4 // the 8-row kernels' columns a block: 8 rows x 4 keeps the 4-row kernels' 32 sums a thread
 #define MV8_MAXR 8
 #define MV8_SUMS 32 // the sums of a block's warp: rows x columns
-template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
-	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
-	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
-}
-// x8 reads x[i..i+8): 16 bytes at a time where x is 16-byte aligned (k is
-// a multiple of 8, so then every row is too), else one float at a time;
-// the values, and so the sums, are the same either way.
-template <bool VEC> DEVICE void x8(float xs[8], const float *x, u64 i) {
-	if (VEC) {
-		const f32x4 a = ld_v4_f32(x + i), b = ld_v4_f32(x + i + 4u);
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			xs[e] = a.v[e];
-			xs[4 + e] = b.v[e];
-		}
-	} else {
-#pragma unroll
-		for (int e = 0; e < 8; e++) xs[e] = x[i + u64(e)];
-	}
-}
 // matvec8_rows computes rows r0..r0+R of the block's columns: COLS weight
 // rows, which are COLS columns of out, or with SwiGLU the gate and up rows
 // of COLS/2 columns (the first half of the block's weight rows gate, the

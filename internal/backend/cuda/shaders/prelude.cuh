@@ -376,3 +376,26 @@ DEVICE void cu_sincos(float x, float *s, float *c) {
 	default: *s = -cr; *c = sr; break;
 	}
 }
+
+// w8_at is element e of a 16-byte word of eight f16 or bf16 values;
+// x8 reads 8 floats (matvec.cu's and drafter.cu's 16-byte paths).
+template <bool BF16> DEVICE float w8_at(const u32x4 &v, int e) {
+	const unsigned short h = (unsigned short)((v.v[e >> 1] >> (16 * (e & 1))) & 0xffffu);
+	return BF16 ? bits_f32(unsigned(h) << 16) : bits_f16(h);
+}
+// x8 reads x[i..i+8): 16 bytes at a time where x is 16-byte aligned (k is
+// a multiple of 8, so then every row is too), else one float at a time;
+// the values, and so the sums, are the same either way.
+template <bool VEC> DEVICE void x8(float xs[8], const float *x, u64 i) {
+	if (VEC) {
+		const f32x4 a = ld_v4_f32(x + i), b = ld_v4_f32(x + i + 4u);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			xs[e] = a.v[e];
+			xs[4 + e] = b.v[e];
+		}
+	} else {
+#pragma unroll
+		for (int e = 0; e < 8; e++) xs[e] = x[i + u64(e)];
+	}
+}
