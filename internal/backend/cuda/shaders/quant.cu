@@ -3,7 +3,9 @@
 // of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
 // qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
 // a block computes 2·SC columns for every row, SC = QMV_SET_COLS (4) in
-// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below).
+// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below); qmatvec1_c4_*
+// and qmatvec1_c2_* (and qlinear1_c{4,2}[_norm]_*) are the one-row
+// kernels with SC = 4 and 2, the same bits (QMATVEC1_NARROW).
 // Grid: (ceil(n/(2·SC))); block: 128 threads (4 warps).
 // qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
 // neighbours folded in (graph.LinearOp over a quantized weight; below).
