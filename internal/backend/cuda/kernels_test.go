@@ -107,19 +107,22 @@ func kernelCases(r *rand.Rand) []kcase {
 	floatDTs := []graph.DType{graph.F32, graph.F16, graph.BF16}
 
 	for _, dt := range floatDTs {
-		// Embed, and MatMul at decode/verify shapes with tails in K and N.
-		v, dd, n := 50, 33, 7
-		table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
-		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
-			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
-				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+		// Embed (rows of 33, one block, and of 300, over 3 blocks with a
+		// tail), and MatMul at decode/verify shapes with tails in K and N.
+		for _, dd := range []int{33, 300} {
+			v, n := 50, 7
+			table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
+			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
+					return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(n * dd))
+				err := d.run(embedLaunch(out, d.alloc(b(table)), d.alloc(b(ids)), dt, n, dd, v))
+				return []any{d.f32s(out)}, err
 			})
-		}, func(d *emuDevice) ([]any, error) {
-			out := d.alloc(zeros(n * dd))
-			err := d.run(embedLaunch(out, d.alloc(b(table)), d.alloc(b(ids)), dt, n, dd, v))
-			return []any{d.f32s(out)}, err
-		})
+		}
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {5, 129, 9}, {9, 64, 5}} {
 			m, k, nn := s[0], s[1], s[2]
 			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, nn*k, 1)
