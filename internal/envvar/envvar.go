@@ -21,6 +21,9 @@
 //	REDRAFTER_CUDA_GRAPHS            off: the CUDA backend runs every plan as a list of launches;
 //	                                 any other value, or unset: from a plan's second run, as one
 //	                                 CUDA graph
+//	REDRAFTER_CUDA_QMV1_COLS         the columns a set of the CUDA one-row 4/8-bit products has: 8,
+//	                                 4 or 2 for every launch, for comparison; auto, or unset:
+//	                                 chosen per launch from its grid and the GPU's SMs
 //	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
 // Hugging Face's own variables, read by the CLI for pull, list, rm and model
@@ -140,6 +143,14 @@ const FusedLayers Switch = "REDRAFTER_FUSED_LAYERS"
 // default: from a plan's second run, one launch of a CUDA graph of its
 // kernels.
 const CUDAGraphs Switch = "REDRAFTER_CUDA_GRAPHS"
+
+// CUDAQMV1Cols, REDRAFTER_CUDA_QMV1_COLS, is read each time a CUDA backend
+// is opened: the columns a set of the one-row (decoding) 4- and 8-bit
+// matrix products' blocks has, 8, 4 or 2 for every such launch (every
+// choice gives the same bits), for comparing them on a GPU. auto, or
+// unset (the default): chosen per launch from its grid and the GPU's SMs.
+// Any other value makes opening the backend fail.
+const CUDAQMV1Cols Text = "REDRAFTER_CUDA_QMV1_COLS"
 
 // The Metal backend's command-buffer policy, read each time a Metal backend
 // is opened (metal.Policy.WithEnv); each overrides the default of the

@@ -37,6 +37,11 @@ type Backend struct {
 	// second Run (REDRAFTER_CUDA_GRAPHS=off: never, for comparison).
 	graphs bool
 
+	// qmv1Cols is the columns a set of the one-row quantized products'
+	// blocks has (REDRAFTER_CUDA_QMV1_COLS: 8, 4 or 2), or 0: chosen per
+	// launch from its grid and the SMs (qmv1Cols in quant.go).
+	qmv1Cols int
+
 	stage staging
 
 	mu        sync.Mutex
@@ -65,9 +70,12 @@ type Stats struct {
 	Copies, Staged int
 }
 
+// newBackend reads the backend's switches; a REDRAFTER_CUDA_QMV1_COLS that
+// parseQMV1Cols refuses counts as auto here (Open refuses it first).
 func newBackend(d driver) *Backend {
+	cols, _ := parseQMV1Cols(envvar.CUDAQMV1Cols.Get())
 	return &Backend{drv: d, constants: map[string]devptr{}, live: map[*planState]struct{}{},
-		graphs: !envvar.CUDAGraphs.Off()}
+		graphs: !envvar.CUDAGraphs.Off(), qmv1Cols: cols}
 }
 
 // Name implements graph.Backend.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
+	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
@@ -24,6 +25,9 @@ const LibraryPath = "libcuda.so.1"
 // stream, and the kernels' PTX (embedded; the driver's JIT compiles it for
 // the GPU), each module named in the error if the JIT refuses it.
 func Open() (*Backend, error) {
+	if _, err := parseQMV1Cols(envvar.CUDAQMV1Cols.Get()); err != nil {
+		return nil, err
+	}
 	d, err := openDriver(LibraryPath)
 	if err != nil {
 		return nil, err

@@ -64,3 +64,27 @@ func TestAutoFallsBackToCPU(t *testing.T) {
 		t.Errorf("no warning naming cuda in the logs: %q", logs.String())
 	}
 }
+
+// TestOpenRefusesBadQMV1Cols: a REDRAFTER_CUDA_QMV1_COLS that is not auto,
+// 8, 4 or 2 makes Open fail, naming the variable, before the driver is
+// loaded (so on any machine); a good one gets past that check.
+func TestOpenRefusesBadQMV1Cols(t *testing.T) {
+	t.Setenv("REDRAFTER_CUDA_QMV1_COLS", "16")
+	b, err := Open()
+	if err == nil {
+		b.Close()
+		t.Fatal("Open took REDRAFTER_CUDA_QMV1_COLS=16")
+	}
+	if !strings.Contains(err.Error(), "REDRAFTER_CUDA_QMV1_COLS") {
+		t.Fatalf("the error does not name the variable: %v", err)
+	}
+	t.Setenv("REDRAFTER_CUDA_QMV1_COLS", "4")
+	if b, err := Open(); err == nil {
+		if b.qmv1Cols != 4 {
+			t.Errorf("REDRAFTER_CUDA_QMV1_COLS=4 opened a backend with width %d", b.qmv1Cols)
+		}
+		b.Close()
+	} else if strings.Contains(err.Error(), "REDRAFTER_CUDA_QMV1_COLS") {
+		t.Fatalf("Open refused REDRAFTER_CUDA_QMV1_COLS=4: %v", err)
+	}
+}

@@ -11,6 +11,8 @@ func (e *encoder) embed() error {
 	return nil
 }
 
+// embedLaunch: a block for every 128 elements of each of the n rows
+// (embed.cu).
 func embedLaunch(out, table, ids devptr, dt graph.DType, n, d, v int) *launch {
-	return newLaunch("embed_"+dt.String(), grid1(n), 128).ptr(out).ptr(table).ptr(ids).i32(n).i32(d).i32(v)
+	return newLaunch("embed_"+dt.String(), grid2(n, ceilDiv(d, 128)), 128).ptr(out).ptr(table).ptr(ids).i32(n).i32(d).i32(v)
 }

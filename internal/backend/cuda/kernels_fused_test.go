@@ -101,7 +101,7 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 	// Quantized weights (qlinear*): every fold, bits and scale type, one
 	// row (qlinear1_*) and 4 + 1 (qlinear_*), every group size, a column
 	// tail (and with SwiGLU a block past n's gate and up rows).
-	qlinear := func(name string, v variant, bits, gs int, sdt graph.DType, m, k, n int, xScale float32) {
+	qlinear := func(name string, v variant, bits, gs int, sdt graph.DType, m, k, n int, xScale float32, sc int) {
 		rows := n
 		if v.swiglu {
 			rows = 2 * n
@@ -147,7 +147,7 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 			if v.residual {
 				rp, flags = d.alloc(b(res)), flags|linResidual
 			}
-			err := d.run(qlinearLaunch(out, xp, gp, wp, sp, bip, bp, rp, bits, sdt, flags, m, k, n, gs, eps))
+			err := d.run(qlinearColsLaunch(out, xp, gp, wp, sp, bip, bp, rp, bits, sdt, flags, m, k, n, gs, eps, sc))
 			return []any{d.f32s(out)}, err
 		})
 	}
@@ -157,13 +157,20 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 				for i, s := range [][3]int{{1, 256, 9}, {5, 384, 7}} {
 					gs := []int{32, 64, 128}[(si+vi+i)%3]
 					m, k, n := s[0], s[1], s[2]
-					qlinear(fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", v.name, bits, gs, sdt, m, k, n), v, bits, gs, sdt, m, k, n, 2)
+					// One row: with sets of every width qmv1Cols may choose.
+					widths := []int{qmvSetColumns(m)}
+					if m == 1 {
+						widths = qmv1Widths
+					}
+					for _, sc := range widths {
+						qlinear(fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d%s", v.name, bits, gs, sdt, m, k, n, widthSuffix(m, sc)), v, bits, gs, sdt, m, k, n, 2, sc)
+					}
 				}
 			}
 		}
 	}
-	qlinear("Linear/norm/4-bit/g64/f16/M1_K256_N9_tiny", variants[0], 4, 64, graph.F16, 1, 256, 9, 0.003)
-	qlinear("Linear/norm/8-bit/g32/bf16/M5_K384_N7_tiny", variants[0], 8, 32, graph.BF16, 5, 384, 7, 0.003)
+	qlinear("Linear/norm/4-bit/g64/f16/M1_K256_N9_tiny", variants[0], 4, 64, graph.F16, 1, 256, 9, 0.003, qmv1SetCols)
+	qlinear("Linear/norm/8-bit/g32/bf16/M5_K384_N7_tiny", variants[0], 8, 32, graph.BF16, 5, 384, 7, 0.003, qmvSetCols)
 
 	for _, dt := range []graph.DType{graph.F32, graph.F16} {
 		for _, neox := range []bool{true, false} {

@@ -107,19 +107,22 @@ func kernelCases(r *rand.Rand) []kcase {
 	floatDTs := []graph.DType{graph.F32, graph.F16, graph.BF16}
 
 	for _, dt := range floatDTs {
-		// Embed, and MatMul at decode/verify shapes with tails in K and N.
-		v, dd, n := 50, 33, 7
-		table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
-		add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
-			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
-				return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+		// Embed (rows of 33, one block, and of 300, over 3 blocks with a
+		// tail), and MatMul at decode/verify shapes with tails in K and N.
+		for _, dd := range []int{33, 300} {
+			v, n := 50, 7
+			table, ids := opcases.ScaledWeights(r, dt, v*dd, 1), opcases.RandInts(r, n, 0, v)
+			add(fmt.Sprintf("Embed/%v/V%d_D%d_N%d", dt, v, dd, n), opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+				return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+					ta, ia := g.Input("table", dt, v, dd), g.Input("ids", graph.I32, n)
+					return []*graph.Array{graph.Embed(ta, ia)}, map[*graph.Array]any{ta: table, ia: ids}
+				})
+			}, func(d *emuDevice) ([]any, error) {
+				out := d.alloc(zeros(n * dd))
+				err := d.run(embedLaunch(out, d.alloc(b(table)), d.alloc(b(ids)), dt, n, dd, v))
+				return []any{d.f32s(out)}, err
 			})
-		}, func(d *emuDevice) ([]any, error) {
-			out := d.alloc(zeros(n * dd))
-			err := d.run(embedLaunch(out, d.alloc(b(table)), d.alloc(b(ids)), dt, n, dd, v))
-			return []any{d.f32s(out)}, err
-		})
+		}
 		for _, s := range [][3]int{{1, 1, 1}, {1, 33, 7}, {5, 129, 9}, {9, 64, 5}} {
 			m, k, nn := s[0], s[1], s[2]
 			x, w := opcases.RandF32(r, m*k, 1), opcases.ScaledWeights(r, dt, nn*k, 1)
@@ -153,18 +156,25 @@ func kernelCases(r *rand.Rand) []kcase {
 					wa, sa, ba := g.Input("w", graph.U32, n, k*bits/32), g.Input("s", sdt, n, k/gs), g.Input("b", sdt, n, k/gs)
 					return graph.Quantized(wa, sa, ba, bits, gs), map[*graph.Array]any{wa: words, sa: scales, ba: biases}
 				}
-				add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d", bits, gs, sdt, m, k, n), tolF16, func(be graph.Backend) ([]any, error) {
-					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-						q, in := quantized(g)
-						xa := g.Input("x", graph.F32, m, k)
-						in[xa] = x
-						return []*graph.Array{graph.MatMul(xa, q)}, in
+				// One row: with sets of every width qmv1Cols may choose.
+				widths := []int{qmvSetColumns(m)}
+				if m == 1 {
+					widths = qmv1Widths
+				}
+				for _, sc := range widths {
+					add(fmt.Sprintf("QMatMul/%d-bit/g%d/%v/M%d_K%d_N%d%s", bits, gs, sdt, m, k, n, widthSuffix(m, sc)), tolF16, func(be graph.Backend) ([]any, error) {
+						return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+							q, in := quantized(g)
+							xa := g.Input("x", graph.F32, m, k)
+							in[xa] = x
+							return []*graph.Array{graph.MatMul(xa, q)}, in
+						})
+					}, func(d *emuDevice) ([]any, error) {
+						out := d.alloc(zeros(m * n))
+						err := d.run(qmatvecColsLaunch(out, d.alloc(b(x)), d.alloc(b(words)), d.alloc(b(scales)), d.alloc(b(biases)), bits, sdt, m, k, n, gs, sc))
+						return []any{d.f32s(out)}, err
 					})
-				}, func(d *emuDevice) ([]any, error) {
-					out := d.alloc(zeros(m * n))
-					err := d.run(qmatvecLaunch(out, d.alloc(b(x)), d.alloc(b(words)), d.alloc(b(scales)), d.alloc(b(biases)), bits, sdt, m, k, n, gs))
-					return []any{d.f32s(out)}, err
-				})
+				}
 				add(fmt.Sprintf("QEmbed/%d-bit/g%d/%v/V%d_D%d_N%d", bits, gs, sdt, n, k, m), tolF16, func(be graph.Backend) ([]any, error) {
 					return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 						q, in := quantized(g)
@@ -557,6 +567,16 @@ func compare(got, want []any, tol float64) string {
 		}
 	}
 	return ""
+}
+
+// widthSuffix ends the name of a quantized product's case: "/c4" and
+// "/c2" for one row with sets of 4 and 2 columns, nothing for the default
+// width (the cases' names before the narrow kernels existed).
+func widthSuffix(m, sc int) string {
+	if sc == qmvSetColumns(m) {
+		return ""
+	}
+	return fmt.Sprintf("/c%d", sc)
 }
 
 // seed returns the random seed of this run (testenv.Seed: logged, and

@@ -51,8 +51,8 @@ func (e *encoder) linear(op graph.LinearOp) error {
 		if !codesAligned(w) {
 			return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(w))
 		}
-		e.add(qlinearLaunch(e.out, x, gain, w, e.in[src.Weight+1], e.in[src.Weight+2], bias, res, op.Bits, e.dtype(src.Weight+1),
-			flags, m, k, n, op.GroupSize, op.Eps))
+		e.add(qlinearColsLaunch(e.out, x, gain, w, e.in[src.Weight+1], e.in[src.Weight+2], bias, res, op.Bits, e.dtype(src.Weight+1),
+			flags, m, k, n, op.GroupSize, op.Eps, e.qmvCols(m, n, op.SwiGLU)))
 		return nil
 	}
 	w, dt := e.in[src.Weight], e.dtype(src.Weight)
@@ -90,16 +90,25 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 // qmvBlockCols(m) columns; with linSwiGLU, w has 2n rows and a block
 // computes qmvSetColumns(m) (a set's gate rows, the other's up rows).
 func qlinearLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, sdt graph.DType, flags, m, k, n, gs int, eps float32) *launch {
+	return qlinearColsLaunch(out, x, gain, w, scales, biases, bias, res, bits, sdt, flags, m, k, n, gs, eps, qmvSetColumns(m))
+}
+
+// qlinearColsLaunch is qlinearLaunch with sets of sc columns: for one row
+// one of qmv1Widths (qlinear1_c4_*, qlinear1_c2_* besides qlinear1_*,
+// the same bits, as qmatvecColsLaunch), for more qmvSetCols.
+func qlinearColsLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, sdt graph.DType, flags, m, k, n, gs int, eps float32, sc int) *launch {
 	name := "qlinear"
 	if m == 1 {
-		name = "qlinear1"
+		name = "qlinear1" + qmv1Suffix(sc)
+	} else {
+		sc = qmvSetCols
 	}
 	if flags&linNorm != 0 {
 		name += "_norm"
 	}
-	blocks := ceilDiv(n, qmvBlockCols(m))
+	blocks := ceilDiv(n, 2*sc)
 	if flags&linSwiGLU != 0 {
-		blocks = ceilDiv(n, qmvSetColumns(m))
+		blocks = ceilDiv(n, sc)
 	}
 	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(blocks), 128).
 		ptr(out).ptr(x).ptr(gain).ptr(w).ptr(scales).ptr(biases).ptr(bias).ptr(res).

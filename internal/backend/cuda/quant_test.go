@@ -77,8 +77,9 @@ func TestQMatVecKSplit(t *testing.T) {
 }
 
 // TestQMatVecRowsSameBitsAnyM: a row of x gets the same bits alone (m = 1,
-// qmatvec1_*), 4 rows at a time, and in the pass of 1 to 3 rows that ends
-// m (qmatvec_*): greedy ReDrafter's verification equals decoding only so.
+// qmatvec1_*, and with narrower sets qmatvec1_c4_* and qmatvec1_c2_*), 4
+// rows at a time, and in the pass of 1 to 3 rows that ends m (qmatvec_*):
+// greedy ReDrafter's verification equals decoding only so.
 // Threads have 1 to 3 chunks of a row (k of 4224 and 2048 codes), so the
 // sums over chunks are compared too.
 func TestQMatVecRowsSameBitsAnyM(t *testing.T) {
@@ -100,19 +101,23 @@ func TestQMatVecRowsSameBitsAnyM(t *testing.T) {
 			t.Fatal(err)
 		}
 		together := d.f32s(all)
+		shared := len(d.bufs)
 		for row := 0; row < c.m; row++ {
-			one := d.alloc(zeros(c.n))
-			l := qmatvecLaunch(one, d.alloc(b(x[row*c.k:(row+1)*c.k])), w, scales, biases, c.bits, graph.BF16, 1, c.k, c.n, c.gs)
-			if !strings.HasPrefix(l.kernel, "qmatvec1_") {
-				t.Fatalf("m = 1 launches %s, not qmatvec1_*", l.kernel)
-			}
-			if err := d.run(l); err != nil {
-				t.Fatal(err)
-			}
-			alone := d.f32s(one)
-			for j := range alone {
-				if got, want := together[row*c.n+j], alone[j]; math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("%d bits g%d m=%d: row %d column %d is %v among %d rows, %v alone", c.bits, c.gs, c.m, row, j, got, c.m, want)
+			d.bufs = d.bufs[:shared] // the emulator takes 30 buffers a launch
+			for _, sc := range qmv1Widths {
+				one := d.alloc(zeros(c.n))
+				l := qmatvecColsLaunch(one, d.alloc(b(x[row*c.k:(row+1)*c.k])), w, scales, biases, c.bits, graph.BF16, 1, c.k, c.n, c.gs, sc)
+				if !strings.HasPrefix(l.kernel, "qmatvec1_") {
+					t.Fatalf("m = 1 launches %s, not qmatvec1_*", l.kernel)
+				}
+				if err := d.run(l); err != nil {
+					t.Fatal(err)
+				}
+				alone := d.f32s(one)
+				for j := range alone {
+					if got, want := together[row*c.n+j], alone[j]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%d bits g%d m=%d: row %d column %d is %v among %d rows, %v alone (%s)", c.bits, c.gs, c.m, row, j, got, c.m, want, l.kernel)
+					}
 				}
 			}
 		}
@@ -120,7 +125,8 @@ func TestQMatVecRowsSameBitsAnyM(t *testing.T) {
 }
 
 // TestQLinearRowsSameBitsAnyM: qmatvec's property with the folds: a row
-// of a fused quantized product has the same bits alone (qlinear1_*, x 4
+// of a fused quantized product has the same bits alone (qlinear1_*, with
+// sets of 8, 4 and 2 columns, x 4
 // bytes off 16-byte alignment: the float-at-a-time path) as among m rows
 // (qlinear_*, 4 at a time, then the tail), with the norm and every
 // epilogue, at 4 and 8 bits.
@@ -145,18 +151,21 @@ func TestQLinearRowsSameBitsAnyM(t *testing.T) {
 		w, sp, bp := d.alloc(b(codes)), d.alloc(b(scales)), d.alloc(b(biases))
 		x, res := b(opcases.RandF32(r, c.m*c.k, 2)), b(opcases.RandF32(r, c.m*c.n, 4))
 		gain, bias := d.alloc(b(opcases.RandF32(r, c.k, 1))), d.alloc(b(opcases.RandF32(r, rows, 1)))
-		run := func(xp, rp devptr, m int) ([]float32, string) {
+		run := func(xp, rp devptr, m, sc int) ([]float32, string) {
 			out := d.alloc(zeros(m * c.n))
-			l := qlinearLaunch(out, xp, gain, w, sp, bp, bias, rp, c.bits, graph.BF16, c.flags, m, c.k, c.n, c.gs, eps)
+			l := qlinearColsLaunch(out, xp, gain, w, sp, bp, bias, rp, c.bits, graph.BF16, c.flags, m, c.k, c.n, c.gs, eps, sc)
 			if err := d.run(l); err != nil {
 				t.Fatal(err)
 			}
 			return d.f32s(out), l.kernel
 		}
-		all, kAll := run(d.alloc(x), d.alloc(res), c.m)
-		for row := range c.m {
+		all, kAll := run(d.alloc(x), d.alloc(res), c.m, qmvSetCols)
+		shared := len(d.bufs)
+		for i := range c.m * len(qmv1Widths) {
+			row, sc := i/len(qmv1Widths), qmv1Widths[i%len(qmv1Widths)]
+			d.bufs = d.bufs[:shared] // the emulator takes 30 buffers a launch
 			xp := d.alloc(append(make([]byte, 4), x[4*row*c.k:4*(row+1)*c.k]...)) + 4
-			alone, kOne := run(xp, d.alloc(res[4*row*c.n:4*(row+1)*c.n]), 1)
+			alone, kOne := run(xp, d.alloc(res[4*row*c.n:4*(row+1)*c.n]), 1, sc)
 			if !strings.HasPrefix(kOne, "qlinear1_") || !strings.HasPrefix(kAll, "qlinear_") {
 				t.Fatalf("launched %s for one row and %s for %d", kOne, kAll, c.m)
 			}
@@ -166,6 +175,52 @@ func TestQLinearRowsSameBitsAnyM(t *testing.T) {
 						c.bits, c.gs, c.flags, c.m, row, j, got, c.m, kAll, want, kOne)
 				}
 			}
+		}
+	}
+}
+
+// TestQMV1Cols: the one-row products' set width. Auto gives the TinyLlama
+// shape's decoding products on an H100's 132 SMs at least 2 blocks an SM
+// each with the widest sets that do (Q·K·V 4, gate·up 8, O and down 2);
+// a forced width applies to every launch; without an SM count the widest;
+// the launches name the kernel of their width and have its grid; and the
+// switch's values parse, a wrong one an error.
+func TestQMV1Cols(t *testing.T) {
+	for _, c := range []struct {
+		force, sms, n int
+		glu           bool
+		want          int
+	}{
+		{0, 132, 2560, false, 4}, {0, 132, 5632, true, 8}, {0, 132, 2048, false, 2}, {0, 132, 32000, false, 8},
+		{0, 16, 2048, false, 8}, {0, 0, 2048, false, 8}, {0, 132, 9, false, 2},
+		{8, 132, 2048, false, 8}, {4, 132, 5632, true, 4}, {2, 0, 32000, false, 2},
+	} {
+		if got := qmv1Cols(c.force, c.sms, c.n, c.glu); got != c.want {
+			t.Errorf("qmv1Cols(force %d, %d SMs, n %d, glu %v) = %d, want %d", c.force, c.sms, c.n, c.glu, got, c.want)
+		}
+	}
+	for _, sc := range qmv1Widths {
+		l := qmatvecColsLaunch(0, 0, 0, 0, 0, 4, graph.F16, 1, 2048, 2048, 64, sc)
+		if want := "qmatvec1" + qmv1Suffix(sc) + "_4_f16"; l.kernel != want || l.grid[0] != 2048/(2*sc) {
+			t.Errorf("width %d: %s with %d blocks, want %s with %d", sc, l.kernel, l.grid[0], want, 2048/(2*sc))
+		}
+		l = qlinearColsLaunch(0, 0, 0, 0, 0, 0, 0, 0, 8, graph.BF16, linNorm|linSwiGLU, 1, 2048, 5632, 64, 1e-5, sc)
+		if want := "qlinear1" + qmv1Suffix(sc) + "_norm_8_bf16"; l.kernel != want || l.grid[0] != 5632/sc {
+			t.Errorf("width %d: %s with %d blocks, want %s with %d", sc, l.kernel, l.grid[0], want, 5632/sc)
+		}
+		// More rows keep the 4-row kernels' width whatever is asked.
+		if l := qmatvecColsLaunch(0, 0, 0, 0, 0, 4, graph.F16, 3, 2048, 2048, 64, sc); l.kernel != "qmatvec_4_f16" || l.grid[0] != 2048/(2*qmvSetCols) {
+			t.Errorf("3 rows, width %d asked: %s with %d blocks", sc, l.kernel, l.grid[0])
+		}
+	}
+	for s, want := range map[string]int{"": 0, "auto": 0, "8": 8, "4": 4, "2": 2} {
+		if got, err := parseQMV1Cols(s); err != nil || got != want {
+			t.Errorf("parseQMV1Cols(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"16", "1", "3", "off", " 4"} {
+		if _, err := parseQMV1Cols(s); err == nil {
+			t.Errorf("parseQMV1Cols(%q) took it", s)
 		}
 	}
 }

@@ -3,7 +3,9 @@
 // of gs elements of a row, value = float(s·q) + b), for f32/f16/bf16 scales.
 // qmatvec_<bits>_<scales>, qmatvec1_<bits>_<scales>: out[m,n] = x[m,k]·wᵀ;
 // a block computes 2·SC columns for every row, SC = QMV_SET_COLS (4) in
-// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below).
+// qmatvec_* and QMV1_SET_COLS (8) in qmatvec1_* (below); qmatvec1_c4_*
+// and qmatvec1_c2_* (and qlinear1_c{4,2}[_norm]_*) are the one-row
+// kernels with SC = 4 and 2, the same bits (QMATVEC1_NARROW).
 // Grid: (ceil(n/(2·SC))); block: 128 threads (4 warps).
 // qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
 // neighbours folded in (graph.LinearOp over a quantized weight; below).
@@ -284,10 +286,10 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 // SM), 1 row of 8 columns about 165 (3), so decoding (m = 1) has its own
 // kernels, qmatvec1_* and qlinear1_*, with the rows' bits unchanged since
 // every (row, column) is computed by the same code in the same order.
-template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM>
+template <int BITS, class S, bool VEC, int MAXR, bool FUSE, bool NORM, int SC>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
                                   const QLinFold &f, float part[4][4][QMV1_SET_COLS], float sqs[4][4]) {
-	constexpr int SC = MAXR == 1 ? QMV1_SET_COLS : QMV_SET_COLS;
+	static_assert(SC <= QMV1_SET_COLS && (MAXR == 1 || SC == QMV_SET_COLS), "part has QMV1_SET_COLS columns a warp; the 4-row kernels have QMV_SET_COLS");
 	if constexpr (!VEC || MAXR == 1) { // a row at a time
 		for (int r0 = 0; r0 < m; r0++) qmatvec_rows<BITS, S, VEC, 1, FUSE, NORM, SC>(out, x, w, scales, biases, r0, k, n, gs, f, part, sqs);
 	} else {
@@ -301,18 +303,18 @@ DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w,
 		}
 	}
 }
-template <int BITS, class S, int MAXR>
+template <int BITS, class S, int MAXR, int SC>
 DEVICE ALWAYS_INLINE void qmatvec(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs) {
 	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
 	const QLinFold none = {x, x, x, 0.0f, 0};
 	if ((reinterpret_cast<u64>(x) & 15u) == 0) {
-		qmatvec<BITS, S, true, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
+		qmatvec<BITS, S, true, MAXR, false, false, SC>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
 	} else {
-		qmatvec<BITS, S, false, MAXR, false, false>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
+		qmatvec<BITS, S, false, MAXR, false, false, SC>(out, x, w, scales, biases, m, k, n, gs, none, part, nullptr);
 	}
 }
 // qlinear is qmatvec with f folded in; NORM is the flags' norm bit.
-template <int BITS, class S, int MAXR, bool NORM>
+template <int BITS, class S, int MAXR, bool NORM, int SC>
 DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, int gs,
                                   QLinFold f) {
 	SHARED float part[4][4][QMV1_SET_COLS]; // [warp][row][column of the warp's set] sums of each warp
@@ -320,9 +322,9 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 	f.flags = NORM ? f.flags | QLIN_NORM : f.flags & ~QLIN_NORM;
 	const bool aligned = (reinterpret_cast<u64>(x) & 15u) == 0 && (!NORM || (reinterpret_cast<u64>(f.gain) & 15u) == 0);
 	if (aligned) {
-		qmatvec<BITS, S, true, MAXR, true, NORM>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
+		qmatvec<BITS, S, true, MAXR, true, NORM, SC>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
 	} else {
-		qmatvec<BITS, S, false, MAXR, true, NORM>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
+		qmatvec<BITS, S, false, MAXR, true, NORM, SC>(out, x, w, scales, biases, m, k, n, gs, f, part, sqs);
 	}
 }
 
@@ -342,15 +344,40 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 #else
 #define QMV_BOUNDS(blocks)
 #endif
+// qmatvec1_c<SC>_* and qlinear1_c<SC>[_norm]_* are the one-row kernels
+// with sets of SC = 4 or 2 columns (8 or 4 a block, 4 or 2 outputs with
+// SwiGLU), for products whose 16-column blocks would leave SMs idle or
+// alone: O and down at n = 2048 are 128 blocks, fewer than an H100's 132
+// SMs, 4 warps an SM, each thread's loads and sums one after the other
+// with nothing to hide them (quant.go's qmv1Cols chooses per launch). Each
+// column's sum is the same code in the same order whatever SC is (above),
+// so they have qmatvec1_*'s bits (TestQMatVecRowsSameBitsAnyM compares
+// them all). Fewer columns take fewer registers: held to 4 blocks an SM,
+// so that the 512 blocks of a 2048-wide product at SC = 2 fit an H100 at
+// once.
+#define QMATVEC1_NARROW(BITS, S, NAME, SC) \
+	KERNEL QMV_BOUNDS(4) void qmatvec1_c##SC##_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, \
+	                                                            int n, int gs) { \
+		qmatvec<BITS, S, 1, SC>(out, x, w, scales, biases, m, k, n, gs); \
+	}
+#define QLINEAR1_NARROW(BITS, S, NAME, SC) \
+	KERNEL QMV_BOUNDS(4) void qlinear1_c##SC##_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 1, false, SC>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	} \
+	KERNEL QMV_BOUNDS(4) void qlinear1_c##SC##_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
+		qlinear<BITS, S, 1, true, SC>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	}
 #define QMATVEC(BITS, S, NAME) \
 	KERNEL QMV_BOUNDS(3) void qmatvec_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
 	                                                   int gs) { \
-		qmatvec<BITS, S, 4>(out, x, w, scales, biases, m, k, n, gs); \
+		qmatvec<BITS, S, 4, QMV_SET_COLS>(out, x, w, scales, biases, m, k, n, gs); \
 	} \
 	KERNEL QMV_BOUNDS(3) void qmatvec1_##BITS##_##NAME(float *out, const float *x, const unsigned *w, const S *scales, const S *biases, int m, int k, int n, \
 	                                                    int gs) { \
-		qmatvec<BITS, S, 1>(out, x, w, scales, biases, m, k, n, gs); \
-	}
+		qmatvec<BITS, S, 1, QMV1_SET_COLS>(out, x, w, scales, biases, m, k, n, gs); \
+	} \
+	QMATVEC1_NARROW(BITS, S, NAME, 4) \
+	QMATVEC1_NARROW(BITS, S, NAME, 2)
 QMATVEC(4, float, f32)
 QMATVEC(4, f16_t, f16)
 QMATVEC(4, bf16_t, bf16)
@@ -372,17 +399,19 @@ QMATVEC(8, bf16_t, bf16)
 	    int k, int n, int gs, float eps, int flags
 #define QLINEAR(BITS, S, NAME) \
 	KERNEL QMV_BOUNDS(2) void qlinear_##BITS##_##NAME(QLIN_PARAMS(S)) { \
-		qlinear<BITS, S, 4, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+		qlinear<BITS, S, 4, false, QMV_SET_COLS>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
 	KERNEL QMV_BOUNDS(3) void qlinear1_##BITS##_##NAME(QLIN_PARAMS(S)) { \
-		qlinear<BITS, S, 1, false>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+		qlinear<BITS, S, 1, false, QMV1_SET_COLS>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
 	KERNEL QMV_BOUNDS(2) void qlinear_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
-		qlinear<BITS, S, 4, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+		qlinear<BITS, S, 4, true, QMV_SET_COLS>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
 	} \
 	KERNEL QMV_BOUNDS(3) void qlinear1_norm_##BITS##_##NAME(QLIN_PARAMS(S)) { \
-		qlinear<BITS, S, 1, true>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
-	}
+		qlinear<BITS, S, 1, true, QMV1_SET_COLS>(out, x, w, scales, biases, m, k, n, gs, QLinFold{gain, bias, res, eps, flags}); \
+	} \
+	QLINEAR1_NARROW(BITS, S, NAME, 4) \
+	QLINEAR1_NARROW(BITS, S, NAME, 2)
 QLINEAR(4, float, f32)
 QLINEAR(4, f16_t, f16)
 QLINEAR(4, bf16_t, bf16)

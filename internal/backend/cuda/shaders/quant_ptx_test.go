@@ -65,21 +65,25 @@ func TestQMatVecNoCodeConversions(t *testing.T) {
 		seen++
 		cvts, fmas := qmatvecCodeOps(entryPTX(t, string(b), name))
 		t.Logf("%s: %d integer-to-float conversions, %d f32 fmas", name, cvts, fmas)
-		// 4 columns of a thread × (1+1+2+3+4 rows of qmatvec's 5 paths, 1+1
-		// of qmatvec1's 2) × at least 16 codes a chunk.
-		rows := 11
+		// 4 columns of a thread (2 in the one-row kernels' _c2_ ones) ×
+		// (1+1+2+3+4 rows of qmatvec's 5 paths, 1+1 of qmatvec1's 2) × at
+		// least 16 codes a chunk.
+		rows, cols := 11, 4
 		if strings.HasPrefix(name, "qmatvec1_") || strings.HasPrefix(name, "qlinear1_") {
 			rows = 2
 		}
-		if fmas < 4*rows*16 {
+		if strings.Contains(name, "_c2_") {
+			cols = 2
+		}
+		if fmas < cols*rows*16 {
 			t.Errorf("%s has %d fmas: its unrolled code loop is not in the PTX", name, fmas)
 		}
 		if cvts > 0 {
 			t.Errorf("%s converts integers to float %d times (%d fmas): codes must become floats without cvt (quant.cu's qmv_code)", name, cvts, fmas)
 		}
 	}
-	if seen != 36 {
-		t.Errorf("quant.cu has %d qmatvec and qlinear kernels, want 36 (qmatvec, qmatvec1, qlinear{1,}{,_norm} × 4 and 8 bits × f32, f16, bf16 scales)", seen)
+	if seen != 72 {
+		t.Errorf("quant.cu has %d qmatvec and qlinear kernels, want 72 (qmatvec, qlinear{,_norm}, and qmatvec1, qlinear1{,_norm} with sets of 8, 4 and 2 columns, × 4 and 8 bits × f32, f16, bf16 scales)", seen)
 	}
 }
 
