@@ -37,6 +37,10 @@ type Backend struct {
 	// second Run (REDRAFTER_CUDA_GRAPHS=off: never, for comparison).
 	graphs bool
 
+	// vgroups is the column groups a block of the 8-row kernels takes
+	// (REDRAFTER_CUDA_VERIFY_GROUPS; 0: auto, verifyGroups).
+	vgroups int
+
 	stage staging
 
 	mu        sync.Mutex
@@ -66,8 +70,22 @@ type Stats struct {
 }
 
 func newBackend(d driver) *Backend {
+	g, _ := verifyGroupsEnv() // Open has refused a bad value; NewWithDriver's tests take auto
 	return &Backend{drv: d, constants: map[string]devptr{}, live: map[*planState]struct{}{},
-		graphs: !envvar.CUDAGraphs.Off()}
+		graphs: !envvar.CUDAGraphs.Off(), vgroups: g}
+}
+
+// verifyGroupsEnv reads REDRAFTER_CUDA_VERIFY_GROUPS: 0 for auto (or
+// unset), else 1, 2, 4 or 8.
+func verifyGroupsEnv() (int, error) {
+	switch v := envvar.CUDAVerifyGroups.Get(); v {
+	case "", "auto":
+		return 0, nil
+	case "1", "2", "4", "8":
+		return int(v[0] - '0'), nil
+	default:
+		return 0, fmt.Errorf("%s=%q: want auto, 1, 2, 4 or 8", envvar.CUDAVerifyGroups.Name(), v)
+	}
 }
 
 // Name implements graph.Backend.

@@ -24,6 +24,9 @@ const LibraryPath = "libcuda.so.1"
 // stream, and the kernels' PTX (embedded; the driver's JIT compiles it for
 // the GPU), each module named in the error if the JIT refuses it.
 func Open() (*Backend, error) {
+	if _, err := verifyGroupsEnv(); err != nil {
+		return nil, err
+	}
 	d, err := openDriver(LibraryPath)
 	if err != nil {
 		return nil, err
