@@ -24,6 +24,8 @@
 //	REDRAFTER_CUDA_QMV1_COLS         the columns a set of the CUDA one-row 4/8-bit products has: 8,
 //	                                 4 or 2 for every launch, for comparison; auto, or unset:
 //	                                 chosen per launch from its grid and the GPU's SMs
+//	REDRAFTER_CUDA_VERIFY_GROUPS     auto, 1, 2, 4 or 8: the column groups a block of the CUDA
+//	                                 8-row (verification) kernels takes (default auto)
 //	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
 // Hugging Face's own variables, read by the CLI for pull, list, rm and model
@@ -151,6 +153,14 @@ const CUDAGraphs Switch = "REDRAFTER_CUDA_GRAPHS"
 // unset (the default): chosen per launch from its grid and the GPU's SMs.
 // Any other value makes opening the backend fail.
 const CUDAQMV1Cols Text = "REDRAFTER_CUDA_QMV1_COLS"
+
+// CUDAVerifyGroups, REDRAFTER_CUDA_VERIFY_GROUPS, is read each time a CUDA
+// backend is opened: how many column groups a block of the 8-row matrix
+// kernels (verification passes of 5 to 16 rows) computes, each reading x
+// once from L2 for all of them. auto (or unset): chosen per product from
+// its columns and the GPU's multiprocessors; 1, 2, 4 or 8: that many, for
+// comparison. Any other value makes opening the backend fail.
+const CUDAVerifyGroups Text = "REDRAFTER_CUDA_VERIFY_GROUPS"
 
 // The Metal backend's command-buffer policy, read each time a Metal backend
 // is opened (metal.Policy.WithEnv); each overrides the default of the

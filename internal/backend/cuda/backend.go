@@ -41,6 +41,9 @@ type Backend struct {
 	// blocks has (REDRAFTER_CUDA_QMV1_COLS: 8, 4 or 2), or 0: chosen per
 	// launch from its grid and the SMs (qmv1Cols in quant.go).
 	qmv1Cols int
+	// vgroups is the column groups a block of the 8-row kernels takes
+	// (REDRAFTER_CUDA_VERIFY_GROUPS; 0: auto, verifyGroups).
+	vgroups int
 
 	stage staging
 
@@ -74,8 +77,22 @@ type Stats struct {
 // parseQMV1Cols refuses counts as auto here (Open refuses it first).
 func newBackend(d driver) *Backend {
 	cols, _ := parseQMV1Cols(envvar.CUDAQMV1Cols.Get())
+	g, _ := verifyGroupsEnv() // Open has refused bad values; NewWithDriver's tests take auto
 	return &Backend{drv: d, constants: map[string]devptr{}, live: map[*planState]struct{}{},
-		graphs: !envvar.CUDAGraphs.Off(), qmv1Cols: cols}
+		graphs: !envvar.CUDAGraphs.Off(), qmv1Cols: cols, vgroups: g}
+}
+
+// verifyGroupsEnv reads REDRAFTER_CUDA_VERIFY_GROUPS: 0 for auto (or
+// unset), else 1, 2, 4 or 8.
+func verifyGroupsEnv() (int, error) {
+	switch v := envvar.CUDAVerifyGroups.Get(); v {
+	case "", "auto":
+		return 0, nil
+	case "1", "2", "4", "8":
+		return int(v[0] - '0'), nil
+	default:
+		return 0, fmt.Errorf("%s=%q: want auto, 1, 2, 4 or 8", envvar.CUDAVerifyGroups.Name(), v)
+	}
 }
 
 // Name implements graph.Backend.

@@ -28,6 +28,9 @@ func Open() (*Backend, error) {
 	if _, err := parseQMV1Cols(envvar.CUDAQMV1Cols.Get()); err != nil {
 		return nil, err
 	}
+	if _, err := verifyGroupsEnv(); err != nil {
+		return nil, err
+	}
 	d, err := openDriver(LibraryPath)
 	if err != nil {
 		return nil, err

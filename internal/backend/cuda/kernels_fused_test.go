@@ -242,6 +242,9 @@ func TestLinearRowsSameBitsCatchesOrder(t *testing.T) {
 		{"word's elements reversed",
 			"\t\t\tfor (int e = 0; e < 8; e++) {\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],",
 			"\t\t\tfor (int e0 = 0; e0 < 8; e0++) {\n\t\t\t\tconst int e = R > 4 ? 7 - e0 : e0;\n#pragma unroll\n\t\t\t\tfor (int c = 0; c < COLS; c++) acc[r][c] = cu_fma(xs[e],"},
+		{"a block's later column groups with their warps reversed",
+			"const float y = ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];",
+			"const float y = cb != int(blockIdx.x) ? ((part[3][i] + part[2][i]) + part[1][i]) + part[0][i] : ((part[0][i] + part[1][i]) + part[2][i]) + part[3][i];"},
 	} {
 		if !strings.Contains(raw, bug.from) {
 			t.Fatalf("matvec.cu no longer contains %q; update the planted order", bug.from)
@@ -290,9 +293,9 @@ func linearRowsSameBits(t *testing.T, d *emuDevice, first bool) error {
 		if w8 != (k%8 == 0) {
 			t.Fatalf("k=%d: vecWeights %v", k, w8)
 		}
-		run := func(xp, rp devptr, mm int) []float32 {
+		run := func(xp, rp devptr, mm, g int) []float32 {
 			out := d.alloc(zeros(mm * n))
-			l := linearLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps)
+			l := linearGroupsLaunch(out, xp, gain, w, bias, rp, graph.F16, w8, c.flags, mm, k, n, eps, g)
 			want := "linear8_"
 			switch {
 			case mm == 1:
@@ -314,14 +317,17 @@ func linearRowsSameBits(t *testing.T, d *emuDevice, first bool) error {
 			// Row i alone, 4 bytes off 16-byte alignment.
 			d.bufs = d.bufs[:keep]
 			xp := d.alloc(append(make([]byte, 4), x[4*i*k:4*(i+1)*k]...)) + 4
-			alone = append(alone, run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1)...)
+			alone = append(alone, run(xp, d.alloc(res[4*i*n:4*(i+1)*n]), 1, 1)...)
 		}
-		for _, mm := range c.ms {
+		for j, mm := range c.ms {
+			// 1, 2 or all column groups a block (the 8-row kernels'
+			// REDRAFTER_CUDA_VERIFY_GROUPS), in turn: the same bits.
+			g := []int{1, 2, 8}[j%3]
 			d.bufs = d.bufs[:keep]
-			all := run(d.alloc(x[:4*mm*k]), d.alloc(res[:4*mm*n]), mm)
+			all := run(d.alloc(x[:4*mm*k]), d.alloc(res[:4*mm*n]), mm, g)
 			for i := range mm * n {
 				if math.Float32bits(alone[i]) != math.Float32bits(all[i]) {
-					return fmt.Errorf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows", k, c.flags, i/n, i%n, alone[i], all[i], mm)
+					return fmt.Errorf("k=%d flags=%d: row %d column %d is %v alone, %v among %d rows (%d groups a block)", k, c.flags, i/n, i%n, alone[i], all[i], mm, g)
 				}
 			}
 		}

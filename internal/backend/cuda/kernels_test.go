@@ -680,18 +680,22 @@ func TestMatVecUnalignedXSameBits(t *testing.T) {
 		}
 		keep := len(d.bufs) // the emulator takes 30 buffers a launch: each launch's own only
 		for _, mm := range []int{3, 5, 8, 9, 11, 16} {
-			d.bufs = d.bufs[:keep]
-			out := d.alloc(zeros(mm * n))
-			l := matvec8Launch(out, d.alloc(x[:4*mm*k]), w, graph.F16, mm, k, n)
-			if want := map[bool]string{false: "matvec8_f16", true: "matvec8x8_f16"}[mm >= 5 && mm <= 16]; l.kernel != want {
-				t.Fatalf("m = %d launches %s, not %s", mm, l.kernel, want)
-			}
-			if err := d.run(l); err != nil {
-				t.Fatal(err)
-			}
-			for i, got := range d.f32s(out) {
-				if want := outs[0][i]; math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("matvec8: row %d column %d is %v among %d rows, %v among %d", i/n, i%n, got, mm, want, m)
+			// 1, 2 or all 3 column groups a block (the 8-row kernels'
+			// REDRAFTER_CUDA_VERIFY_GROUPS): the same bits.
+			for _, g := range []int{1, 2, 8} {
+				d.bufs = d.bufs[:keep]
+				out := d.alloc(zeros(mm * n))
+				l := matvec8GroupsLaunch(out, d.alloc(x[:4*mm*k]), w, graph.F16, mm, k, n, g)
+				if want := map[bool]string{false: "matvec8_f16", true: "matvec8x8_f16"}[mm >= 5 && mm <= 16]; l.kernel != want {
+					t.Fatalf("m = %d launches %s, not %s", mm, l.kernel, want)
+				}
+				if err := d.run(l); err != nil {
+					t.Fatal(err)
+				}
+				for i, got := range d.f32s(out) {
+					if want := outs[0][i]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("matvec8: row %d column %d is %v among %d rows (%d groups a block), %v among %d", i/n, i%n, got, mm, g, want, m)
+					}
 				}
 			}
 		}
@@ -735,6 +739,9 @@ func TestMatVec8ColsMatchSource(t *testing.T) {
 		}
 	}
 	for m, want := range map[int]int{1: 8, 2: 8, 4: 8, 5: 4, 11: 4, 16: 4, 17: 8, 256: 8} {
+		if l := matvec8GroupsLaunch(0, 0, 0, graph.F16, m, 2048, 5632, 4); l.grid[0] != ceilDiv(5632/want, 4) {
+			t.Errorf("m = %d: %d blocks of 4 column groups over 5632 columns, want %d", m, l.grid[0], ceilDiv(5632/want, 4))
+		}
 		if _, cols := matvec8Name("matvec8", m); cols != want {
 			t.Errorf("m = %d: %d columns a block, want %d", m, cols, want)
 		}
@@ -743,6 +750,40 @@ func TestMatVec8ColsMatchSource(t *testing.T) {
 		}
 		if l := linearLaunch(0, 0, 0, 0, 0, 0, graph.F16, true, linSwiGLU, m, 2048, 5632, 1e-5); l.grid[0] != 5632/(want/2) {
 			t.Errorf("m = %d: a SwiGLU launch has %d blocks over 5632 columns, want %d", m, l.grid[0], 5632/(want/2))
+		}
+	}
+}
+
+// TestVerifyGroups: REDRAFTER_CUDA_VERIFY_GROUPS's values, and auto's
+// choice for the TinyLlama-shaped model's products on 132 SMs: the largest
+// of 8, 4, 2 column groups a block that leaves a block for every slot.
+func TestVerifyGroups(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "auto": 0, "1": 1, "2": 2, "4": 4, "8": 8} {
+		t.Setenv("REDRAFTER_CUDA_VERIFY_GROUPS", v)
+		if g, err := verifyGroupsEnv(); err != nil || g != want {
+			t.Errorf("%q: %d, %v; want %d", v, g, err, want)
+		}
+	}
+	for _, v := range []string{"0", "3", "16", "off", " 2"} {
+		t.Setenv("REDRAFTER_CUDA_VERIFY_GROUPS", v)
+		if _, err := verifyGroupsEnv(); err == nil {
+			t.Errorf("%q accepted", v)
+		}
+	}
+	for _, c := range []struct {
+		name             string
+		groups, sms, bps int
+		want             int
+	}{
+		{"Q·K·V with the norm", 2560 / 4, 132, 3, 1},   // 320 blocks at 2 < 396 slots
+		{"gate·up with the norm", 5632 / 2, 132, 3, 4}, // 704 blocks; 352 at 8
+		{"O with the residual", 2048 / 4, 132, 3, 1},
+		{"down with the residual", 2048 / 4, 132, 3, 1},
+		{"the head", 32000 / 4, 132, 3, 8},
+		{"Q·K·V on 4 SMs", 2560 / 4, 4, 3, 8},
+	} {
+		if got := autoVerifyGroups(c.groups, c.sms*c.bps); got != c.want {
+			t.Errorf("%s: %d groups a block, want %d", c.name, got, c.want)
 		}
 	}
 }

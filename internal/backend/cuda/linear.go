@@ -56,7 +56,19 @@ func (e *encoder) linear(op graph.LinearOp) error {
 		return nil
 	}
 	w, dt := e.in[src.Weight], e.dtype(src.Weight)
-	e.add(linearLaunch(e.out, x, gain, w, bias, res, dt, vecWeights(w, dt, k), flags, m, k, n, op.Eps))
+	w8 := vecWeights(w, dt, k)
+	g := 1
+	if w8 {
+		per, bps := matvec8Cols8, matvec8BlocksPerSM
+		if op.SwiGLU {
+			per /= 2
+		}
+		if op.Norm {
+			bps = matvec8NormBlocksPerSM
+		}
+		g = e.b.verifyGroups(m, ceilDiv(n, per), bps)
+	}
+	e.add(linearGroupsLaunch(e.out, x, gain, w, bias, res, dt, w8, flags, m, k, n, op.Eps, g))
 	return nil
 }
 
@@ -65,6 +77,12 @@ func (e *encoder) linear(op graph.LinearOp) error {
 // then up) and a matvec8 block computes half as many columns of out (its
 // weight rows are gate and up).
 func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
+	return linearGroupsLaunch(out, x, gain, w, bias, res, dt, w8, flags, m, k, n, eps, 1)
+}
+
+// linearGroupsLaunch is linearLaunch with g column groups a matvec8 block
+// (as matvec8GroupsLaunch; g is ignored by the warp-per-column kernel).
+func linearGroupsLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32, g int) *launch {
 	name, blocks := "linear_"+dt.String(), ceilDiv(n, 4)
 	if w8 {
 		// linear8x1[_norm]_* for one row (decoding), linear8x8[_norm]_*
@@ -77,6 +95,7 @@ func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, fl
 		if flags&linSwiGLU != 0 {
 			blocks = ceilDiv(n, cols/2)
 		}
+		blocks = ceilDiv(blocks, g)
 	}
 	return newLaunch(name, grid1(blocks), 128).ptr(out).ptr(x).ptr(gain).ptr(w).ptr(bias).ptr(res).
 		i32(m).i32(k).i32(n).f32(eps).i32(flags)

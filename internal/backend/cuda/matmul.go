@@ -12,7 +12,9 @@ func (e *encoder) matmul() error {
 	case m >= mmaMinRows && (dt == graph.F16 || dt == graph.BF16):
 		e.add(matmulMMALaunch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
 	case vecWeights(e.in[1], dt, k):
-		e.add(matvec8Launch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
+		n := e.shape(1)[0]
+		g := e.b.verifyGroups(m, ceilDiv(n, matvec8Cols8), matvec8BlocksPerSM)
+		e.add(matvec8GroupsLaunch(e.out, e.in[0], e.in[1], dt, m, k, n, g))
 	default:
 		e.add(matvecLaunch(e.out, e.in[0], e.in[1], dt, m, k, e.shape(1)[0]))
 	}
@@ -50,8 +52,16 @@ const (
 // All compute a row with the same code in the same order, so its bits do
 // not depend on m.
 func matvec8Launch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
+	return matvec8GroupsLaunch(out, x, w, dt, m, k, n, 1)
+}
+
+// matvec8GroupsLaunch is matvec8Launch with g column groups a block (a
+// grid of ceil(groups/g) blocks; matvec.cu's matvec8 loops over them):
+// fewer blocks, each reading x once from L2 for g groups. g changes no
+// row's bits.
+func matvec8GroupsLaunch(out, x, w devptr, dt graph.DType, m, k, n, g int) *launch {
 	name, cols := matvec8Name("matvec8", m)
-	return newLaunch(name+dt.String(), grid1(ceilDiv(n, cols)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+	return newLaunch(name+dt.String(), grid1(ceilDiv(ceilDiv(n, cols), g)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
 }
 
 // The row counts of the 8-row kernels (matvec8x8_*, linear8x8_*: 8 rows
@@ -94,4 +104,50 @@ func vecWeights(w devptr, dt graph.DType, k int) bool {
 
 func matmulMMALaunch(out, x, w devptr, dt graph.DType, m, k, n int) *launch {
 	return newLaunch("matmul_mma_"+dt.String(), grid2(ceilDiv(n, 32), ceilDiv(m, 64)), 128).ptr(out).ptr(x).ptr(w).i32(m).i32(k).i32(n)
+}
+
+// Blocks an SM of the 8-row kernels (matvec.cu's ptxas figures): 3 for
+// matvec8x8_* and linear8x8_* (their launch bounds), 3 for
+// linear8x8_norm_* on sm_90 (142 registers; 2 on sm_80, where auto then
+// leaves more blocks than slots, not fewer).
+const (
+	matvec8BlocksPerSM     = 3
+	matvec8NormBlocksPerSM = 3
+)
+
+// verifyGroupMax is the most column groups a block of the 8-row kernels
+// takes (REDRAFTER_CUDA_VERIFY_GROUPS accepts 1, 2, 4 and 8).
+const verifyGroupMax = 8
+
+// verifyGroups is the column groups a block of a matvec8-family launch
+// over m rows takes, out of groups in all, for a kernel that holds
+// blocksPerSM blocks an SM: 1 unless m picks the 8-row kernels
+// (matvec8Name); there REDRAFTER_CUDA_VERIFY_GROUPS's value when set, else
+// (auto) the largest of 8, 4, 2 that leaves one block for every slot of the
+// GPU (multiprocessors × blocksPerSM), so that no SM idles, and 1 where
+// none does. Wave quantization and L1's hit rate are not modelled: the
+// switch is there to measure them.
+func (b *Backend) verifyGroups(m, groups, blocksPerSM int) int {
+	if _, cols := matvec8Name("matvec8", m); cols != matvec8Cols8 {
+		return 1
+	}
+	if b.vgroups > 0 {
+		return b.vgroups
+	}
+	sms := b.drv.info().Multiprocessors
+	if sms <= 0 {
+		sms = 132 // an H100 or H200 SXM
+	}
+	return autoVerifyGroups(groups, sms*blocksPerSM)
+}
+
+// autoVerifyGroups is the largest of 8, 4, 2 column groups a block that
+// still leaves at least slots blocks, else 1.
+func autoVerifyGroups(groups, slots int) int {
+	for g := verifyGroupMax; g > 1; g /= 2 {
+		if ceilDiv(groups, g) >= slots {
+			return g
+		}
+	}
+	return 1
 }

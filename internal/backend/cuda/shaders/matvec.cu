@@ -134,13 +134,13 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 // words t, t+128, ... of each of its rows, so a (row, column)'s bits are
 // the same at any COLS and R.
 template <bool BF16, bool VEC, int R, bool NORM, int COLS>
-DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
+DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, int cb, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
 	static_assert(R * COLS <= MV8_SUMS && R <= MV8_MAXR, "the block's sums outgrow part");
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int k = a.k, n = a.n;
 	const bool glu = (a.flags & LIN_SWIGLU) != 0;
 	const int per = glu ? COLS / 2 : COLS; // columns of out per block
-	const int col0 = int(blockIdx.x) * per;
+	const int col0 = cb * per;
 	const u64 words = u64(k / 8);
 	// Columns past n read column n-1 (so every load is unconditional);
 	// their sums are never written.
@@ -213,33 +213,57 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, float
 // thread, so that a pass of up to 8 rows reads each weight word once. All
 // run matvec8_rows, whose sums do not depend on R or COLS, so a row has
 // the same bits at any m.
+//
+// Column groups: a block computes the column groups (COLS weight rows each)
+// blockIdx.x, blockIdx.x + gridDim.x, ... below ceil(n/per), one after the
+// other for each pass of rows, so the host sets how many groups G a block
+// takes by the grid alone: ceil(groups/G) blocks (matvec8Groups in
+// matmul.go). Every block reads the same x, and thread t reads the same
+// words of it (t, t+128, ...) for every column, so a block's later groups
+// find their x in L1: at G groups a block, x's traffic from L2 drops
+// G-fold (8 rows of x at k = 2048 are 64 KB, 4 times the 16 KB of weights
+// a group of the 8-row kernels reads). Keeping a thread's own words of x
+// in shared memory instead would need no barrier (a thread reads only what
+// it wrote), but 8 rows of them are 64 KB a block at k = 2048 and 176 KB
+// at 5632, past what 2 or 3 blocks an SM may hold; L1 holds them for all
+// the SM's blocks at once, since all read the same x. The group changes
+// which columns a pass computes, never how: a (row, column)'s bits are the
+// same at any G.
 template <int MAXR> constexpr int mv8_cols() { return MAXR == 8 ? MV8_COLS8 : MV8_COLS; }
 template <bool BF16, bool VEC, int MAXR, bool NORM>
 DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
 	constexpr int C = mv8_cols<MAXR>();
 	const int m = a.m;
+	const int per = (a.flags & LIN_SWIGLU) != 0 ? C / 2 : C; // columns of out a group
+	const int groups = (a.n + per - 1) / per;
 	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a fraction of the code)
-		for (int r0 = 0; r0 < m; r0++) matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs);
+		for (int r0 = 0; r0 < m; r0++) {
+			for (int cb = int(blockIdx.x); cb < groups; cb += int(gridDim.x)) matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, cb, part, sqs);
+		}
 	} else if constexpr (MAXR == 4) {
 		for (int r0 = 0; r0 < m; r0 += 4) {
-			switch (m - r0) {
-			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
-			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
-			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
-			default: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
+			for (int cb = int(blockIdx.x); cb < groups; cb += int(gridDim.x)) {
+				switch (m - r0) {
+				case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, cb, part, sqs); break;
+				case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, cb, part, sqs); break;
+				case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, cb, part, sqs); break;
+				default: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, cb, part, sqs); break;
+				}
 			}
 		}
 	} else {
 		for (int r0 = 0; r0 < m; r0 += 8) {
-			switch (m - r0) {
-			case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, part, sqs); break;
-			case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, part, sqs); break;
-			case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, part, sqs); break;
-			case 4: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, part, sqs); break;
-			case 5: matvec8_rows<BF16, VEC, 5, NORM, C>(a, r0, part, sqs); break;
-			case 6: matvec8_rows<BF16, VEC, 6, NORM, C>(a, r0, part, sqs); break;
-			case 7: matvec8_rows<BF16, VEC, 7, NORM, C>(a, r0, part, sqs); break;
-			default: matvec8_rows<BF16, VEC, 8, NORM, C>(a, r0, part, sqs); break;
+			for (int cb = int(blockIdx.x); cb < groups; cb += int(gridDim.x)) {
+				switch (m - r0) {
+				case 1: matvec8_rows<BF16, VEC, 1, NORM, C>(a, r0, cb, part, sqs); break;
+				case 2: matvec8_rows<BF16, VEC, 2, NORM, C>(a, r0, cb, part, sqs); break;
+				case 3: matvec8_rows<BF16, VEC, 3, NORM, C>(a, r0, cb, part, sqs); break;
+				case 4: matvec8_rows<BF16, VEC, 4, NORM, C>(a, r0, cb, part, sqs); break;
+				case 5: matvec8_rows<BF16, VEC, 5, NORM, C>(a, r0, cb, part, sqs); break;
+				case 6: matvec8_rows<BF16, VEC, 6, NORM, C>(a, r0, cb, part, sqs); break;
+				case 7: matvec8_rows<BF16, VEC, 7, NORM, C>(a, r0, cb, part, sqs); break;
+				default: matvec8_rows<BF16, VEC, 8, NORM, C>(a, r0, cb, part, sqs); break;
+				}
 			}
 		}
 	}
@@ -266,11 +290,13 @@ template <bool BF16, bool NORM, int MAXR, class T> DEVICE ALWAYS_INLINE void lin
 // memory busy. ptxas, sm_90 (sm_80): the one-row kernels (matvec8x1_*,
 // linear8x1_*) 96 registers, 5 blocks (they would take 100 and 113
 // unbounded: 4); matvec8_* and linear8_* 168, 3 blocks (the bound only
-// pins that); linear8_norm_* 180 (207), 2 blocks, unbounded because it
+// pins that); linear8_norm_* 176 (214), 2 blocks, unbounded because it
 // spills when held to 168. The 8-row kernels: matvec8x8_* and linear8x8_*
 // 168, 3 blocks (160 (156, 144) unbounded: 3 as well); linear8x8_norm_*
-// 184 (182), 2 blocks, unbounded because it spills when held to 168. 8
-// rows of 8 columns (64 sums a thread) spilled at every bound.
+// 142 (182): 3 blocks on sm_90 (2 on sm_80), unbounded because held to 168
+// it spills (8 bytes on sm_90, 24 on sm_80); it took 184 and 2 blocks
+// before the column-group loop. 8 rows of 8 columns (64 sums a thread)
+// spilled at every bound.
 #if CU_DEVICE_BUILD
 #define MV8_BOUNDS(blocks) __attribute__((launch_bounds(128, blocks)))
 #else
