@@ -21,11 +21,11 @@
 //	REDRAFTER_CUDA_GRAPHS            off: the CUDA backend runs every plan as a list of launches;
 //	                                 any other value, or unset: from a plan's second run, as one
 //	                                 CUDA graph
-//	REDRAFTER_CUDA_QMV1_COLS         the columns a set of the CUDA one-row 4/8-bit products has: 8,
-//	                                 4 or 2 for every launch, for comparison; auto, or unset:
+//	REDRAFTER_CUDA_QMV1_COLS         the columns a set of the CUDA one-row 4/8-bit products has: 8
+//	                                 (default), 4 or 2 for every launch, for comparison; auto:
 //	                                 chosen per launch from its grid and the GPU's SMs
 //	REDRAFTER_CUDA_VERIFY_GROUPS     auto, 1, 2, 4 or 8: the column groups a block of the CUDA
-//	                                 8-row (verification) kernels takes (default auto)
+//	                                 8-row (verification) kernels takes (default 1)
 //	REDRAFTER_API_KEY                redrafter serve's --api-key when the flag is not given
 //
 // Hugging Face's own variables, read by the CLI for pull, list, rm and model
@@ -149,17 +149,19 @@ const CUDAGraphs Switch = "REDRAFTER_CUDA_GRAPHS"
 // CUDAQMV1Cols, REDRAFTER_CUDA_QMV1_COLS, is read each time a CUDA backend
 // is opened: the columns a set of the one-row (decoding) 4- and 8-bit
 // matrix products' blocks has, 8, 4 or 2 for every such launch (every
-// choice gives the same bits), for comparing them on a GPU. auto, or
-// unset (the default): chosen per launch from its grid and the GPU's SMs.
-// Any other value makes opening the backend fail.
+// choice gives the same bits), for comparing them on a GPU; unset is 8,
+// the width measured on a GPU. auto: chosen per launch from its grid and
+// the GPU's SMs (unmeasured). Any other value makes opening the backend
+// fail.
 const CUDAQMV1Cols Text = "REDRAFTER_CUDA_QMV1_COLS"
 
 // CUDAVerifyGroups, REDRAFTER_CUDA_VERIFY_GROUPS, is read each time a CUDA
 // backend is opened: how many column groups a block of the 8-row matrix
 // kernels (verification passes of 5 to 16 rows) computes, each reading x
-// once from L2 for all of them. auto (or unset): chosen per product from
-// its columns and the GPU's multiprocessors; 1, 2, 4 or 8: that many, for
-// comparison. Any other value makes opening the backend fail.
+// once from L2 for all of them. auto: chosen per product from its columns
+// and the GPU's multiprocessors (unmeasured); 1, 2, 4 or 8: that many, for
+// comparison; unset is 1, the kernels measured on a GPU. Any other value
+// makes opening the backend fail.
 const CUDAVerifyGroups Text = "REDRAFTER_CUDA_VERIFY_GROUPS"
 
 // The Metal backend's command-buffer policy, read each time a Metal backend

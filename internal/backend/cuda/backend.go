@@ -82,11 +82,14 @@ func newBackend(d driver) *Backend {
 		graphs: !envvar.CUDAGraphs.Off(), qmv1Cols: cols, vgroups: g}
 }
 
-// verifyGroupsEnv reads REDRAFTER_CUDA_VERIFY_GROUPS: 0 for auto (or
-// unset), else 1, 2, 4 or 8.
+// verifyGroupsEnv reads REDRAFTER_CUDA_VERIFY_GROUPS: 0 for auto, else 1,
+// 2, 4 or 8. Unset is 1, the kernels measured on a GPU: auto's rule waits
+// for one (none was lent after it was written, 2026-11-28).
 func verifyGroupsEnv() (int, error) {
 	switch v := envvar.CUDAVerifyGroups.Get(); v {
-	case "", "auto":
+	case "":
+		return 1, nil
+	case "auto":
 		return 0, nil
 	case "1", "2", "4", "8":
 		return int(v[0] - '0'), nil

@@ -758,7 +758,7 @@ func TestMatVec8ColsMatchSource(t *testing.T) {
 // choice for the TinyLlama-shaped model's products on 132 SMs: the largest
 // of 8, 4, 2 column groups a block that leaves a block for every slot.
 func TestVerifyGroups(t *testing.T) {
-	for v, want := range map[string]int{"": 0, "auto": 0, "1": 1, "2": 2, "4": 4, "8": 8} {
+	for v, want := range map[string]int{"": 1, "auto": 0, "1": 1, "2": 2, "4": 4, "8": 8} {
 		t.Setenv("REDRAFTER_CUDA_VERIFY_GROUPS", v)
 		if g, err := verifyGroupsEnv(); err != nil || g != want {
 			t.Errorf("%q: %d, %v; want %d", v, g, err, want)

@@ -117,11 +117,17 @@ func qmv1Cols(force, sms, n int, glu bool) int {
 	return qmv1Widths[len(qmv1Widths)-1]
 }
 
-// parseQMV1Cols reads REDRAFTER_CUDA_QMV1_COLS's value: "" or auto (0:
-// qmv1Cols chooses per launch), or one of qmv1Widths for every one-row
-// product, for comparison on a GPU.
+// parseQMV1Cols reads REDRAFTER_CUDA_QMV1_COLS's value: auto (0: qmv1Cols
+// chooses per launch), or one of qmv1Widths for every one-row product, for
+// comparison on a GPU. Unset is 8, the kernels measured on a GPU: the
+// narrower sets and auto's rule wait for one (no GPU was lent after they
+// were written, 2026-11-28), as the shared-x kernels showed a guess can
+// lose.
 func parseQMV1Cols(s string) (int, error) {
-	if s == "" || s == "auto" {
+	switch s {
+	case "":
+		return qmv1SetCols, nil
+	case "auto":
 		return 0, nil
 	}
 	for _, sc := range qmv1Widths {

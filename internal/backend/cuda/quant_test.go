@@ -213,7 +213,7 @@ func TestQMV1Cols(t *testing.T) {
 			t.Errorf("3 rows, width %d asked: %s with %d blocks", sc, l.kernel, l.grid[0])
 		}
 	}
-	for s, want := range map[string]int{"": 0, "auto": 0, "8": 8, "4": 4, "2": 2} {
+	for s, want := range map[string]int{"": 8, "auto": 0, "8": 8, "4": 4, "2": 2} {
 		if got, err := parseQMV1Cols(s); err != nil || got != want {
 			t.Errorf("parseQMV1Cols(%q) = %d, %v; want %d", s, got, err, want)
 		}
