@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/seed9b8f47b1/redrafter/internal/envvar"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
@@ -175,4 +176,20 @@ func codesAligned(w devptr) bool { return w%16 == 0 }
 func dequantLaunch(out, w, scales, biases devptr, bits int, sdt graph.DType, n, k, gs int) *launch {
 	return newLaunch(fmt.Sprintf("dequant_%d_%v", bits, sdt), grid1(ceilDiv(n*k, 256)), 256).
 		ptr(out).ptr(w).ptr(scales).ptr(biases).i32(n).i32(k).i32(gs)
+}
+
+// QMV1Cols is the columns a set of the one-row quantized products has on b
+// (8, 4 or 2), or 0 when each launch chooses (auto).
+func (b *Backend) QMV1Cols() int { return b.qmv1Cols }
+
+// SetQMV1Cols sets what REDRAFTER_CUDA_QMV1_COLS set when b was opened: 0
+// (auto) or one of 8, 4 and 2, for the plans encoded from then on. Every
+// width gives the same bits; the self-test uses it to run each width's
+// kernels.
+func (b *Backend) SetQMV1Cols(cols int) error {
+	if cols != 0 && !slices.Contains(qmv1Widths, cols) {
+		return fmt.Errorf("cuda: %d columns a set: want 0 (auto), 8, 4 or 2", cols)
+	}
+	b.qmv1Cols = cols
+	return nil
 }

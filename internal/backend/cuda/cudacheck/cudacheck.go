@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda"
@@ -39,7 +41,9 @@ func SelfTest(be *cuda.Backend, ref graph.Backend, seed uint64, progress func(do
 			}
 		}
 	}
-	vs, err := opcases.SelfTest(d, ref, opcases.All(rand.New(rand.NewPCG(seed, 5))), progress)
+	cols := be.QMV1Cols()
+	vs, err := opcases.SelfTest(d, ref, WithEveryQMV1Width(opcases.All(rand.New(rand.NewPCG(seed, 5)))), progress)
+	_ = be.SetQMV1Cols(cols) // back to the width it had, which it took before
 	if err != nil {
 		return nil, err
 	}
@@ -65,4 +69,34 @@ func Write(w io.Writer, dev cuda.DeviceInfo, vs []opcases.KernelVerdict) bool {
 	fmt.Fprintf(w, "device: %s (compute capability %d.%d, %d SMs, %.1f GiB)\n", dev.Name, dev.Major, dev.Minor,
 		dev.Multiprocessors, float64(dev.Memory)/(1<<30))
 	return opcases.WriteVerdicts(w, vs)
+}
+
+// WithEveryQMV1Width returns cases, then each one-row quantized product
+// case again under 4- and 2-column sets: the CUDA backend picks a width
+// per launch (REDRAFTER_CUDA_QMV1_COLS, 8 unless set), each width is its
+// own kernels, and every kernel is to be run against the reference. A
+// copy sets the width on a *cuda.Backend as it builds its graph, so the
+// cases must run in order (they do: opcases.SelfTest and Check one at a
+// time); the caller restores the backend's width afterwards.
+func WithEveryQMV1Width(cases []opcases.Case) []opcases.Case {
+	out := slices.Clone(cases)
+	for _, cols := range []int{4, 2} {
+		for _, c := range cases {
+			oneRowQuant := (strings.HasPrefix(c.Name, "QMatMul/") || strings.HasPrefix(c.Name, "Linear/") && strings.Contains(c.Name, "-bit/")) &&
+				strings.Contains(c.Name, "/M1_")
+			if !oneRowQuant {
+				continue
+			}
+			build := c.Build
+			c.Name = fmt.Sprintf("%s/c%d", c.Name, cols)
+			c.Build = func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				if cb, ok := be.(*cuda.Backend); ok {
+					_ = cb.SetQMV1Cols(cols) // 4 and 2 are widths it takes
+				}
+				return build(be, g)
+			}
+			out = append(out, c)
+		}
+	}
+	return out
 }

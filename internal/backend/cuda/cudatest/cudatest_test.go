@@ -34,7 +34,9 @@ func TestOpCases(t *testing.T) {
 	be := cudafake.NewBackend(x.Exec)
 	defer be.Close()
 	ref := cpu.NewReference()
-	for _, c := range opcases.All(rand.New(rand.NewPCG(1, 14))) {
+	// The one-row quantized cases run again at each narrower width, each
+	// width being kernels of its own.
+	for _, c := range cudacheck.WithEveryQMV1Width(opcases.All(rand.New(rand.NewPCG(1, 14)))) {
 		t.Run(c.Name, func(t *testing.T) {
 			if diff, err := opcases.Check(be, ref, c); err != nil {
 				t.Fatal(err)
