@@ -142,12 +142,35 @@ func NewBuilder(dir string, headers map[string]string) (*Builder, error) {
 		return nil, err
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(b.include, name), []byte(data), 0o644); err != nil {
+		if err := writeShared(filepath.Join(b.include, name), []byte(data)); err != nil {
 			return nil, fmt.Errorf("emu: writing %s: %w", name, err)
 		}
 	}
 	return b, nil
 }
+
+// A kept directory ($REDRAFTER_EMU_CACHE) is shared by test processes
+// that run at once (go test runs packages in parallel): a file another
+// process may be reading is never rewritten in place, and every scratch
+// file a build writes has this process's own name (scratch), renamed into
+// place when whole. Two processes building the same program both build
+// it; the second rename replaces the first's identical file.
+
+// writeShared writes data to path unless path already holds it, through a
+// scratch file and a rename, so that no reader sees it half written.
+func writeShared(path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	tmp := scratch(path, ".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// scratch is path with this process's id and ext appended.
+func scratch(path, ext string) string { return fmt.Sprintf("%s.%d%s", path, os.Getpid(), ext) }
 
 func (b *Builder) driverObject() (string, error) {
 	r := b.driver
@@ -157,9 +180,10 @@ func (b *Builder) driverObject() (string, error) {
 			r.path = obj
 			return
 		}
-		args := append(append([]string{}, cxxFlags...), "-I", b.include, "-c", filepath.Join(b.include, "driver.cpp"), "-o", obj+".tmp")
+		tmp := scratch(obj, ".tmp")
+		args := append(append([]string{}, cxxFlags...), "-I", b.include, "-c", filepath.Join(b.include, "driver.cpp"), "-o", tmp)
 		if r.err = run(b.cxx, args...); r.err == nil {
-			r.path, r.err = obj, os.Rename(obj+".tmp", obj)
+			r.path, r.err = obj, os.Rename(tmp, obj)
 		}
 	})
 	return r.path, r.err
@@ -202,30 +226,33 @@ func (b *Builder) Compile(u Unit) (string, error) {
 			r.path = path
 			return
 		}
-		r.err = b.compile(u, path)
+		tmp := scratch(path, ".tmp")
+		r.err = b.compile(u, path, tmp)
 		if r.err == nil {
-			r.path, r.err = path, os.Rename(path+".tmp", path)
+			r.path, r.err = path, os.Rename(tmp, path)
 		}
 	})
 	return r.path, r.err
 }
 
-func (b *Builder) compile(u Unit, path string) error {
+// compile builds u's program into out (a scratch name of path's).
+func (b *Builder) compile(u Unit, path, out string) error {
 	driver, err := b.driverObject()
 	if err != nil {
 		return err
 	}
-	cpp := path + ".cpp"
+	cpp := scratch(path, ".cpp")
 	if err := os.WriteFile(cpp, []byte(u.Source), 0o644); err != nil {
 		return err
 	}
+	defer os.Remove(cpp)
 	what := u.Name
 	if u.Variant != "" {
 		what += " (" + u.Variant + ")"
 	}
 	front := append(append(append([]string{}, cxxFlags...), u.Flags...), "-I", b.include)
 	if u.CheckIR == nil {
-		if err := run(b.cxx, append(front, "-x", "c++", cpp, "-x", "none", driver, "-o", path+".tmp")...); err != nil {
+		if err := run(b.cxx, append(front, "-x", "c++", cpp, "-x", "none", driver, "-o", out)...); err != nil {
 			return fmt.Errorf("emu: compiling %s: %w", what, err)
 		}
 		return nil
@@ -233,7 +260,7 @@ func (b *Builder) compile(u Unit, path string) error {
 	// The front end's IR, unoptimised, is checked, then optimised and
 	// linked. -O1 with the LLVM passes disabled: -O0 would mark every
 	// function optnone.
-	ll := path + ".ll"
+	ll := scratch(path, ".ll")
 	if err := run(b.cxx, append(front, "-gline-tables-only", "-Xclang", "-disable-llvm-passes", "-S", "-emit-llvm", "-x", "c++", cpp, "-o", ll)...); err != nil {
 		return fmt.Errorf("emu: compiling %s: %w", what, err)
 	}
@@ -245,7 +272,7 @@ func (b *Builder) compile(u Unit, path string) error {
 	if err := u.CheckIR(string(data)); err != nil {
 		return err
 	}
-	cmd := exec.Command(b.cxx, append(append([]string{"-O1"}, u.Flags...), "-x", "ir", "-", "-x", "none", driver, "-o", path+".tmp")...)
+	cmd := exec.Command(b.cxx, append(append([]string{"-O1"}, u.Flags...), "-x", "ir", "-", "-x", "none", driver, "-o", out)...)
 	cmd.Stdin = bytes.NewReader(data)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("emu: compiling %s: %w\n%s", what, err, out)
