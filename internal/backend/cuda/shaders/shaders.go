@@ -16,8 +16,10 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 //go:embed *.cu prelude.cuh
@@ -54,18 +56,33 @@ func PTX(cuName string) ([]byte, error) {
 var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry ([A-Za-z_][A-Za-z0-9_]*)\(`)
 
 // Kernels returns the entry points of a .cu file, from its PTX (so a kernel
-// a macro defines is counted too), in the order of the file.
+// a macro defines is counted too), in the order of the file. The PTX is
+// read once: the emulated tests ask for every launch, and matching the
+// pattern over the PTX each time cost them more than the kernels did.
 func Kernels(cuName string) ([]string, error) {
-	b, err := PTX(cuName)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, m := range entryRE.FindAllSubmatch(b, -1) {
-		names = append(names, string(m[1]))
-	}
-	if len(names) == 0 {
+	kernelsOnce.Do(func() {
+		kernelsByFile = map[string][]string{}
+		for _, f := range Files() {
+			b, err := PTX(f)
+			if err != nil {
+				continue // Kernels(f) reports it below
+			}
+			for _, m := range entryRE.FindAllSubmatch(b, -1) {
+				kernelsByFile[f] = append(kernelsByFile[f], string(m[1]))
+			}
+		}
+	})
+	names, ok := kernelsByFile[cuName]
+	if !ok {
+		if _, err := PTX(cuName); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("shaders: %s defines no kernel", cuName)
 	}
-	return names, nil
+	return slices.Clone(names), nil
 }
+
+var (
+	kernelsOnce   sync.Once
+	kernelsByFile map[string][]string // .cu file to its kernels, from the PTX
+)
