@@ -20,7 +20,6 @@
 // Reply: the nbuf buffers' bytes, in request order.
 //
 // "driver --list" prints the kernel names, one a line.
-#include <csetjmp>
 #include <csignal>
 #include <cstdarg>
 #include <cstdio>
@@ -28,7 +27,6 @@
 #include <cstring>
 #include <string>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -81,23 +79,87 @@ static std::string order_name(const Order &o) {
 	}
 	return "random (seed " + std::to_string(o.seed) + ")";
 }
-// Fibers are created once per thread slot with makecontext and then switched
-// with _setjmp/_longjmp, which (unlike swapcontext) make no system call. A
-// fiber loops: run the kernel for the thread in its slot, finish, yield;
-// the next threadgroup resumes it with a new thread.
-static ucontext_t sched_ctx;
-static jmp_buf sched_jb;
+// Fibers. Each thread slot of a threadgroup has a fiber: a stack of its own
+// and, while it waits, the stack pointer it left at. A fiber loops: run the
+// kernel for the thread in its slot, finish, yield; the next threadgroup
+// resumes it with a new thread. The fibers are kept from one threadgroup to
+// the next.
+//
+// switch_stack saves the callee-saved registers on the current stack, stores
+// the stack pointer in *save, loads to and returns on that stack, restoring
+// what was saved there: a dozen instructions. The kernels switch at every
+// barrier and warp collective (attention's tree kernel: millions of times a
+// launch), and the library's ways cost several times that: swapcontext
+// makes a system call for the signal mask, and glibc's _longjmp, used here
+// before, demangles pointers and runs its unwinding of cancellation handlers
+// on every jump. The rounding mode and the other floating-point control bits
+// are not switched: no kernel changes them.
+extern "C" void switch_stack(void **save, void *to) __asm__("emu_switch_stack");
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".p2align 4\n"
+        "emu_switch_stack:\n"
+        "\tpushq %rbp\n"
+        "\tpushq %rbx\n"
+        "\tpushq %r12\n"
+        "\tpushq %r13\n"
+        "\tpushq %r14\n"
+        "\tpushq %r15\n"
+        "\tmovq %rsp, (%rdi)\n"
+        "\tmovq %rsi, %rsp\n"
+        "\tpopq %r15\n"
+        "\tpopq %r14\n"
+        "\tpopq %r13\n"
+        "\tpopq %r12\n"
+        "\tpopq %rbx\n"
+        "\tpopq %rbp\n"
+        "\tret\n");
+#elif defined(__aarch64__)
+// x19-x28, the frame pointer x29, the link register x30 and d8-d15 (the
+// callee-saved halves of v8-v15), in a 160-byte frame; x18 is the platform's
+// (macOS) and is left alone.
+__asm__(".text\n"
+        ".p2align 4\n"
+        "emu_switch_stack:\n"
+        "\tsub sp, sp, #160\n"
+        "\tstp x19, x20, [sp, #0]\n"
+        "\tstp x21, x22, [sp, #16]\n"
+        "\tstp x23, x24, [sp, #32]\n"
+        "\tstp x25, x26, [sp, #48]\n"
+        "\tstp x27, x28, [sp, #64]\n"
+        "\tstp x29, x30, [sp, #80]\n"
+        "\tstp d8, d9, [sp, #96]\n"
+        "\tstp d10, d11, [sp, #112]\n"
+        "\tstp d12, d13, [sp, #128]\n"
+        "\tstp d14, d15, [sp, #144]\n"
+        "\tmov x9, sp\n"
+        "\tstr x9, [x0]\n"
+        "\tmov sp, x1\n"
+        "\tldp x19, x20, [sp, #0]\n"
+        "\tldp x21, x22, [sp, #16]\n"
+        "\tldp x23, x24, [sp, #32]\n"
+        "\tldp x25, x26, [sp, #48]\n"
+        "\tldp x27, x28, [sp, #64]\n"
+        "\tldp x29, x30, [sp, #80]\n"
+        "\tldp d8, d9, [sp, #96]\n"
+        "\tldp d10, d11, [sp, #112]\n"
+        "\tldp d12, d13, [sp, #128]\n"
+        "\tldp d14, d15, [sp, #144]\n"
+        "\tadd sp, sp, #160\n"
+        "\tret\n");
+#else
+#error "emu: the fiber switch is written for x86-64 and arm64 only"
+#endif
+
+static void *sched_sp;               // the scheduler's, during a pass
+static std::vector<void *> fiber_sp; // each waiting fiber's
+static std::vector<char> started;
 static std::vector<Thread> threads;
-static std::vector<ucontext_t> fibers;
-struct JumpBuf {
-	jmp_buf jb;
-};
-static std::vector<JumpBuf> fiber_jb;
-static std::vector<bool> started;
 static std::vector<Simdgroup *> simdgroups;
 static Threadgroup group;
 static void (*entry)();
-static unsigned char *stacks;
+
+static unsigned char *stacks; // kStack bytes a fiber, one after another
 static const size_t kStack = 256 << 10;
 
 [[noreturn]] void fail(const char *fmt, ...) {
@@ -119,23 +181,80 @@ static const size_t kStack = 256 << 10;
 
 Thread *thread_at(int i) { return &threads[i]; }
 
-// yield returns to the scheduler; it comes back when the scheduler resumes
-// this fiber.
+static void trampoline();
+
+// new_fiber returns the stack pointer a fiber of slot i starts from: its
+// stack holding what switch_stack restores, zeros and, as the return
+// address, trampoline, which so starts as if called.
+static void *new_fiber(int i) {
+	void **sp = reinterpret_cast<void **>(stacks + size_t(i + 1) * kStack);
+#if defined(__x86_64__)
+	*--sp = nullptr; // a caller's return address: rsp is 8 past a multiple of 16 on entry
+	*--sp = reinterpret_cast<void *>(&trampoline);
+	for (int r = 0; r < 6; r++) *--sp = nullptr; // rbp, rbx, r12-r15
+#else
+	sp -= 20;
+	for (int r = 0; r < 20; r++) sp[r] = nullptr;
+	sp[11] = reinterpret_cast<void *>(&trampoline); // x30
+#endif
+	return sp;
+}
+
+// The pass over the ready threads in progress (run_threadgroup): the
+// threads in the order's sequence, the position of the next one to consider,
+// whether any ran or was left out, and how many threads have returned.
+static std::vector<uint32_t> perm;
+static int pass_at;
+static bool pass_ran, pass_skipped;
+static int done;
+
+// next_in_pass returns the pass's next ready thread, made cur and running,
+// or nullptr when the pass is over. The random order leaves each ready
+// thread out with probability 1/2 (run_threadgroup says why).
+static Thread *next_in_pass() {
+	while (pass_at < int(perm.size())) {
+		Thread &t = threads[perm[pass_at++]];
+		if (t.state != kReady) continue;
+		if (order.kind == kRandom && (next_random() & 1) != 0) {
+			pass_skipped = true;
+			continue;
+		}
+		pass_ran = true;
+		t.state = kRunning;
+		cur = &t;
+		return &t;
+	}
+	cur = nullptr;
+	return nullptr;
+}
+
+// switch_to leaves the stack whose pointer save keeps for t's fiber
+// (started on first use), or for the scheduler's when t is nullptr.
+static void switch_to(void **save, Thread *t) {
+	if (t == nullptr) {
+		switch_stack(save, sched_sp);
+		return;
+	}
+	int i = int(t->tiitg);
+	if (!started[i]) {
+		started[i] = 1;
+		fiber_sp[i] = new_fiber(i);
+	}
+	switch_stack(save, fiber_sp[i]);
+}
+
+// yield stops the current fiber, waiting or returned, and goes straight on
+// to the next thread of the pass, or back to the scheduler at its end,
+// rather than through the scheduler every time: one switch, not two. It
+// comes back when a pass reaches this thread ready again.
 static void yield() {
-	if (_setjmp(fiber_jb[cur->tiitg].jb) == 0) _longjmp(sched_jb, 1);
+	Thread *t = cur;
+	if (t->state == kRunning) t->state = kBlockedSimd;
+	if (t->state == kDone) done++;
+	switch_to(&fiber_sp[t->tiitg], next_in_pass());
 }
 
 void block() { yield(); }
-
-static void resume(int i) {
-	if (_setjmp(sched_jb) != 0) return;
-	if (!started[i]) {
-		started[i] = true;
-		swapcontext(&sched_ctx, &fibers[i]); // the fiber leaves with _longjmp
-	} else {
-		_longjmp(fiber_jb[i].jb, 1);
-	}
-}
 
 void release(Thread *t) { t->state = kReady; }
 
@@ -220,14 +339,6 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 		t.sg = simdgroups[i / kSimdWidth];
 		t.tg = &group;
 		t.state = kReady;
-		if (!started[i]) {
-			ucontext_t &f = fibers[i];
-			getcontext(&f);
-			f.uc_stack.ss_sp = stacks + size_t(i) * kStack;
-			f.uc_stack.ss_size = kStack;
-			f.uc_link = nullptr;
-			makecontext(&f, trampoline, 0);
-		}
 	}
 	// Threadgroup memory starts as NaN bytes, so reading it before writing shows.
 	for (int i = 0; i < 8; i++)
@@ -239,27 +350,13 @@ static void run_threadgroup(Dim3 tgpig, Dim3 ntgpg, Dim3 ntptg) {
 	// behind the others, as a stalled simdgroup does on the GPU: without
 	// that, every thread released by a barrier would take its first step
 	// before any other took its second, whatever the order.
-	static std::vector<uint32_t> perm;
-	int done = 0;
+	done = 0;
 	while (done < n) {
-		bool ran = false, skipped = false;
 		arrange(perm, uint32_t(n));
-		for (int k = 0; k < n; k++) {
-			int i = int(perm[k]);
-			Thread &t = threads[i];
-			if (t.state != kReady) continue;
-			if (order.kind == kRandom && (next_random() & 1) != 0) {
-				skipped = true;
-				continue;
-			}
-			ran = true;
-			t.state = kRunning;
-			cur = &t;
-			resume(i);
-			if (t.state == kRunning) t.state = kBlockedSimd;
-			if (t.state == kDone) done++;
-		}
-		if (!ran && !skipped && done < n) {
+		pass_at = 0;
+		pass_ran = pass_skipped = false;
+		if (Thread *t = next_in_pass()) switch_to(&sched_sp, t); // back at the pass's end
+		if (!pass_ran && !pass_skipped && done < n) {
 			cur = nullptr;
 			std::string why;
 			for (auto *g : simdgroups) {
@@ -418,8 +515,7 @@ int main(int argc, char **argv) {
 	sigaction(SIGBUS, &sa, nullptr);
 
 	threads.resize(nthreads);
-	fibers.resize(nthreads);
-	fiber_jb.resize(nthreads);
+	fiber_sp.resize(nthreads);
 	started.assign(nthreads, false);
 	int nsg = int((nthreads + kSimdWidth - 1) / kSimdWidth);
 	for (int s = 0; s < nsg; s++) simdgroups.push_back(new Simdgroup());

@@ -3,7 +3,7 @@
 // (driver.cpp). It must not include anything that the MSL macros of msl.h
 // would break, and it must not itself use those macros.
 //
-// Execution model: every GPU thread of a threadgroup is a fiber (ucontext)
+// Execution model: every GPU thread of a threadgroup is a fiber (a stack)
 // on one OS thread. A fiber runs until it reaches a threadgroup barrier or a
 // simdgroup collective, where it blocks until every thread that has to take
 // part has arrived; threads that have returned from the kernel no longer take
