@@ -62,9 +62,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, errors.New("gguf metadata has no general.architecture")
 	}
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3":
 	default:
-		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3)", arch)
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
 	}
 	num := func(key string, def int) (int, error) {
 		v, ok := g.Uint(arch + "." + key)
@@ -124,7 +124,12 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	// RoPE rotates adjacent pairs. q·k is unchanged by a permutation applied
 	// to both, so we keep the weights as they are and rotate adjacent pairs
 	// too: no copy at load time. It leaves Qwen's rows as HF has them.
-	c.RopeNeoX = arch == "qwen2" || arch == "qwen3"
+	c.RopeNeoX = arch == "qwen2" || arch == "qwen3" || arch == "phi3" // llama.cpp: LLAMA_ROPE_TYPE_NEOX for phi3
+	if _, long := g.Tensor("rope_factors_long.weight"); long {
+		// Phi-3's longrope (per-dimension short and long factors chosen by
+		// the context, and a scaled cos/sin) is not implemented yet.
+		return nil, errors.New("longrope (rope_factors_long.weight / rope_factors_short.weight) is not supported yet")
+	}
 	emb, ok := g.Tensor("token_embd.weight")
 	if !ok {
 		return nil, errors.New("tensor token_embd.weight is missing")
@@ -146,7 +151,7 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	}
 	m := &Model{Config: c}
 	var bad error
-	err = bindWeights(m, "gguf", func(name string) (Weight, bool) {
+	var find lookup = func(name string) (Weight, bool) {
 		t, ok := g.Tensor(name)
 		if !ok {
 			return Weight{}, false
@@ -156,9 +161,16 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 			bad = err
 		}
 		return w, true
-	})
+	}
+	badFused := new(error)
+	if arch == "phi3" {
+		find, badFused = c.fusedLookup("gguf", find)
+	}
+	err = bindWeights(m, "gguf", find)
 	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
+	} else if *badFused != nil {
+		err = *badFused
 	}
 	if err != nil {
 		return nil, err
@@ -204,15 +216,22 @@ func openHF(dir string) (*Checkpoint, error) {
 	}
 	m := &Model{Config: c}
 	var bad error
-	err = bindWeights(m, "st", func(name string) (Weight, bool) {
+	var find lookup = func(name string) (Weight, bool) {
 		w, ok, err := hfWeight(ck, hc.Quantization, name)
 		if err != nil && bad == nil {
 			bad = err
 		}
 		return w, ok
-	})
+	}
+	badFused := new(error)
+	if c.Arch == "phi3" {
+		find, badFused = c.fusedLookup("st", find)
+	}
+	err = bindWeights(m, "st", find)
 	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
+	} else if *badFused != nil {
+		err = *badFused
 	}
 	if err != nil {
 		ck.Close()
@@ -224,9 +243,9 @@ func openHF(dir string) (*Checkpoint, error) {
 func configFromHF(h *formats.HFConfig) (Config, error) {
 	arch := h.ModelType
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3":
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -241,12 +260,21 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
+	if w := h.SlidingWindow; arch == "phi3" && w != nil && *w > 0 && *w < c.Context {
+		// transformers masks Phi-3's attention to the last sliding_window
+		// positions; sliding-window attention is not implemented for phi3
+		// here, so the context stops where the window would begin to matter.
+		c.Context = *w
+	}
 	if rs := h.RopeScaling; rs != nil {
 		switch rs.Type {
 		case "linear", "llama3":
 			c.RopeScale = RopeScaling{Type: rs.Type, Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor,
 				HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalMaxPositionEmbeddings}
 		case "", "default":
+		case "longrope", "su":
+			// Phi-3's per-dimension short/long factors with a scaled cos/sin.
+			return Config{}, fmt.Errorf("rope_scaling type %q (Phi-3 longrope) is not supported yet", rs.Type)
 		default:
 			return Config{}, fmt.Errorf("rope_scaling type %q is not supported", rs.Type)
 		}

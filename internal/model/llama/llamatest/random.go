@@ -19,7 +19,7 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // "qwen3", the only one so far
+	Arch                    string // "qwen3" or "phi3"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
@@ -41,8 +41,11 @@ type Checkpoint struct {
 // float32. meta is added to the GGUF file's metadata after the
 // architecture's keys (a tokenizer's tokenizer.* keys, say).
 func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+	if s.Arch == "phi3" {
+		return writePhi3(dir, s, meta, seed)
+	}
 	if s.Arch != "qwen3" {
-		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3)", s.Arch)
+		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3)", s.Arch)
 	}
 	r := rand.New(rand.NewPCG(seed, 0x71e3))
 	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf"), Weights: map[string][]float64{}}

@@ -1,0 +1,114 @@
+package llamatest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// writePhi3 writes a random Phi-3 (also Phi-4's layout): q, k and v fused
+// into one matrix (GGUF blk.N.attn_qkv, HF self_attn.qkv_proj; rows q, k,
+// v) and gate and up into one (GGUF blk.N.ffn_up, HF mlp.gate_up_proj;
+// rows gate, then up), as llama.cpp's converter (Phi3MiniModel, which
+// keeps them fused) and transformers' Phi-3 checkpoints store them. No
+// biases, untied output, no longrope. Weights holds the fused HF names.
+func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+	if s.Tied {
+		return nil, fmt.Errorf("llamatest: phi3 has no tied embeddings")
+	}
+	r := rand.New(rand.NewPCG(seed, 0x9813))
+	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf"), Weights: map[string][]float64{}}
+	var gt, ht []formats.Tensor
+	add := func(gguf, hf string, scale float64, shape ...int) {
+		v := make([]float32, graph.Shape(shape).Numel())
+		f := make([]float64, len(v))
+		for i := range v {
+			x := r.NormFloat64() * scale
+			if len(shape) == 1 {
+				x += 1
+			}
+			v[i] = float32(x)
+			f[i] = float64(v[i])
+		}
+		ck.Weights[hf] = f
+		data := graph.AsBytes(v)
+		gt = append(gt, formats.Tensor{Name: gguf, DType: formats.F32, Shape: shape, Data: data})
+		ht = append(ht, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
+	}
+	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
+	add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
+	add("output_norm.weight", "model.norm.weight", 0.1, s.Dim)
+	add("output.weight", "lm_head.weight", 0.5, s.Vocab, s.Dim)
+	for l := range s.Layers {
+		g, h := fmt.Sprintf("blk.%d.", l), fmt.Sprintf("model.layers.%d.", l)
+		add(g+"attn_norm.weight", h+"input_layernorm.weight", 0.1, s.Dim)
+		add(g+"attn_qkv.weight", h+"self_attn.qkv_proj.weight", 0.3, q+2*kv, s.Dim)
+		add(g+"attn_output.weight", h+"self_attn.o_proj.weight", 0.3, s.Dim, q)
+		add(g+"ffn_norm.weight", h+"post_attention_layernorm.weight", 0.1, s.Dim)
+		add(g+"ffn_up.weight", h+"mlp.gate_up_proj.weight", 0.3, 2*s.FFN, s.Dim)
+		add(g+"ffn_down.weight", h+"mlp.down_proj.weight", 0.3, s.Dim, s.FFN)
+	}
+
+	// GGUF: the keys llama.cpp's converter writes for phi3 (no
+	// key_length: head_dim is embedding_length / head_count).
+	if s.HeadDim*s.Heads != s.Dim {
+		return nil, fmt.Errorf("llamatest: phi3's head_dim is hidden_size / num_attention_heads")
+	}
+	a := "phi3."
+	kvs := []formats.KV{
+		{Key: "general.architecture", Value: "phi3"},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "rope.scaling.original_context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Dim)},
+		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
+		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+	}
+	kvs = append(kvs, meta...)
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, gt, 32); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(ck.GGUF, buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+
+	// HF: config.json as Phi-3's model cards have it, less what no loader
+	// here reads (sliding_window equal to the context: it never binds).
+	if err := os.MkdirAll(ck.HF, 0o755); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	cfg, err := json.MarshalIndent(map[string]any{
+		"architectures": []string{"Phi3ForCausalLM"}, "model_type": "phi3",
+		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
+		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
+		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": nil,
+		"max_position_embeddings": s.Context, "original_max_position_embeddings": s.Context,
+		"vocab_size": s.Vocab, "tie_word_embeddings": false, "hidden_act": "silu",
+		"torch_dtype": "float32", "sliding_window": s.Context, "partial_rotary_factor": 1.0,
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "config.json"), cfg, 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	buf.Reset()
+	if err := formats.WriteSafetensors(&buf, ht, nil); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("llamatest: %w", err)
+	}
+	return ck, nil
+}

@@ -1,0 +1,202 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
+)
+
+// phi3Spec is a tiny Phi-3: GQA (Phi-4's layout; Phi-3-mini has as many
+// kv heads as heads), untied output.
+var phi3Spec = llamatest.Spec{Arch: "phi3", Vocab: 64, Dim: 48, FFN: 80, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 12,
+	NormEps: 1e-5, RopeTheta: 10000, Context: 64}
+
+func writePhi3(t *testing.T) *llamatest.Checkpoint {
+	t.Helper()
+	ck, err := llamatest.Write(t.TempDir(), phi3Spec, nil, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+func phi3Config() Config {
+	s := phi3Spec
+	return Config{Arch: "phi3", Vocab: s.Vocab, Dim: s.Dim, FFN: s.FFN, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads,
+		HeadDim: s.HeadDim, NormEps: s.NormEps, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim, RopeNeoX: true, Context: s.Context}
+}
+
+// phi3Forward is an independent float64 forward pass of a Phi-3 without
+// longrope, written from transformers' src/transformers/models/phi3/
+// modeling_phi3.py (v4.48): Phi3Attention projects with the fused qkv_proj
+// and takes q, k and v as consecutive row ranges; rotate_half RoPE over the
+// whole head (partial_rotary_factor 1); Phi3MLP chunks gate_up_proj's
+// output in two, up_states * silu(gate); RMSNorm before each block and at
+// the end; lm_head untied. It reads the fused weights as stored.
+func phi3Forward(c Config, w map[string][]float64, tokens []int) [][]float64 {
+	d, hd, nq, nkv := c.Dim, c.HeadDim, c.Heads, c.KVHeads
+	matvec := func(x []float64, name string) []float64 {
+		m := w[name]
+		out := make([]float64, len(m)/len(x))
+		for o := range out {
+			for i, v := range x {
+				out[o] += m[o*len(x)+i] * v
+			}
+		}
+		return out
+	}
+	rms := func(x []float64, name string) []float64 {
+		var ss float64
+		for _, v := range x {
+			ss += v * v
+		}
+		inv := 1 / math.Sqrt(ss/float64(len(x))+float64(c.NormEps))
+		y := make([]float64, len(x))
+		for i := range x {
+			y[i] = w[name][i] * (x[i] * inv)
+		}
+		return y
+	}
+	rotate := func(h []float64, pos int) {
+		for j := range hd / 2 {
+			ang := float64(pos) * math.Pow(c.RopeTheta, -float64(2*j)/float64(hd))
+			cs, sn := math.Cos(ang), math.Sin(ang)
+			a, b := h[j], h[j+hd/2]
+			h[j], h[j+hd/2] = a*cs-b*sn, b*cs+a*sn
+		}
+	}
+	n := len(tokens)
+	hs := make([][]float64, n)
+	for t, tok := range tokens {
+		hs[t] = slices.Clone(w["model.embed_tokens.weight"][tok*d : (tok+1)*d])
+	}
+	for l := range c.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		ks, vs := make([][]float64, n), make([][]float64, n)
+		qs := make([][]float64, n)
+		for t := range n {
+			qkv := matvec(rms(hs[t], p+"input_layernorm.weight"), p+"self_attn.qkv_proj.weight")
+			qs[t], ks[t], vs[t] = qkv[:nq*hd], qkv[nq*hd:(nq+nkv)*hd], qkv[(nq+nkv)*hd:]
+			for h := range nq {
+				rotate(qs[t][h*hd:(h+1)*hd], t)
+			}
+			for h := range nkv {
+				rotate(ks[t][h*hd:(h+1)*hd], t)
+			}
+		}
+		for t := range n {
+			att := make([]float64, nq*hd)
+			for h := range nq {
+				kh := h / (nq / nkv)
+				sc := make([]float64, t+1)
+				top := math.Inf(-1)
+				for s := range t + 1 {
+					for j := range hd {
+						sc[s] += qs[t][h*hd+j] * ks[s][kh*hd+j]
+					}
+					sc[s] /= math.Sqrt(float64(hd))
+					top = math.Max(top, sc[s])
+				}
+				var sum float64
+				for s := range sc {
+					sc[s] = math.Exp(sc[s] - top)
+					sum += sc[s]
+				}
+				for s := range sc {
+					for j := range hd {
+						att[h*hd+j] += sc[s] / sum * vs[s][kh*hd+j]
+					}
+				}
+			}
+			o := matvec(att, p+"self_attn.o_proj.weight")
+			for i := range hs[t] {
+				hs[t][i] += o[i]
+			}
+			gu := matvec(rms(hs[t], p+"post_attention_layernorm.weight"), p+"mlp.gate_up_proj.weight")
+			gate, up := gu[:c.FFN], gu[c.FFN:]
+			act := make([]float64, c.FFN)
+			for i := range act {
+				act[i] = up[i] * gate[i] / (1 + math.Exp(-gate[i]))
+			}
+			down := matvec(act, p+"mlp.down_proj.weight")
+			for i := range hs[t] {
+				hs[t][i] += down[i]
+			}
+		}
+	}
+	out := make([][]float64, n)
+	for t := range n {
+		out[t] = matvec(rms(hs[t], "model.norm.weight"), "lm_head.weight")
+	}
+	return out
+}
+
+// A random Phi-3 loads from GGUF and from an HF checkpoint with the same
+// config (its fused qkv and gate_up tensors split into row views), and
+// both give phi3Forward's logits within 1e-5 of the largest logit, on both
+// CPU backends; the two files' logits are the same bits; greedy decoding
+// gives the reference's tokens.
+func TestPhi3MatchesReference(t *testing.T) {
+	ck := writePhi3(t)
+	c := phi3Config()
+	tokens := []int32{3, 17, 5, 63, 0, 22, 8, 41}
+	ints := make([]int, len(tokens))
+	for i, v := range tokens {
+		ints[i] = int(v)
+	}
+	want := phi3Forward(c, ck.Weights, ints)
+	prompt, n := []int32{7, 30, 2}, 24
+	var wantTokens []int32
+	seq := []int{7, 30, 2}
+	for range n {
+		rows := phi3Forward(c, ck.Weights, seq)
+		last := rows[len(rows)-1]
+		best := 0
+		for i, v := range last {
+			if v > last[best] {
+				best = i
+			}
+		}
+		wantTokens = append(wantTokens, int32(best))
+		seq = append(seq, best)
+	}
+	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
+		var logits [][]float32
+		for _, path := range []string{ck.GGUF, ck.HF} {
+			m, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.Model.Config
+			m.Close()
+			if !reflect.DeepEqual(got, c) {
+				t.Errorf("%s: config\n %+v, want\n %+v", filepath.Base(path), got, c)
+			}
+			l := logitsOfTokens(t, path, be, tokens)
+			var worst, scale float64
+			for tt := range want {
+				for v := range want[tt] {
+					scale = math.Max(scale, math.Abs(want[tt][v]))
+					worst = math.Max(worst, math.Abs(float64(l[tt*c.Vocab+v])-want[tt][v]))
+				}
+			}
+			if worst/scale > 1e-5 {
+				t.Errorf("%s on %s: logits differ from the reference by %g of %g", filepath.Base(path), be.Name(), worst/scale, scale)
+			}
+			logits = append(logits, l)
+			if got := greedy(t, path, be, prompt, n); !slices.Equal(got, wantTokens) {
+				t.Errorf("%s on %s: greedy tokens\n %v, reference\n %v", filepath.Base(path), be.Name(), got, wantTokens)
+			}
+		}
+		if !bitsEqual(logits[0], logits[1]) {
+			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
+		}
+	}
+}
