@@ -154,12 +154,34 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 	}
 	Builder(t) // skips or fails here, on t's goroutine
 	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkQwen3GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	checkArchGreedyEqualsCPU(t, "cuda-emu", qwen3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
-// checkQwen3GreedyEqualsCPU is TestQwen3GreedyGenerationEqualsCPU's check
-// on the registered backend named gpu at the beam shapes given.
-func checkQwen3GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
+// qwen3Spec and phi3Spec are the random models of the architecture checks:
+// stories260K's vocabulary, two layers, GQA.
+var (
+	qwen3Spec = llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}
+	// Fused qkv and gate_up tensors, untied output.
+	phi3Spec = llamatest.Spec{Arch: "phi3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256}
+)
+
+// TestPhi3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
+// on a random Phi-3 (make test: W3L4; make test-all: also W1L5).
+func TestPhi3GreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t)
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkArchGreedyEqualsCPU(t, "cuda-emu", phi3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// checkArchGreedyEqualsCPU is TestQwen3GreedyGenerationEqualsCPU's check
+// on the registered backend named gpu, for a random model of spec (with
+// stories260K's tokenizer), at the beam shapes given.
+func checkArchGreedyEqualsCPU(t *testing.T, gpu string, spec llamatest.Spec, shapes [][2]int) {
 	root, err := tools.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -175,8 +197,7 @@ func checkQwen3GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
 			tok = append(tok, kv)
 		}
 	}
-	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
-		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}, tok, 7)
+	ck, err := llamatest.Write(t.TempDir(), spec, tok, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,5 +52,12 @@ func TestGreedyGenerationEqualsCPUOnGPU(t *testing.T) {
 // on the real GPU, at both beam shapes.
 func TestQwen3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
 	openGPU(t).Close()
-	checkQwen3GreedyEqualsCPU(t, "cuda", [][2]int{{3, 4}, {1, 5}})
+	checkArchGreedyEqualsCPU(t, "cuda", qwen3Spec, [][2]int{{3, 4}, {1, 5}})
+}
+
+// TestPhi3GreedyGenerationEqualsCPUOnGPU is TestPhi3GreedyGenerationEqualsCPU
+// on the real GPU, at both beam shapes.
+func TestPhi3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
+	openGPU(t).Close()
+	checkArchGreedyEqualsCPU(t, "cuda", phi3Spec, [][2]int{{3, 4}, {1, 5}})
 }
