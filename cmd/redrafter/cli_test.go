@@ -229,3 +229,30 @@ func TestPromptBounds(t *testing.T) {
 		}
 	}
 }
+
+// inspect describes a Phi-3 model, from GGUF and from an HF checkpoint:
+// its fused qkv and gate_up tensors as the file stores them, NeoX pairs,
+// and how its layers run (the GPUs fuse q·k·v again).
+func TestInspectPhi3(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "phi3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 8, NormEps: 1e-5, RopeTheta: 1e4, Context: 64}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{ck.GGUF, ck.HF} {
+		out, _, err := run(t, "", "inspect", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"architecture: phi3", "heads 4 (kv 2, head dim 8)", "pairs neox",
+			"tied output false; qkv bias false", "blk.0.attn_qkv.weight",
+			"layers run as cpu: unfused ops; metal: fused QKV with RoPE and cache write, O, gate-up, down"} {
+			if path == ck.HF && strings.HasPrefix(want, "blk.") {
+				want = "model.layers.0.self_attn.qkv_proj.weight"
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
+			}
+		}
+	}
+}
