@@ -40,6 +40,9 @@ type HFConfig struct {
 	TorchDType    string `json:"torch_dtype"` // "float16", "bfloat16", "float32"; newer files say "dtype"
 	HiddenAct     string `json:"hidden_act"`  // default "silu"
 	SlidingWindow *int   `json:"sliding_window"`
+	// PartialRotaryFactor is the fraction of each head RoPE rotates
+	// (Phi-3: 1, Phi-4-mini: 0.75); nil when absent (all of it).
+	PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
 	// UseSlidingWindow is Qwen2's switch for SlidingWindow (false there by
 	// default); Mistral has no switch and uses the window when it is set.
 	UseSlidingWindow *bool `json:"use_sliding_window"`

@@ -125,6 +125,10 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	// to both, so we keep the weights as they are and rotate adjacent pairs
 	// too: no copy at load time. It leaves Qwen's rows as HF has them.
 	c.RopeNeoX = arch == "qwen2" || arch == "qwen3" || arch == "phi3" // llama.cpp: LLAMA_ROPE_TYPE_NEOX for phi3
+	if arch == "phi3" && c.RopeDims != c.HeadDim {
+		// Phi-4-mini rotates 3/4 of each head; not checked here yet.
+		return nil, fmt.Errorf("phi3 with rope.dimension_count %d of head dimension %d (partial rotary) is not supported yet", c.RopeDims, c.HeadDim)
+	}
 	if _, long := g.Tensor("rope_factors_long.weight"); long {
 		// Phi-3's longrope (per-dimension short and long factors chosen by
 		// the context, and a scaled cos/sin) is not implemented yet.
@@ -257,6 +261,11 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 		QKNorm: arch == "qwen3",
 	}
 	c.RopeDims = c.HeadDim
+	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
+		// Rotating part of each head (Phi-4-mini's 0.75) is not checked
+		// against a reference on any backend yet: refuse rather than guess.
+		return Config{}, fmt.Errorf("partial_rotary_factor %g is not supported yet (only 1)", *f)
+	}
 	if c.Context == 0 {
 		c.Context = 2048
 	}

@@ -1,11 +1,14 @@
 package llama
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
@@ -198,5 +201,76 @@ func TestPhi3MatchesReference(t *testing.T) {
 		if !bitsEqual(logits[0], logits[1]) {
 			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
 		}
+	}
+}
+
+// What the Phi-3 loader does not run yet it refuses by name, rather than
+// computing something else: longrope (the 128k Phi-3 models, Phi-3.5)
+// and partial rotary (Phi-4-mini).
+func TestPhi3RefusesLongropeAndPartialRotary(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		val  any
+		want string
+	}{
+		{"rope_scaling", map[string]any{"type": "longrope", "short_factor": []float64{1}, "long_factor": []float64{2}}, `rope_scaling type "longrope"`},
+		{"rope_scaling", map[string]any{"type": "su", "short_factor": []float64{1}, "long_factor": []float64{2}}, `rope_scaling type "su"`},
+		{"partial_rotary_factor", 0.75, "partial_rotary_factor 0.75"},
+	} {
+		ck := writePhi3(t)
+		path := filepath.Join(ck.HF, "config.json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg[tc.key] = tc.val
+		if b, err = json.Marshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Open(ck.HF)
+		if err == nil {
+			m.Close()
+			t.Errorf("%s %v: loaded", tc.key, tc.val)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: error %q lacks %q", tc.key, tc.val, err, tc.want)
+		}
+	}
+}
+
+// Phi-3-mini's config.json has a sliding_window below its context: the
+// context stops at the window, where sliding-window attention (not
+// implemented for phi3) would begin to differ from full attention.
+func TestPhi3SlidingWindowCapsContext(t *testing.T) {
+	ck := writePhi3(t)
+	path := filepath.Join(ck.HF, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["sliding_window"] = 47
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(ck.HF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.Model.Config.Context; got != 47 {
+		t.Errorf("context %d, want the window's 47", got)
 	}
 }
