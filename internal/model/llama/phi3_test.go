@@ -1,9 +1,12 @@
 package llama
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +16,9 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
 )
 
 // phi3Spec is a tiny Phi-3: GQA (Phi-4's layout; Phi-3-mini has as many
@@ -272,5 +277,67 @@ func TestPhi3SlidingWindowCapsContext(t *testing.T) {
 	defer m.Close()
 	if got := m.Model.Config.Context; got != 47 {
 		t.Errorf("context %d, want the window's 47", got)
+	}
+}
+
+// A phi3 GGUF whose fused tensors are quantized (Q8_0, Q4_0 and Q4_K become
+// affine weights, Q6_K stays blocks) splits them by rows with their scales
+// and biases: its logits on the reference backend equal those of the same
+// file with every quantized tensor stored as its float32 values.
+func TestPhi3QuantizedFusedSplit(t *testing.T) {
+	spec := llamatest.Spec{Arch: "phi3", Vocab: 32, Dim: 256, FFN: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 64,
+		NormEps: 1e-5, RopeTheta: 10000, Context: 32}
+	ck, err := llamatest.Write(t.TempDir(), spec, nil, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := formats.OpenGGUF(ck.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, typ := range []formats.DType{formats.Q8_0, formats.Q4_0, formats.Q4_K, formats.Q6_K} {
+		qt, _ := quant.ParseGGML(typ.String())
+		var qs, ds []formats.Tensor
+		for _, tn := range g.Tensors {
+			if len(tn.Shape) != 2 || tn.Shape[1]%qt.BlockElems() != 0 {
+				qs, ds = append(qs, tn), append(ds, tn)
+				continue
+			}
+			n := tn.Shape[0] * tn.Shape[1]
+			data := make([]byte, n/qt.BlockElems()*qt.BlockBytes())
+			for i := range data {
+				data[i] = byte(r.Uint32())
+			}
+			at := map[formats.DType][]int{formats.Q8_0: {0}, formats.Q4_0: {0}, formats.Q4_K: {0, 2}, formats.Q6_K: {208}}[typ]
+			for off := 0; off < len(data); off += qt.BlockBytes() {
+				for _, a := range at {
+					binary.LittleEndian.PutUint16(data[off+a:], quant.F32ToF16(float32(r.Float64()*0.01)))
+				}
+			}
+			v := make([]float32, n)
+			quant.DequantizeGGML(qt, v, data)
+			qs = append(qs, formats.Tensor{Name: tn.Name, DType: typ, Shape: tn.Shape, Data: data})
+			ds = append(ds, formats.Tensor{Name: tn.Name, DType: formats.F32, Shape: tn.Shape, Data: graph.AsBytes(v)})
+		}
+		dir := t.TempDir()
+		write := func(name string, ts []formats.Tensor) string {
+			var buf bytes.Buffer
+			if err := formats.WriteGGUF(&buf, g.KVs(), ts, 32); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		qp, dp := write("q.gguf", qs), write("d.gguf", ds)
+		tokens := []int32{1, 5, 9, 30}
+		ref := cpu.NewReference()
+		if ql, dl := logitsOfTokens(t, qp, ref, tokens), logitsOfTokens(t, dp, ref, tokens); !equalF32(ql, dl) {
+			t.Errorf("%v: logits differ from the dequantized f32 file (max rel %g)", typ, maxRel(ql, dl))
+		}
 	}
 }
