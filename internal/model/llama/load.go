@@ -125,6 +125,14 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	// to both, so we keep the weights as they are and rotate adjacent pairs
 	// too: no copy at load time. It leaves Qwen's rows as HF has them.
 	c.RopeNeoX = arch == "qwen2" || arch == "qwen3" || arch == "phi3" // llama.cpp: LLAMA_ROPE_TYPE_NEOX for phi3
+	if w, err := num("attention.sliding_window", 0); err != nil {
+		return nil, err
+	} else if arch == "phi3" && w > 0 && w < c.Context {
+		// As for config.json's sliding_window (configFromHF): the context
+		// stops where the window would begin to matter. llama.cpp's
+		// converter writes 0 for Phi-4 (no window).
+		c.Context = w
+	}
 	if arch == "phi3" && c.RopeDims != c.HeadDim {
 		// Phi-4-mini rotates 3/4 of each head; not checked here yet.
 		return nil, fmt.Errorf("phi3 with rope.dimension_count %d of head dimension %d (partial rotary) is not supported yet", c.RopeDims, c.HeadDim)

@@ -278,6 +278,36 @@ func TestPhi3SlidingWindowCapsContext(t *testing.T) {
 	if got := m.Model.Config.Context; got != 47 {
 		t.Errorf("context %d, want the window's 47", got)
 	}
+	// The GGUF file: llama.cpp's converter writes the window as
+	// phi3.attention.sliding_window.
+	g, err := formats.OpenGGUF(ck.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var kvs []formats.KV
+	for _, kv := range g.KVs() {
+		if kv.Key == "phi3.attention.sliding_window" {
+			kv.Value = uint32(47)
+		}
+		kvs = append(kvs, kv)
+	}
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, g.Tensors, 32); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "window.gguf")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mg, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mg.Close()
+	if got := mg.Model.Config.Context; got != 47 {
+		t.Errorf("gguf: context %d, want the window's 47", got)
+	}
 }
 
 // A phi3 GGUF whose fused tensors are quantized (Q8_0, Q4_0 and Q4_K become

@@ -73,6 +73,7 @@ func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint,
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
 		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+		{Key: a + "attention.sliding_window", Value: uint32(s.Context)},
 	}
 	kvs = append(kvs, meta...)
 	var buf bytes.Buffer
