@@ -56,7 +56,7 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// The warps' counts of a radix round are added before every warp stored its own.
 		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
 		// The 16-byte weight words are paired with x one element off.
-		{"matvec.cu", "xs[4 + e] = b.v[e];", "xs[4 + e] = a.v[e];", "MatVec8/bf16/M5_K512_N7"},
+		{"matvec.cu", "acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);", "acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e ^ 1), acc[r][c]);", "MatVec8/bf16/M5_K512_N7"},
 		// The tensor-core fragments of A swap rows g+8 and columns 2t+8.
 		{"matmul.cu", "pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1]),\n\t\t                         pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9])",
 			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
