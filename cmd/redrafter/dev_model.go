@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,7 +78,18 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 			if !ok || len(tok) == 0 {
 				return fmt.Errorf("--tokenizer-from %s: no tokenizer.* keys or token_embd.weight", tokFrom)
 			}
-			if err := llamatest.WriteLlamaLikeGGUF(out, s, tok, seed); err != nil {
+			// Written beside OUT and renamed, so that nothing half
+			// written is left under its name.
+			tmp := out + ".partial"
+			if err := llamatest.WriteLlamaLikeGGUF(tmp, s, tok, seed); err != nil {
+				return err
+			}
+			if err := cmd.Context().Err(); err != nil {
+				os.Remove(tmp)
+				return err
+			}
+			if err := os.Rename(tmp, out); err != nil {
+				os.Remove(tmp)
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: random %s, %s widths, %d layers, vocabulary %d (seed %d)\n",
@@ -180,7 +192,7 @@ quantized products do.`,
 					}
 					feed = forced[i]
 				}
-				toks, logits, err := greedyLogits(r, p, feed, n, vocab)
+				toks, logits, err := greedyLogits(cmd.Context(), r, p, feed, n, vocab)
 				if err != nil {
 					return fmt.Errorf("prompt %d: %w", i+1, err)
 				}
@@ -220,8 +232,8 @@ quantized products do.`,
 // greedyLogits decodes n tokens after prompt: the prompt in one pass, then
 // a token a pass; each step's token is feed's when feed is given, else the
 // argmax. It returns the argmaxes and the n rows of logits they were
-// taken from.
-func greedyLogits(r *llama.Runner, prompt, feed []int32, n, vocab int) ([]int32, []float32, error) {
+// taken from, or ctx's error when it is cancelled.
+func greedyLogits(ctx context.Context, r *llama.Runner, prompt, feed []int32, n, vocab int) ([]int32, []float32, error) {
 	if len(prompt) == 0 {
 		return nil, nil, errors.New("empty prompt")
 	}
@@ -234,6 +246,9 @@ func greedyLogits(r *llama.Runner, prompt, feed []int32, n, vocab int) ([]int32,
 	toks := make([]int32, n)
 	in := prompt
 	for k := range n {
+		if err := ctx.Err(); err != nil { // Ctrl-C: a step is at most a forward pass
+			return nil, nil, err
+		}
 		row := logits[k*vocab : (k+1)*vocab]
 		if err := s.Forward(llama.Chain(in, false), row, nil); err != nil {
 			return nil, nil, err

@@ -13,7 +13,8 @@ import (
 // architecture they name, with what differs: Llama 3's frequency factors
 // (1 for short wavelengths, 32 for long ones, between in between), an
 // explicit head size, Qwen2's biases, NeoX pairs and tied output; and
-// their logits spread as the scales promise (a standard deviation near 4).
+// their logits spread as the scales promise (a standard deviation near 4)
+// and do not favour repeating the input token.
 func TestLlamaLikeGGUF(t *testing.T) {
 	for _, s := range []llamatest.Spec{
 		{Arch: "llama", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, NormEps: 1e-5,
@@ -67,6 +68,24 @@ func TestLlamaLikeGGUF(t *testing.T) {
 		out := make([]float32, len(tokens)*s.Vocab)
 		if err := st.Forward(Chain(tokens, true), out, nil); err != nil {
 			t.Fatal(err)
+		}
+		// A greedy model must not just repeat its input (a tied
+		// embedding of N(0,1) rows made every token its own argmax).
+		repeats := 0
+		for i, tok := range tokens {
+			row := out[i*s.Vocab : (i+1)*s.Vocab]
+			best := 0
+			for j, v := range row {
+				if v > row[best] {
+					best = j
+				}
+			}
+			if int32(best) == tok {
+				repeats++
+			}
+		}
+		if repeats > 2 {
+			t.Errorf("%s: %d of %d positions predict their own token", s.Arch, repeats, len(tokens))
 		}
 		var sum, sq float64
 		for _, v := range out {

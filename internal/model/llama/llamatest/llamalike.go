@@ -43,10 +43,12 @@ var Shapes = map[string]Spec{
 // writes no HF checkpoint, so that models of real widths stay cheap.
 //
 // The scales are those of a trained model's activations, chosen so that
-// nothing saturates and every part moves the logits: embeddings N(0,1);
+// nothing saturates and every part moves the logits: embeddings N(0,1)
+// (N(0, 0.1²) when tied, see below);
 // matrices N(0, 1/fan_in), so a product keeps its input's RMS, with Q and
 // K at 1.5× that, so attention over a few dozen positions is peaked but
-// not one-hot; norm gains 1 + N(0, 0.1²); Qwen2's biases N(0, 0.5²); the
+// not one-hot; norm gains 1 + N(0, 0.1²); Qwen2's q and k biases N(0, 0.5²),
+// its v bias N(0, 0.1²); the
 // output projection at 4/√dim, so logits have a standard deviation of
 // about 4 and the top two of a few hundred tokens are ≈1 apart on
 // average (a real model's spread; the margins a quantized comparison
@@ -68,7 +70,16 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 	}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
-	add("token_embd.weight", 0, 1, s.Vocab, s.Dim)
+	// Tied embeddings are small: the residual stream holds the token's
+	// own row, and at N(0,1) its logit (|row|² through the final norm)
+	// would outweigh every other by √dim, so a greedy model would repeat
+	// its last token. At 0.1 the layers' outputs dominate the stream, as
+	// in trained models.
+	embScale := 1.0
+	if s.Tied {
+		embScale = 0.1
+	}
+	add("token_embd.weight", 0, embScale, s.Vocab, s.Dim)
 	add("output_norm.weight", 1, 0.1, s.Dim)
 	if !s.Tied {
 		add("output.weight", 0, 4*inv(s.Dim), s.Vocab, s.Dim)
@@ -86,7 +97,9 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 		if s.Arch == "qwen2" {
 			add(g+"attn_q.bias", 0, 0.5, q)
 			add(g+"attn_k.bias", 0, 0.5, kv)
-			add(g+"attn_v.bias", 0, 0.5, kv)
+			// A value bias adds the same vector at every position;
+			// large, it would pick the same tokens whatever the context.
+			add(g+"attn_v.bias", 0, 0.1, kv)
 		}
 		add(g+"attn_output.weight", 0, inv(q), s.Dim, q)
 		add(g+"ffn_norm.weight", 1, 0.1, s.Dim)
@@ -101,7 +114,7 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 			if t.Name == "output_norm.weight" {
 				v := make([]float32, s.Dim)
 				for j := range v {
-					v[j] = float32(4 * inv(s.Dim) * (1 + 0.1*r.NormFloat64()))
+					v[j] = float32(4 * inv(s.Dim) / embScale * (1 + 0.1*r.NormFloat64()))
 				}
 				ts[i].Data = graph.AsBytes(v)
 			}
