@@ -19,13 +19,14 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // "qwen3", the only one so far
+	Arch                    string // Write: "qwen3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
 	RopeTheta               float64
 	Context                 int
 	Tied                    bool // no output projection: the embedding table is it
+	RopeFreqs               bool // Llama 3's rope_freqs.weight (WriteLlamaLikeGGUF only)
 }
 
 // Checkpoint is a random model written in both formats.
