@@ -2,7 +2,9 @@
 // package llama loads, for tests: the same weights as a GGUF file and as a
 // Hugging Face checkpoint directory, each under the names the real
 // converters write (spelled out here, not read from package llama's tags,
-// so that a wrong tag fails to load). Nothing that ships imports it.
+// so that a wrong tag fails to load). Besides tests, only the developer
+// command `redrafter dev random-model` uses it (random models in real
+// widths, for comparisons with llama.cpp); no engine path does.
 package llamatest
 
 import (
