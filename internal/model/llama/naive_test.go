@@ -417,3 +417,74 @@ func TestQwen2TiedMatchesNaive(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingWindowConfig: Mistral's window from GGUF metadata
+// (mistral.attention.sliding_window) and from config.json (sliding_window,
+// null meaning none); Qwen2's use_sliding_window, which we do not run, is
+// refused.
+func TestSlidingWindowConfig(t *testing.T) {
+	kvs := func(arch string, window any) []formats.KV {
+		a := arch + "."
+		kv := []formats.KV{{Key: "general.architecture", Value: arch},
+			{Key: a + "embedding_length", Value: uint32(8)}, {Key: a + "feed_forward_length", Value: uint32(16)},
+			{Key: a + "block_count", Value: uint32(1)}, {Key: a + "attention.head_count", Value: uint32(2)},
+			{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(1e-5)}}
+		if window != nil {
+			kv = append(kv, formats.KV{Key: a + "attention.sliding_window", Value: window})
+		}
+		return kv
+	}
+	var tensors []formats.Tensor
+	for _, tn := range []struct {
+		name  string
+		shape []int
+	}{{"token_embd.weight", []int{10, 8}}, {"output_norm.weight", []int{8}}, {"output.weight", []int{10, 8}},
+		{"blk.0.attn_norm.weight", []int{8}}, {"blk.0.attn_q.weight", []int{8, 8}}, {"blk.0.attn_k.weight", []int{8, 8}},
+		{"blk.0.attn_v.weight", []int{8, 8}}, {"blk.0.attn_output.weight", []int{8, 8}}, {"blk.0.ffn_norm.weight", []int{8}},
+		{"blk.0.ffn_gate.weight", []int{16, 8}}, {"blk.0.ffn_up.weight", []int{16, 8}}, {"blk.0.ffn_down.weight", []int{8, 16}}} {
+		tensors = append(tensors, formats.Tensor{Name: tn.name, DType: formats.F32, Shape: tn.shape,
+			Data: make([]byte, 4*graph.Shape(tn.shape).Numel())})
+	}
+	for _, tc := range []struct {
+		arch   string
+		window any
+		want   int
+	}{{"mistral", uint32(4096), 4096}, {"mistral", nil, 0}, {"llama", uint32(4096), 0}} {
+		var buf bytes.Buffer
+		if err := formats.WriteGGUF(&buf, kvs(tc.arch, tc.window), tensors, 32); err != nil {
+			t.Fatal(err)
+		}
+		g, err := formats.ParseGGUF("test.gguf", buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := modelFromGGUF(g)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.arch, err)
+		}
+		if m.Config.SlidingWindow != tc.want {
+			t.Errorf("%s with %v: window %d, want %d", tc.arch, tc.window, m.Config.SlidingWindow, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		js      string
+		want    int
+		wantErr bool
+	}{
+		{`{"model_type":"mistral","sliding_window":4096}`, 4096, false},
+		{`{"model_type":"mistral","sliding_window":null}`, 0, false},
+		{`{"model_type":"qwen2","sliding_window":32768,"use_sliding_window":false}`, 0, false},
+		{`{"model_type":"qwen2","sliding_window":32768,"use_sliding_window":true}`, 0, true},
+	} {
+		var h formats.HFConfig
+		if err := json.Unmarshal([]byte(tc.js), &h); err != nil {
+			t.Fatal(err)
+		}
+		h.VocabSize, h.HiddenSize, h.IntermediateSize, h.NumHiddenLayers = 10, 8, 16, 1
+		h.NumAttentionHeads, h.NumKeyValueHeads, h.HeadDim, h.RMSNormEps, h.RopeTheta = 2, 2, 4, 1e-5, 1e4
+		c, err := configFromHF(&h)
+		if (err != nil) != tc.wantErr || err == nil && c.SlidingWindow != tc.want {
+			t.Errorf("%s: window %d, error %v; want %d, error %v", tc.js, c.SlidingWindow, err, tc.want, tc.wantErr)
+		}
+	}
+}
