@@ -84,6 +84,12 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300", ""},
 		// Attention takes the new tokens' rows as if the tree were a chain.
 		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270", ""},
+		// The sliding window keeps one key too many (its first is one position early).
+		{"attention.metal", "const int lo = args.window > 0 ? max(0, L - args.window) : 0; // the window's first visible key\n\tfor",
+			"const int lo = args.window > 0 ? max(0, L - args.window - 1) : 0;\n\tfor", "Attention/f16/chain/N128_H4_KVH1_D8_past300_window200", ""},
+		// The split kernel reads the whole chunk the window starts in.
+		{"attention.metal", "const int c0 = max(z0, lo);\n\tconst int c1 = min(z0 + ATTN_CHUNK, L);\n\tfloat qv", "const int c0 = z0;\n\tconst int c1 = min(z0 + ATTN_CHUNK, L);\n\tfloat qv",
+			"Attention/f16/decode/N1_H4_KVH2_D64_past600_window300", ""},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9", ""},
 		// The RNN step reads the state where it should read the embedding.
