@@ -152,6 +152,24 @@ func TestInspectQwen3(t *testing.T) {
 	}
 }
 
+// inspect says when a model has a sliding window (Mistral's).
+func TestInspectMistralWindow(t *testing.T) {
+	path, err := llamatest.WriteMistralGGUF(t.TempDir(), llamatest.Spec{Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 8, NormEps: 1e-6, RopeTheta: 1e4, Context: 64}, 4096, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "", "inspect", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture: mistral", "sliding window 4096 positions"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // inspect says how each ggml type of a file runs on each backend.
 func TestInspectTensorTypes(t *testing.T) {
 	g, err := formats.OpenGGUF(stories)

@@ -23,7 +23,7 @@ func newDevCmd(g *globalFlags) *cobra.Command {
 		Short: "Developer tools (benchmark models)",
 		Args:  cobra.NoArgs,
 	}
-	dev.AddCommand(newInflateCmd(), newDeflateCmd(), newLoadtestCmd(), newOpeningsCmd(g))
+	dev.AddCommand(newInflateCmd(), newDeflateCmd(), newLoadtestCmd(), newOpeningsCmd(g), newRandomModelCmd(), newLogitsCmd(g))
 	return dev
 }
 

@@ -59,6 +59,9 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	fmt.Fprintf(w, "rope base %g, dims %d, pairs %s, scaling %q; rms eps %g; tied output %v; qkv bias %v\n",
 		c.RopeTheta, c.RopeDims, map[bool]string{true: "neox", false: "adjacent"}[c.RopeNeoX], c.RopeScale.Type,
 		c.NormEps, c.TiedOutput, c.QKVBias)
+	if c.SlidingWindow > 0 {
+		fmt.Fprintf(w, "sliding window %d positions (a mask; the KV cache stays full-length)\n", c.SlidingWindow)
+	}
 	writeLayersRunAs(w, &c)
 	var vocab *tokenizer.Vocab
 	if ck.Meta != nil {

@@ -48,7 +48,19 @@ type RoPEOp struct {
 // long cache streams them (position-major, [C,KVH,D], they would sit KVH·D
 // apart, which maps them to a fraction of a CPU cache's sets).
 // PyTorch: F.scaled_dot_product_attention(q, k, v, mask, scale=Scale).
-type AttentionOp struct{ Scale float32 }
+//
+// Window, when positive, is sliding-window attention (Mistral, Gemma): a
+// query at position p sees only the keys at positions p-Window+1 … p. The
+// positions are those of the cache rows (row r holds position r: the
+// cache is full-length and compacted after each verification, so rows
+// before kvLen are positions 0..kvLen-1) and, for the new tokens, kvLen
+// plus their depth in the tree. A query's visible keys, numbered in order
+// (the cache rows, then its ancestors), have their positions as numbers,
+// so the window keeps the last Window of them. Window 0 is no window.
+type AttentionOp struct {
+	Scale  float32
+	Window int
+}
 
 // KVWriteOp (built by KVWrite) copies new rows into a cache at rows
 // kvLen..kvLen+N-1 and returns the cache (same storage), so that readers of
@@ -176,21 +188,26 @@ func (o RMSNormOp) String() string { return fmt.Sprintf("RMSNorm{eps=%g}", o.Eps
 func (o RoPEOp) String() string {
 	return fmt.Sprintf("RoPE{dims=%d,neox=%v}", 2*len(o.InvFreq), o.NeoX)
 }
-func (o AttentionOp) String() string { return fmt.Sprintf("Attention{scale=%g}", o.Scale) }
-func (KVWriteOp) String() string     { return "KVWrite" }
-func (KVCompactOp) String() string   { return "KVCompact" }
-func (SiLUOp) String() string        { return "SiLU" }
-func (SwiGLUOp) String() string      { return "SwiGLU" }
-func (AddOp) String() string         { return "Add" }
-func (MulOp) String() string         { return "Mul" }
-func (ConcatOp) String() string      { return "Concat" }
-func (LogSoftmaxOp) String() string  { return "LogSoftmax" }
-func (ArgmaxOp) String() string      { return "Argmax" }
-func (o TopKOp) String() string      { return fmt.Sprintf("TopK{k=%d}", o.K) }
-func (GatherRowsOp) String() string  { return "GatherRows" }
-func (TakeAlongOp) String() string   { return "TakeAlong" }
-func (RNNStepOp) String() string     { return "RNNStep" }
-func (o ReshapeOp) String() string   { return "Reshape" + o.Shape.String() }
+func (o AttentionOp) String() string {
+	if o.Window > 0 {
+		return fmt.Sprintf("Attention{scale=%g,window=%d}", o.Scale, o.Window)
+	}
+	return fmt.Sprintf("Attention{scale=%g}", o.Scale)
+}
+func (KVWriteOp) String() string    { return "KVWrite" }
+func (KVCompactOp) String() string  { return "KVCompact" }
+func (SiLUOp) String() string       { return "SiLU" }
+func (SwiGLUOp) String() string     { return "SwiGLU" }
+func (AddOp) String() string        { return "Add" }
+func (MulOp) String() string        { return "Mul" }
+func (ConcatOp) String() string     { return "Concat" }
+func (LogSoftmaxOp) String() string { return "LogSoftmax" }
+func (ArgmaxOp) String() string     { return "Argmax" }
+func (o TopKOp) String() string     { return fmt.Sprintf("TopK{k=%d}", o.K) }
+func (GatherRowsOp) String() string { return "GatherRows" }
+func (TakeAlongOp) String() string  { return "TakeAlong" }
+func (RNNStepOp) String() string    { return "RNNStep" }
+func (o ReshapeOp) String() string  { return "Reshape" + o.Shape.String() }
 func (o WarpLogSoftmaxOp) String() string {
 	return fmt.Sprintf("WarpLogSoftmax{k=%d,masked=%g}", o.K, o.Masked)
 }
@@ -262,12 +279,18 @@ func RoPE(x, pos *Array, invFreq []float32, neox bool) *Array {
 
 // Attention is tree attention of q over a cache; see AttentionOp.
 func Attention(q, k, v, kvLen, end *Array, scale float32) *Array {
+	return AttentionWith(AttentionOp{Scale: scale}, q, k, v, kvLen, end)
+}
+
+// AttentionWith is Attention with every option of op (the sliding window).
+func AttentionWith(op AttentionOp, q, k, v, kvLen, end *Array) *Array {
+	mustf(op.Window >= 0, "Attention: window %d", op.Window)
 	mustf(len(q.shape) == 3 && q.dtype == F32, "Attention: q %v", q)
 	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && (k.dtype == F32 || k.dtype == F16) && v.dtype == k.dtype, "Attention: k %v v %v", k, v)
 	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[0] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)
 	mustf(kvLen.dtype == I32 && kvLen.shape.Numel() == 1, "Attention: kvLen %v", kvLen)
 	mustf(end.dtype == I32 && len(end.shape) == 1 && end.shape[0] == q.shape[0], "Attention: end %v for q %v", end, q)
-	return node(AttentionOp{Scale: scale}, F32, q.shape, q, k, v, kvLen, end)
+	return node(op, F32, q.shape, q, k, v, kvLen, end)
 }
 
 // KVWrite writes rows [N,KVH,D] into cache at kvLen and returns the cache;

@@ -12,7 +12,7 @@ import (
 // attention is tree attention over a cache (see graph.AttentionOp). Keys are
 // visited in cache order, so a token's output does not depend on how many
 // other tokens share its forward pass.
-func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32) error {
+func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32, window int) error {
 	q, k, v := f32(in[0]), cacheOf(in[1]), cacheOf(in[2])
 	n, heads, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
 	kvh, c := in[1].Shape[0], in[1].Shape[1]
@@ -27,9 +27,9 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 		}
 	}
 	if b.reference {
-		refAttention(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale)
+		refAttention(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window)
 	} else {
-		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale)
+		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window)
 	}
 	return nil
 }
@@ -76,10 +76,25 @@ func (c kvCache) weigh(y []float32, m, d int, p []float32, ldp, off, ld, from, t
 
 // refAttention is the reference: for each query and head, the scores of
 // every key it sees, a softmax in float64 exponentials, and the weighted
-// sum of the value rows, all in plain loops in cache order.
-func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32) {
+// sum of the value rows, all in plain loops in cache order. With a window,
+// it compares positions: cache row r is position r, new token j is
+// position past + its depth in the tree.
+func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int) {
 	group := heads / kvh
 	w := make([]float32, past+n)
+	pos := make([]int, past+n)
+	for r := range pos {
+		pos[r] = r
+		if r >= past {
+			// The depth of new token j is its number of ancestors.
+			pos[r] = past
+			for a := range r - past {
+				if int(end[a]) >= r-past {
+					pos[r]++
+				}
+			}
+		}
+	}
 	for t := range n * heads {
 		qi, g := t/heads, t%heads/group
 		qv := q[t*d : (t+1)*d]
@@ -87,8 +102,9 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d
 		mx := float32(math.Inf(-1))
 		for r := range row {
 			// Cached rows, then the tree: new key j is seen iff it is an
-			// ancestor, j <= qi <= end[j].
-			if r >= past && int(end[r-past]) < qi {
+			// ancestor, j <= qi <= end[j]; and, with a window, iff it is
+			// less than window positions before the query.
+			if r >= past && int(end[r-past]) < qi || window > 0 && pos[past+qi]-pos[r] >= window {
 				row[r] = float32(math.Inf(-1))
 				continue
 			}
@@ -141,7 +157,11 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d
 // with (MatMulStridedF32), the packed scores of a tree token equal those of
 // the decoded token (ExpSum's order depends on the length alone), and
 // AxpyRows gives the same sums however its rows are split between calls.
-func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32) {
+//
+// With a window, a query sees the last window of its visible keys (their
+// visible index is their position; see graph.AttentionOp); cache rows
+// before every query's window in a task are not scored.
+func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int) {
 	group, rowLen := heads/kvh, past+n
 	// Queries per task: enough for 16 rows, fewer where that would leave
 	// workers without a task (many cores, short trees).
@@ -165,21 +185,44 @@ func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, 
 				copy(qs[(qi-q0)*group*d:(qi-q0+1)*group*d], q[h0*d:(h0+group)*d])
 			}
 			kernels.Scale(qs[:m*d], scale)
-			k.scores(sc, rowLen, qs, m, d, g*c*d, d, 0, past+q1)
+			// lo[qi-q0] is the first visible index query qi sees: its
+			// visible keys number past + depth + 1.
+			var lo [16]int
+			first := past // the first cache row any query of the task sees
+			for qi := q0; qi < q1; qi++ {
+				if window > 0 {
+					vis := past + 1
+					for j := range qi {
+						if int(end[j]) >= qi {
+							vis++
+						}
+					}
+					lo[qi-q0] = max(0, vis-window)
+				}
+				first = min(first, lo[qi-q0])
+			}
+			k.scores(sc[first:], rowLen, qs, m, d, g*c*d, d, first, past+q1)
 			yb := y[(q0*heads+g*group)*d:]
 			for qi := q0; qi < q1; qi++ {
 				scq := sc[(qi-q0)*group*rowLen:]
 				// runs calls f for the prefix and each run of visible tree
-				// keys: cache rows [from, to), whose scores go to columns
-				// [at, at+to-from) of the packed rows. It returns how many
-				// keys the query sees.
+				// keys in the window: cache rows [from, to), whose scores
+				// go to columns [at, at+to-from) of the packed rows. It
+				// returns how many keys the query sees.
 				runs := func(f func(from, to, at int)) int {
-					if past > 0 {
-						f(0, past, 0)
+					skip := lo[qi-q0] // visible keys before the window
+					if skip < past {
+						f(skip, past, 0)
 					}
-					at := past
+					at := past - min(skip, past)
+					skip = max(0, skip-past) // ancestors before the window
 					for j := 0; j <= qi; {
 						if int(end[j]) < qi {
+							j++
+							continue
+						}
+						if skip > 0 {
+							skip--
 							j++
 							continue
 						}

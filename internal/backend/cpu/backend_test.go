@@ -106,14 +106,16 @@ func headMajor(x []float32, c, kvh, d int) []float32 {
 	return y
 }
 
-func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(qi, kj int) bool, scale float32) []float32 {
+// visible(qi, r) says whether query qi sees cache row r (r >= past: new
+// token r-past).
+func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(qi, r int) bool, scale float32) []float32 {
 	out := make([]float32, n*heads*d)
 	for qi := range n {
 		for h := range heads {
 			g := h / (heads / kvh)
 			var keys []int
 			for r := range past + n {
-				if r < past || visible(qi, r-past) {
+				if visible(qi, r) {
 					keys = append(keys, r)
 				}
 			}
@@ -169,23 +171,46 @@ func randomTree(r *rand.Rand, n int) (parent, end []int32) {
 func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 	seed := testenv.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 2))
-	for _, tc := range []struct{ n, heads, kvh, d, past, capacity int }{
-		{1, 2, 1, 4, 0, 4}, {1, 8, 4, 8, 7, 16}, {6, 4, 2, 16, 3, 16}, {17, 8, 8, 5, 20, 64}, {9, 6, 3, 64, 0, 9},
+	// window 0 is full attention; the others cut the cache, the tree, or
+	// both, counted by position (a new token's is past + its depth).
+	for _, tc := range []struct{ n, heads, kvh, d, past, capacity, window int }{
+		{1, 2, 1, 4, 0, 4, 0}, {1, 8, 4, 8, 7, 16, 0}, {6, 4, 2, 16, 3, 16, 0}, {17, 8, 8, 5, 20, 64, 0}, {9, 6, 3, 64, 0, 9, 0},
+		{1, 8, 4, 8, 7, 16, 3}, {1, 2, 1, 4, 10, 16, 11}, {6, 4, 2, 16, 3, 16, 2}, {17, 8, 8, 5, 20, 64, 6},
+		{17, 8, 8, 5, 20, 64, 22}, {9, 6, 3, 64, 0, 9, 1}, {40, 2, 1, 8, 30, 80, 25},
 	} {
 		parent, end := randomTree(r, tc.n)
-		ancestor := func(qi, kj int) bool {
-			for a := int32(qi); a >= 0; a = parent[a] {
-				if int(a) == kj {
-					return true
-				}
+		if tc.n == 40 {
+			for i := range end { // a chain: causal prefill past the window
+				parent[i], end[i] = int32(i-1), int32(tc.n-1)
 			}
-			return false
+		}
+		depth := func(j int) int {
+			dep := 0
+			for a := parent[j]; a >= 0; a = parent[a] {
+				dep++
+			}
+			return dep
+		}
+		visible := func(qi, row int) bool {
+			pos := row // a cache row's position is its index
+			if row >= tc.past {
+				kj := row - tc.past
+				anc := false
+				for a := int32(qi); a >= 0; a = parent[a] {
+					anc = anc || int(a) == kj
+				}
+				if !anc {
+					return false
+				}
+				pos = tc.past + depth(kj)
+			}
+			return tc.window == 0 || tc.past+depth(qi)-pos < tc.window
 		}
 		q := randF32(r, tc.n*tc.heads*tc.d)
 		kc := randF32(r, tc.capacity*tc.kvh*tc.d)
 		vc := randF32(r, tc.capacity*tc.kvh*tc.d)
 		scale := float32(1 / math.Sqrt(float64(tc.d)))
-		want := naiveAttention(q, kc, vc, tc.n, tc.heads, tc.kvh, tc.d, tc.past, ancestor, scale)
+		want := naiveAttention(q, kc, vc, tc.n, tc.heads, tc.kvh, tc.d, tc.past, visible, scale)
 		for _, be := range []*Backend{New(2), NewReference()} {
 			got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				qa := g.Input("q", graph.F32, tc.n, tc.heads, tc.d)
@@ -194,7 +219,7 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 				kl := g.Input("kvLen", graph.I32, 1)
 				ea := g.Input("end", graph.I32, tc.n)
 				return map[*graph.Array]any{qa: q, kl: []int32{int32(tc.past)}, ea: end},
-					graph.Attention(qa, ka, va, kl, ea, scale)
+					graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: tc.window}, qa, ka, va, kl, ea)
 			})
 			if e := maxRelErr(got, want); e > 1e-5 {
 				t.Errorf("%s attention %+v (seed %d): max rel err %g", be.Name(), tc, seed, e)

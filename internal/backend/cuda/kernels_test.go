@@ -285,6 +285,78 @@ func kernelCases(r *rand.Rand) []kcase {
 			return []any{d.f32s(out)}, err
 		})
 	}
+	// attnCase adds an Attention case (the list below says which).
+	attnCase := func(dt graph.DType, s attnKCase) {
+		cc := s.pa + s.n + 3
+		if s.cap > 0 {
+			cc = s.cap
+		}
+		name := fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa)
+		if s.cap > 0 {
+			name += fmt.Sprintf("_cap%d", s.cap)
+		}
+		if s.window > 0 {
+			name += fmt.Sprintf("_window%d", s.window)
+		}
+		if s.path != "" {
+			name += "_" + s.path
+		}
+		k, v := opcases.RandF32(r, cc*s.kvh*s.d, 1), opcases.RandF32(r, cc*s.kvh*s.d, 1)
+		var kd, vd any = k, v
+		if dt == graph.F16 {
+			kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
+		}
+		q := opcases.RandF32(r, s.n*s.h*s.d, 1)
+		end := make([]int32, s.n)
+		for i := range end {
+			end[i] = int32(s.n - 1)
+		}
+		if s.kind == "tree" {
+			end = opcases.RandomTree(r, s.n)
+		}
+		scale := float32(1 / math.Sqrt(float64(s.d)))
+		add(name, tolF32, func(be graph.Backend) ([]any, error) {
+			res, err := evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
+				ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
+				la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
+				return []*graph.Array{graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: s.window}, qa, ka, va, la, ea)},
+					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
+			})
+			if s.path == "split" && err == nil {
+				res = append(res, res...) // the split kernel's two runs, below
+			}
+			return res, err
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(s.n * s.h * s.d))
+			qp, kp, vp := d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd))
+			lp, ep := d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end))
+			if s.path != "split" {
+				l, err := attentionLaunch(out, qp, kp, vp, lp, ep, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window)
+				if err != nil {
+					return nil, err
+				}
+				err = d.run(l)
+				return []any{d.f32s(out)}, err
+			}
+			scratch := d.alloc(make([]byte, attnScratchBytes(s.n, s.h, s.d, attnChunks(cc))))
+			l, err := attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window)
+			if err != nil {
+				return nil, err
+			}
+			// Twice, as a plan runs, both results checked: the first
+			// run must find its last blocks (with stale counts or
+			// partials of a previous run none could hide a miscount),
+			// and leave the counts zero, or the second merges nothing.
+			if err := d.run(l); err != nil {
+				return nil, err
+			}
+			first := d.f32s(out)
+			clear(d.bytes(out))
+			err = d.run(l)
+			return []any{first, d.f32s(out)}, err
+		})
+	}
 	for _, dt := range []graph.DType{graph.F32, graph.F16} {
 		// KV cache: write n rows at past; compact an accepted path.
 		c, kvh, dd, past, n := 40, 2, 20, 13, 7
@@ -330,83 +402,13 @@ func kernelCases(r *rand.Rand) []kcase {
 		// are decode and verification as a long cache starts: empty chunks'
 		// blocks leave, and one chunk's block stores the result itself (the
 		// first one the TinyLlama decode shape).
-		for _, s := range []struct {
-			kind             string
-			n, h, kvh, d, pa int
-			path             string // "" (one chunk), "split" or "walk"
-			cap              int    // the cache's capacity, if not pa + n + 3
-		}{{"decode", 1, 4, 2, 40, 37, "", 0}, {"chain", 6, 4, 4, 64, 5, "", 0}, {"tree", 9, 6, 2, 33, 20, "", 0},
-			{"decode", 1, 4, 2, 40, 1000, "split", 0}, {"decode", 1, 4, 2, 40, 2100, "walk", 0},
-			{"tree", 6, 4, 1, 64, 2046, "split", 0}, {"tree", 6, 4, 1, 64, 1020, "walk", 0},
-			{"decode", 1, 2, 1, 160, 1030, "split", 0}, {"decode", 1, 2, 1, 100, 700, "split", 0},
-			{"decode", 1, 2, 1, 256, 600, "split", 0},
-			{"decode", 1, 32, 4, 64, 100, "split", 2048}, {"tree", 6, 4, 1, 64, 255, "split", 1024}} {
-			cc := s.pa + s.n + 3
-			if s.cap > 0 {
-				cc = s.cap
-			}
-			name := fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", dt, s.kind, s.n, s.h, s.kvh, s.d, s.pa)
-			if s.cap > 0 {
-				name += fmt.Sprintf("_cap%d", s.cap)
-			}
-			if s.path != "" {
-				name += "_" + s.path
-			}
-			k, v := opcases.RandF32(r, cc*s.kvh*s.d, 1), opcases.RandF32(r, cc*s.kvh*s.d, 1)
-			var kd, vd any = k, v
-			if dt == graph.F16 {
-				kd, vd = quant.F32sToF16(k), quant.F32sToF16(v)
-			}
-			q := opcases.RandF32(r, s.n*s.h*s.d, 1)
-			end := make([]int32, s.n)
-			for i := range end {
-				end[i] = int32(s.n - 1)
-			}
-			if s.kind == "tree" {
-				end = opcases.RandomTree(r, s.n)
-			}
-			scale := float32(1 / math.Sqrt(float64(s.d)))
-			add(name, tolF32, func(be graph.Backend) ([]any, error) {
-				res, err := evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-					qa := g.Input("q", graph.F32, s.n, s.h, s.d)
-					ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
-					la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
-					return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
-						map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
-				})
-				if s.path == "split" && err == nil {
-					res = append(res, res...) // the split kernel's two runs, below
-				}
-				return res, err
-			}, func(d *emuDevice) ([]any, error) {
-				out := d.alloc(zeros(s.n * s.h * s.d))
-				qp, kp, vp := d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd))
-				lp, ep := d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end))
-				if s.path != "split" {
-					l, err := attentionLaunch(out, qp, kp, vp, lp, ep, dt, s.n, s.h, s.kvh, s.d, cc, scale)
-					if err != nil {
-						return nil, err
-					}
-					err = d.run(l)
-					return []any{d.f32s(out)}, err
-				}
-				scratch := d.alloc(make([]byte, attnScratchBytes(s.n, s.h, s.d, attnChunks(cc))))
-				l, err := attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, s.n, s.h, s.kvh, s.d, cc, scale)
-				if err != nil {
-					return nil, err
-				}
-				// Twice, as a plan runs, both results checked: the first
-				// run must find its last blocks (with stale counts or
-				// partials of a previous run none could hide a miscount),
-				// and leave the counts zero, or the second merges nothing.
-				if err := d.run(l); err != nil {
-					return nil, err
-				}
-				first := d.f32s(out)
-				clear(d.bytes(out))
-				err = d.run(l)
-				return []any{first, d.f32s(out)}, err
-			})
+		for _, s := range []attnKCase{{"decode", 1, 4, 2, 40, 37, "", 0, 0}, {"chain", 6, 4, 4, 64, 5, "", 0, 0}, {"tree", 9, 6, 2, 33, 20, "", 0, 0},
+			{"decode", 1, 4, 2, 40, 1000, "split", 0, 0}, {"decode", 1, 4, 2, 40, 2100, "walk", 0, 0},
+			{"tree", 6, 4, 1, 64, 2046, "split", 0, 0}, {"tree", 6, 4, 1, 64, 1020, "walk", 0, 0},
+			{"decode", 1, 2, 1, 160, 1030, "split", 0, 0}, {"decode", 1, 2, 1, 100, 700, "split", 0, 0},
+			{"decode", 1, 2, 1, 256, 600, "split", 0, 0},
+			{"decode", 1, 32, 4, 64, 100, "split", 2048, 0}, {"tree", 6, 4, 1, 64, 255, "split", 1024, 0}} {
+			attnCase(dt, s)
 		}
 	}
 	{ // Row reductions, with repeated values for the ties.
@@ -505,7 +507,29 @@ func kernelCases(r *rand.Rand) []kcase {
 			return []any{d.i32s(out)}, err
 		})
 	}
+	// Sliding-window attention (last, so that the other cases' inputs stay
+	// what they were): a window inside one chunk and cutting a tree; over
+	// long caches, chunks wholly before the window (split: their blocks
+	// leave, the merge starts at the window's chunk; walk: skipped), the
+	// window starting inside a chunk and inside the new keys.
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		for _, s := range []attnKCase{{"decode", 1, 4, 2, 40, 37, "", 0, 9}, {"tree", 9, 6, 2, 33, 20, "", 0, 5},
+			{"decode", 1, 4, 2, 40, 1000, "split", 0, 300}, {"decode", 1, 4, 2, 64, 2100, "walk", 0, 700},
+			{"tree", 6, 4, 1, 64, 2046, "split", 0, 260}, {"tree", 6, 4, 1, 64, 1020, "walk", 0, 3},
+			{"chain", 6, 4, 1, 33, 700, "split", 0, 400}, {"decode", 1, 32, 4, 64, 600, "split", 2048, 512}} {
+			attnCase(dt, s)
+		}
+	}
 	return cs
+}
+
+// attnKCase is the shape of an Attention case of kernelCases.
+type attnKCase struct {
+	kind             string
+	n, h, kvh, d, pa int
+	path             string // "" (one chunk), "split" or "walk"
+	cap              int    // the cache's capacity, if not pa + n + 3
+	window           int    // sliding window; 0: none
 }
 
 func boolInt(b bool) int {

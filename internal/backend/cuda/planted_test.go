@@ -56,7 +56,7 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// The warps' counts of a radix round are added before every warp stored its own.
 		{"reduce.cu", "\tif (lane == 0) scratch[warp] = v;\n\tsync_threads();\n\tint s = 0;", "\tif (lane == 0) scratch[warp] = v;\n\tint s = 0;", "WarpLogSoftmax/M3_V1000_K50_masked-3_tiesfalse"},
 		// The 16-byte weight words are paired with x one element off.
-		{"matvec.cu", "xs[4 + e] = b.v[e];", "xs[4 + e] = a.v[e];", "MatVec8/bf16/M5_K512_N7"},
+		{"matvec.cu", "acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e), acc[r][c]);", "acc[r][c] = cu_fma(xs[e], w8_at<BF16>(v[c], e ^ 1), acc[r][c]);", "MatVec8/bf16/M5_K512_N7"},
 		// The tensor-core fragments of A swap rows g+8 and columns 2t+8.
 		{"matmul.cu", "pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1]),\n\t\t                         pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9])",
 			"pack(xhi[r][2 * t + 8], xhi[r][2 * t + 9]),\n\t\t                         pack(xhi[r + 8][2 * t], xhi[r + 8][2 * t + 1])", "MatMulMMA/f16/M70_K37_N33"},
@@ -102,11 +102,18 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"rope.cu", "const u64 at = u64(kvlen[0]) + row;", "const u64 at = row;", "RoPEKVWrite/f32/neoxfalse/M5_H4_KVH2_D20_P8_at13"},
 		// Accepting chains, lanes tied for the longest beam keep the higher one.
 		{"chains.cu", "(on == bn && ob < bb)", "(on == bn && ob > bb)", "AcceptChains/W50_L5_top4_tiestrue"},
-		// (The last two are last so that make test's every third stays the bugs it was.)
+		// (Those from here on are appended so that make test's every third stays the bugs it was.)
 		// The one-row kernels with narrow sets write their outputs where 16-column blocks would.
 		{"quant.cu", "const int oc = int(blockIdx.x) * (2 * SC) + cc;", "const int oc = int(blockIdx.x) * (2 * QMV1_SET_COLS) + cc;", "QMatMul/4-bit/g64/f16/M1_K256_N5/c2"},
 		// The 16-byte recurrent step reads every column's weights from the block's first column.
 		{"drafter.cu", "row[c] = u64(col0 + c < n ? col0 + c : n - 1) * words;", "row[c] = u64(col0 < n ? col0 : n - 1) * words;", "RNNStep/bf16/M4_K64_N64"},
+		// The sliding window's first key is one position late (walked chunks).
+		{"attention.cu", "const int lo = window > 0 ? att_max(0, vis - window) : 0; // the window's first visible key\n\tfor",
+			"const int lo = window > 0 ? att_max(0, vis - window + 1) : 0;\n\tfor", "Attention/f16/decode/N1_H4_KVH2_D64_past2100_window700_walk"},
+		// The split's merge reads the partials from chunk 0, not from the window's first chunk.
+		{"attention.cu", "part + (pair * u64(p) + u64(za)) * u64(d + 2)", "part + pair * u64(p) * u64(d + 2)", "Attention/f32/tree/N6_H4_KVH1_D64_past2046_window260_split"},
+		// The blocks count to the chunks from 0, not from the window's: no block is last.
+		{"attention.cu", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK - za;", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_window300_split"},
 	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {

@@ -51,11 +51,12 @@ type RMSNormArgs struct {
 type RoPEArgs struct{ M, H, D, P int32 }
 
 // AttentionArgs: q [N,H,D], k and v [KVH,C,D]; P chunks in the split
-// kernels' scratch; Vec4 as in MatmulArgs.
+// kernels' scratch; Vec4 as in MatmulArgs; Window the sliding window (0:
+// none).
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
 	Scale           float32
-	P, Vec4         int32
+	P, Vec4, Window int32
 }
 
 // KVArgs: cache [Row/D,C,D] (KV heads, positions, head dim); N rows of

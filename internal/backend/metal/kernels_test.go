@@ -70,9 +70,10 @@ func TestKernels(t *testing.T) {
 }
 
 // TestHarnessCatchesPlantedBug plants a wrong index in a copy of a kernel
-// and checks that the same cases now fail.
+// and checks that the same cases now fail (every third bug in make test,
+// all of them in make test-all).
 func TestHarnessCatchesPlantedBug(t *testing.T) {
-	for _, bug := range []struct{ file, from, to, cases, header string }{
+	bugs := []struct{ file, from, to, cases, header string }{
 		// The w tile is staged from x's tile rows.
 		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130", ""},
 		// qmm takes the scale of the wrong group.
@@ -83,6 +84,12 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"attention.metal", "acc[t][e] = fma(acc[t][e], corr, pv[t][e]);", "acc[t][e] = acc[t][e] + pv[t][e];", "Attention/f32/decode/N1_H4_KVH2_D64_past300", ""},
 		// Attention takes the new tokens' rows as if the tree were a chain.
 		{"attention.metal", "rows[past + rank - c0] = past + j;", "rows[past + rank - c0] = past + rank;", "Attention/f32/tree/N9_H4_KVH2_D40_past270", ""},
+		// The sliding window keeps one key too many (its first is one position early).
+		{"attention.metal", "const int lo = args.window > 0 ? max(0, L - args.window) : 0; // the window's first visible key\n\tfor",
+			"const int lo = args.window > 0 ? max(0, L - args.window - 1) : 0;\n\tfor", "Attention/f16/chain/N128_H4_KVH1_D8_past300_window200", ""},
+		// The split kernel reads the whole chunk the window starts in.
+		{"attention.metal", "const int c0 = max(z0, lo);\n\tconst int c1 = min(z0 + ATTN_CHUNK, L);\n\tfloat qv", "const int c0 = z0;\n\tconst int c1 = min(z0 + ATTN_CHUNK, L);\n\tfloat qv",
+			"Attention/f16/decode/N1_H4_KVH2_D64_past600_window300", ""},
 		// Concat reads b with a's row stride.
 		{"elementwise.metal", "b[r * uint(args.Db) + c - uint(args.Da)]", "b[r * uint(args.Da) + c - uint(args.Da)]", "Concat/M3_5+9", ""},
 		// The RNN step reads the state where it should read the embedding.
@@ -121,7 +128,15 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"kv.metal", "if (h < args.H + args.KVH && i < 2 * args.P) {", "if (h < args.H && i < 2 * args.P) {", "RoPEKVWrite/f32/neox=false/M5_H6_KVH2_D64_P32_at40", ""},
 		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
-	} {
+	}
+	// make test plants every third bug (each variant is a file rebuilt for
+	// the emulator, a minute of a 2-core machine for the larger ones);
+	// make test-all plants them all.
+	var every3 []int
+	for i := 0; i < len(bugs); i += 3 {
+		every3 = append(every3, i)
+	}
+	for _, bug := range testenv.Subset(bugs, every3...) {
 		raw, err := msl.Raw(bug.file)
 		if err != nil {
 			t.Fatal(err)

@@ -133,7 +133,7 @@ func All(r *rand.Rand) []Case {
 	for _, family := range []func(*rand.Rand) []Case{
 		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
 		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
-		quantCases, drafterCases, chainsCases, fusedCases,
+		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases,
 	} {
 		cs = append(cs, family(r)...)
 	}
@@ -231,28 +231,50 @@ func ropeCases(r *rand.Rand) []Case {
 	return cs
 }
 
+// attentionSpec is the shape of an Attention case.
+type attentionSpec struct {
+	n, h, kvh, d, past int
+	kind               string // "decode", "chain" or "tree"
+	cache              graph.DType
+	window             int // sliding window; 0: none
+}
+
 // attentionCases returns the cases of Attention over f32 and f16 caches.
 func attentionCases(r *rand.Rand) []Case {
-	var cs cases
 	// Attention: decode, causal prefill, trees; GQA; head dims around 32
 	// and the largest.
-	for _, s := range []struct {
-		n, h, kvh, d, past int
-		kind               string
-		cache              graph.DType
-	}{
-		{1, 2, 2, 8, 0, "decode", graph.F32}, {1, 4, 2, 64, 40, "decode", graph.F32}, {5, 3, 1, 33, 0, "chain", graph.F32},
-		{6, 4, 2, 100, 9, "chain", graph.F32}, {7, 2, 1, 16, 5, "tree", graph.F32}, {9, 4, 4, 64, 30, "tree", graph.F32},
-		{13, 6, 2, 32, 3, "tree", graph.F32},
-		{1, 4, 2, 64, 40, "decode", graph.F16}, {9, 4, 2, 40, 30, "tree", graph.F16}, {5, 3, 1, 33, 0, "chain", graph.F16},
-		{1, 2, 1, 256, 20, "decode", graph.F32},
+	return attentionSpecCases(r, []attentionSpec{
+		{1, 2, 2, 8, 0, "decode", graph.F32, 0}, {1, 4, 2, 64, 40, "decode", graph.F32, 0}, {5, 3, 1, 33, 0, "chain", graph.F32, 0},
+		{6, 4, 2, 100, 9, "chain", graph.F32, 0}, {7, 2, 1, 16, 5, "tree", graph.F32, 0}, {9, 4, 4, 64, 30, "tree", graph.F32, 0},
+		{13, 6, 2, 32, 3, "tree", graph.F32, 0},
+		{1, 4, 2, 64, 40, "decode", graph.F16, 0}, {9, 4, 2, 40, 30, "tree", graph.F16, 0}, {5, 3, 1, 33, 0, "chain", graph.F16, 0},
+		{1, 2, 1, 256, 20, "decode", graph.F32, 0},
 		// Caches of more than one ATTN_CHUNK: few (head, query) pairs take
 		// the split kernels (D a multiple of 4 or not, f32 and f16)...
-		{1, 4, 2, 64, 300, "decode", graph.F32}, {1, 2, 1, 128, 600, "decode", graph.F16},
-		{9, 4, 2, 40, 270, "tree", graph.F32}, {5, 3, 1, 33, 260, "chain", graph.F16},
+		{1, 4, 2, 64, 300, "decode", graph.F32, 0}, {1, 2, 1, 128, 600, "decode", graph.F16, 0},
+		{9, 4, 2, 40, 270, "tree", graph.F32, 0}, {5, 3, 1, 33, 260, "chain", graph.F16, 0},
 		// ... and many walk the chunks in one threadgroup each.
-		{128, 4, 1, 8, 200, "chain", graph.F32},
-	} {
+		{128, 4, 1, 8, 200, "chain", graph.F32, 0},
+	})
+}
+
+// attentionWindowCases returns the cases of sliding-window Attention:
+// inside one chunk, cutting the tree, and over long caches where whole
+// chunks fall before the window (split and walked) and the window starts
+// inside a chunk. (A family of its own, last in All, so that the other
+// families' inputs stay what they were.)
+func attentionWindowCases(r *rand.Rand) []Case {
+	return attentionSpecCases(r, []attentionSpec{
+		{1, 2, 2, 8, 20, "decode", graph.F32, 7}, {9, 4, 2, 40, 5, "tree", graph.F32, 8},
+		{13, 6, 2, 32, 3, "tree", graph.F16, 2}, {6, 4, 2, 64, 9, "chain", graph.F32, 4},
+		{1, 4, 2, 64, 600, "decode", graph.F16, 300}, {9, 4, 2, 40, 700, "tree", graph.F32, 260},
+		{5, 3, 1, 33, 560, "chain", graph.F32, 100}, {128, 4, 1, 8, 300, "chain", graph.F16, 200},
+	})
+}
+
+func attentionSpecCases(r *rand.Rand, specs []attentionSpec) []Case {
+	var cs cases
+	for _, s := range specs {
 		c := s.past + s.n + 3
 		q, k, v := RandF32(r, s.n*s.h*s.d, 1), RandF32(r, c*s.kvh*s.d, 1), RandF32(r, c*s.kvh*s.d, 1)
 		var kd, vd any = k, v
@@ -269,12 +291,17 @@ func attentionCases(r *rand.Rand) []Case {
 			end = RandomTree(r, s.n)
 		}
 		scale := float32(1 / math.Sqrt(float64(s.d)))
-		cs.add(fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past), TolF32,
+		name := fmt.Sprintf("Attention/%v/%s/N%d_H%d_KVH%d_D%d_past%d", s.cache, s.kind, s.n, s.h, s.kvh, s.d, s.past)
+		if s.window > 0 {
+			name += fmt.Sprintf("_window%d", s.window)
+		}
+		cs.add(name, TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", s.cache, s.kvh, c, s.d), g.Input("v", s.cache, s.kvh, c, s.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, s.n)
-				return []*graph.Array{graph.Attention(qa, ka, va, la, ea, scale)},
+				op := graph.AttentionOp{Scale: scale, Window: s.window}
+				return []*graph.Array{graph.AttentionWith(op, qa, ka, va, la, ea)},
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
 			})
 	}

@@ -30,6 +30,10 @@ type Config struct {
 	QKVBias    bool // q/k/v projections carry biases (Qwen2)
 	QKNorm     bool // each head of q and of k is RMS-normalised before RoPE (Qwen3)
 	TiedOutput bool // the output projection is the embedding table
+	// SlidingWindow, when positive, limits each query to the keys of the
+	// last SlidingWindow positions, itself included (Mistral's
+	// sliding_window). The KV cache stays full-length: the window is a mask.
+	SlidingWindow int
 }
 
 // RopeScaling adjusts RoPE frequencies for long contexts.

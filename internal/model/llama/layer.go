@@ -172,7 +172,7 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 	l := &r.Model.Layers[i]
 	n := x.Shape()[0]
 	attention := func(q *graph.Array, s segment) *graph.Array { // sdpa(q, k, v, tree mask) [n, heads*hd]
-		a := graph.Attention(q, s.k, s.v, s.kvLen, s.end, r.scale)
+		a := graph.AttentionWith(graph.AttentionOp{Scale: r.scale, Window: c.SlidingWindow}, q, s.k, s.v, s.kvLen, s.end)
 		return graph.Reshape(a, 1, (s.hi-s.lo)*c.Heads*c.HeadDim)
 	}
 	var a *graph.Array

@@ -107,6 +107,13 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	if c.RopeDims, err = num("rope.dimension_count", c.HeadDim); err != nil {
 		return nil, err
 	}
+	if arch == "mistral" {
+		// Absent: no window (llama.cpp writes it for Mistral when the HF
+		// config has one).
+		if c.SlidingWindow, err = num("attention.sliding_window", 0); err != nil {
+			return nil, err
+		}
+	}
 	eps, ok := g.Float(arch + ".attention.layer_norm_rms_epsilon")
 	if !ok {
 		return nil, fmt.Errorf("gguf metadata has no %s.attention.layer_norm_rms_epsilon", arch)
@@ -273,6 +280,18 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 		// Rotating part of each head (Phi-4-mini's 0.75) is not checked
 		// against a reference on any backend yet: refuse rather than guess.
 		return Config{}, fmt.Errorf("partial_rotary_factor %g is not supported yet (only 1)", *f)
+	}
+	// Mistral uses sliding_window whenever it is set (null or absent: no
+	// window). Qwen2's is off unless use_sliding_window, and then only for
+	// some layers, which we do not run: refused.
+	if w := h.SlidingWindow; w != nil && arch == "mistral" {
+		if *w < 0 {
+			return Config{}, fmt.Errorf("sliding_window %d", *w)
+		}
+		c.SlidingWindow = *w
+	}
+	if u := h.UseSlidingWindow; u != nil && *u && arch == "qwen2" {
+		return Config{}, errors.New("qwen2 with use_sliding_window is not supported")
 	}
 	if c.Context == 0 {
 		c.Context = 2048

@@ -182,6 +182,33 @@ func TestPhi3GreedyGenerationEqualsCPU(t *testing.T) {
 // on the registered backend named gpu, for a random model of spec (with
 // stories260K's tokenizer), at the beam shapes given.
 func checkArchGreedyEqualsCPU(t *testing.T, gpu string, spec llamatest.Spec, shapes [][2]int) {
+	ck, err := llamatest.Write(t.TempDir(), spec, storiesTokenizer(t), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRandomModelGreedyEqualsCPU(t, gpu, ck.GGUF, shapes)
+}
+
+// Greedy generation on emulated CUDA equals greedy decoding on the CPU on a
+// random Mistral whose sliding window (8 positions) the 16 tokens pass:
+// autoregressive, and ReDrafter with a head trained on the model (W3L4;
+// make test-all: also W1L5), so that verification trees cross the window.
+func TestMistralWindowGreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t) // skips or fails here, on t's goroutine
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	model, err := llamatest.WriteMistralGGUF(t.TempDir(), llamatest.Spec{Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 1e4, Context: 256}, 8, storiesTokenizer(t), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRandomModelGreedyEqualsCPU(t, "cuda-emu", model, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// storiesTokenizer returns stories260K's tokenizer.* metadata.
+func storiesTokenizer(t *testing.T) []formats.KV {
 	root, err := tools.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -191,17 +218,19 @@ func checkArchGreedyEqualsCPU(t *testing.T, gpu string, spec llamatest.Spec, sha
 		t.Fatal(err)
 	}
 	defer g.Close()
-	var tok []formats.KV // stories260K's tokenizer
+	var tok []formats.KV
 	for _, kv := range g.KVs() {
 		if strings.HasPrefix(kv.Key, "tokenizer.") {
 			tok = append(tok, kv)
 		}
 	}
-	ck, err := llamatest.Write(t.TempDir(), spec, tok, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := ck.GGUF
+	return tok
+}
+
+// checkRandomModelGreedyEqualsCPU checks greedy generation of 16 tokens of model on
+// the registered backend gpu against the CPU's: autoregressive, and
+// ReDrafter at the beam shapes given with a head trained on the model.
+func checkRandomModelGreedyEqualsCPU(t *testing.T, gpu, model string, shapes [][2]int) {
 	head := trainHead(t, model)
 	const n = 16
 	prompt := "Once upon a time"

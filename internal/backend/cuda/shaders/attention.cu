@@ -42,6 +42,11 @@
 //                      a second kernel as on Metal) so that a decode step
 //                      pays one launch per layer for attention at every
 //                      context length.
+// With a sliding window (window > 0) a query sees only the last window of
+// its visible keys (a visible key's index is its position; see
+// graph.AttentionOp): the first chunk it reads starts at the window's
+// first key, and chunks wholly before the window are skipped (split: their
+// blocks leave, and the merge starts at the window's chunk).
 // The chunks, the blocks and every sum's order depend on the visible index
 // alone, and both kernels run the same code on the same partials (the
 // split's go through memory as floats, exactly), so a row's result does not
@@ -409,7 +414,7 @@ DEVICE void att_store(float *out, int qi, int hh, int h, int d, int tid, float l
 
 template <class T>
 DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int n, int h, int kvh, int d, int cap,
-                           float scale) {
+                           float scale, int window) {
 	SHARED att_shared sh;
 	const int hh = int(blockIdx.x), qi = int(blockIdx.y);
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -420,8 +425,9 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
 	float m = ATT_NEG, l = 0.0f, o[ATT_DPT];
 	for (int i = 0; i < ATT_DPT; i++) o[i] = 0.0f;
-	for (int c0 = 0; c0 < vis; c0 += ATT_CHUNK) {
-		const int c1 = att_min(c0 + ATT_CHUNK, vis);
+	const int lo = window > 0 ? att_max(0, vis - window) : 0; // the window's first visible key
+	for (int z0 = lo / ATT_CHUNK * ATT_CHUNK; z0 < vis; z0 += ATT_CHUNK) {
+		const int c0 = att_max(z0, lo), c1 = att_min(z0 + ATT_CHUNK, vis);
 		att_rows(end, qi, kvlen, c0, c1, sh, tid, warp, lane);
 		float mp, lp, op[ATT_DPT];
 		att_chunk<T>(fast8, k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, mp, lp, op);
@@ -434,28 +440,34 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 // zero again for the next run), part [n][h][p][d+2].
 template <class T>
 DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int *count, float *part, int n, int h,
-                            int kvh, int d, int cap, int p, float scale) {
+                            int kvh, int d, int cap, int p, float scale, int window) {
 	SHARED att_shared sh;
 	const int hh = int(blockIdx.x), qi = int(blockIdx.y), z = int(blockIdx.z);
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
 	const int kvlen = kvlen_p[0];
-	const int c0 = z * ATT_CHUNK;
+	const int z0 = z * ATT_CHUNK;
 	// Query qi sees at most kvlen + qi + 1 keys (the cache and its ancestors
 	// among the new tokens, itself included): a chunk past them is empty
 	// whatever the tree, and its block leaves before any other memory
 	// traffic, barrier or atomic (decode at 100 keys over a 2,048-row
 	// cache: 7 of a pair's 8 blocks). The condition is the block's.
-	if (c0 >= kvlen + qi + 1) return;
+	if (z0 >= kvlen + qi + 1) return;
+	// It sees at least kvlen + 1, so its window starts at kvlen + 1 - window
+	// or later: a chunk that ends before that is empty too (decode over a
+	// long cache with a window: all but the window's chunks).
+	if (window > 0 && z0 + ATT_CHUNK <= kvlen + 1 - window) return;
 	const int kh = hh / (h / kvh);
 	const u64 pair = u64(qi) * u64(h) + u64(hh);
 	const bool fast8 = att_fast8(k, v, d);
 	att_query(q, qi, hh, h, d, scale, tid, sh);
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
-	if (c0 >= vis) return; // the block's condition too: empty, counted by nobody
-	// np, the pair's non-empty chunks, is what its blocks count to: every
-	// block of the pair computes the same vis.
-	const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;
-	const int c1 = att_min(c0 + ATT_CHUNK, vis);
+	const int lo = window > 0 ? att_max(0, vis - window) : 0; // the window's first visible key
+	if (z0 >= vis || z0 + ATT_CHUNK <= lo) return; // the block's condition too: empty, counted by nobody
+	// np, the pair's non-empty chunks (za.. in the grid), is what its blocks
+	// count to: every block of the pair computes the same vis.
+	const int za = lo / ATT_CHUNK;
+	const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK - za;
+	const int c0 = att_max(z0, lo), c1 = att_min(z0 + ATT_CHUNK, vis);
 	att_rows(end, qi, kvlen, c0, c1, sh, tid, warp, lane);
 	float mp, lp, op[ATT_DPT];
 	att_chunk<T>(fast8, k, v, kh, d, cap, kvlen, c0, c1, sh, tid, warp, lane, mp, lp, op);
@@ -494,7 +506,7 @@ DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, 
 	// hold nothing of them but is not coherent with the other SMs. They
 	// are read ATT_MERGE chunks at a time, all requested before the first
 	// is merged (no load waits on a merge), then merged in chunk order.
-	const volatile float *base = part + pair * u64(p) * u64(d + 2);
+	const volatile float *base = part + (pair * u64(p) + u64(za)) * u64(d + 2);
 	for (int cb = 0; cb < np; cb += ATT_MERGE) {
 		float pm[ATT_MERGE], pl[ATT_MERGE], po[ATT_MERGE][ATT_DPT];
 		#pragma unroll
@@ -521,18 +533,18 @@ DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, 
 }
 
 KERNEL void attention_tree_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap,
-                               float scale) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale);
+                               float scale, int window) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window);
 }
 KERNEL void attention_tree_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap,
-                               float scale) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale);
+                               float scale, int window) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window);
 }
 KERNEL void attention_split_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int *count, float *part, int n, int h,
-                                int kvh, int d, int cap, int p, float scale) {
-	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale);
+                                int kvh, int d, int cap, int p, float scale, int window) {
+	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window);
 }
 KERNEL void attention_split_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int *count, float *part, int n,
-                                int h, int kvh, int d, int cap, int p, float scale) {
-	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale);
+                                int h, int kvh, int d, int cap, int p, float scale, int window) {
+	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window);
 }

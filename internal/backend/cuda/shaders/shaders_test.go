@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // TestPTXUpToDate regenerates the PTX of every .cu file with clang-16 and
@@ -73,12 +74,14 @@ func ptxasReport(ptxas string, ptx []byte, arch string) (map[string][2]int, erro
 	return rep, nil
 }
 
-// TestPtxas assembles every kernel for sm_80 (A100) and sm_90 (H100) with
-// NVIDIA's ptxas and fails on a rejected kernel, a register spill, or
-// shared memory over the limit.
+// TestPtxas assembles every kernel for sm_90 (H100, H200: the GPUs measured)
+// and, in the full run (make test-all), sm_80 (A100) with NVIDIA's ptxas
+// and fails on a rejected kernel, a register spill, or shared memory over
+// the limit. (ptxas takes a minute or more an architecture on a 2-core
+// machine; the two have not disagreed on a kernel yet.)
 func TestPtxas(t *testing.T) {
 	ptxas := tools.Need(t, tools.Ptxas)
-	for _, arch := range []string{"sm_80", "sm_90"} {
+	for _, arch := range testenv.Subset([]string{"sm_90", "sm_80"}, 0) {
 		for _, f := range shaders.Files() {
 			ptx, err := shaders.PTX(f)
 			if err != nil {

@@ -97,6 +97,7 @@ struct AttentionArgs {
 	float scale;
 	int P;
 	int vec4;
+	int window; // sliding window in positions; 0: none
 };
 
 // cache [C,row]; N rows written (KVWrite) or kept (KVCompact).

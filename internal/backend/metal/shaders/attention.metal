@@ -25,6 +25,10 @@
 //                      caches, where (head, query) alone gives too few
 //                      threadgroups. Grid: (H, N, P), then (H, N);
 //                      threadgroup: ATTN_THREADS.
+// With a sliding window (args.window > 0) a query sees only the last
+// args.window of its visible keys (a visible key's index is its position):
+// the first chunk it reads starts at the window's first key, and chunks
+// wholly before the window are skipped (split: stored empty).
 // The chunks, blocks and every sum's order depend on the visible index
 // alone, and both paths run the same code on the same partials, so a tree
 // token's result is the bits it gets decoded alone after its ancestors,
@@ -280,8 +284,10 @@ kernel void attention_tree(
 	for (int i = 0; i < ATTN_DIMS_PER_THREAD; i++) {
 		o[i] = 0.0f;
 	}
-	for (int c0 = 0; c0 < L; c0 += ATTN_CHUNK) {
-		const int c1 = min(c0 + ATTN_CHUNK, L);
+	const int lo = args.window > 0 ? max(0, L - args.window) : 0; // the window's first visible key
+	for (int z0 = lo / ATTN_CHUNK * ATTN_CHUNK; z0 < L; z0 += ATTN_CHUNK) {
+		const int c0 = max(z0, lo);
+		const int c1 = min(z0 + ATTN_CHUNK, L);
 		attn_rows(end, qi, past, c0, c1, rows, scan, tiitg, sgitg, lane);
 		float mp, lp;
 		float op[ATTN_DIMS_PER_THREAD];
@@ -314,21 +320,23 @@ kernel void attention_split(
 		uint lane [[thread_index_in_simdgroup]]) {
 	const int h = int(tgpig.x);
 	const int qi = int(tgpig.y);
-	const int c0 = int(tgpig.z) * ATTN_CHUNK;
+	const int z0 = int(tgpig.z) * ATTN_CHUNK;
 	const int g = h / (args.H / args.KVH);
 	const int past = kv_len[0];
 	threadgroup int *rows = ishmem;
 	threadgroup int *scan = ishmem + ATTN_CHUNK;
 	device float *pr = part + ((ulong(qi) * ulong(args.H) + ulong(h)) * ulong(args.P) + ulong(tgpig.z)) * ulong(args.D + 2);
 	const int L = attn_visible(end, qi, past, scan, tiitg, sgitg, lane);
-	if (c0 >= L) {
+	const int lo = args.window > 0 ? max(0, L - args.window) : 0; // the window's first visible key
+	if (z0 >= L || z0 + ATTN_CHUNK <= lo) {
 		if (tiitg == 0) {
 			pr[0] = -FLT_MAX;
 			pr[1] = 0.0f; // empty: the reduction skips it
 		}
 		return; // the whole threadgroup leaves together
 	}
-	const int c1 = min(c0 + ATTN_CHUNK, L);
+	const int c0 = max(z0, lo);
+	const int c1 = min(z0 + ATTN_CHUNK, L);
 	float qv[ATTN_PER_LANE][4];
 	attn_query(args, q, qi, h, lane, qv);
 	attn_rows(end, qi, past, c0, c1, rows, scan, tiitg, sgitg, lane);

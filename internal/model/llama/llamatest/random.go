@@ -2,7 +2,9 @@
 // package llama loads, for tests: the same weights as a GGUF file and as a
 // Hugging Face checkpoint directory, each under the names the real
 // converters write (spelled out here, not read from package llama's tags,
-// so that a wrong tag fails to load). Nothing that ships imports it.
+// so that a wrong tag fails to load). Besides tests, only the developer
+// command `redrafter dev random-model` uses it (random models in real
+// widths, for comparisons with llama.cpp); no engine path does.
 package llamatest
 
 import (
@@ -19,13 +21,14 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // "qwen3" or "phi3"
+	Arch                    string // Write: "qwen3", "phi3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
 	RopeTheta               float64
 	Context                 int
 	Tied                    bool // no output projection: the embedding table is it
+	RopeFreqs               bool // Llama 3's rope_freqs.weight (WriteLlamaLikeGGUF only)
 }
 
 // Checkpoint is a random model written in both formats.

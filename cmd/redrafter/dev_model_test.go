@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+)
+
+// readDump reads what dev logits wrote for prompt i: its tokens and its
+// rows of logits.
+func readDump(t *testing.T, dir, i string) ([]string, []float32) {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(dir, i+".tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, i+".logits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float32, len(b)/4)
+	for j := range v {
+		v[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	}
+	return strings.Fields(string(tok)), v
+}
+
+// dev random-model writes Qwen2.5-0.5B's widths (one layer) as a qwen2
+// GGUF with stories260K's vocabulary, and dev logits decodes token-id
+// prompts from it: each token is the argmax of the row written for it,
+// feeding back its own tokens (--follow) gives the same bits, feeding
+// others changes every row after the first and not the first, and the
+// reference kernels agree with the fast ones to float32 rounding.
+func TestRandomModelAndLogits(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "q.gguf")
+	if _, stderr, err := run(t, "", "dev", "random-model", "--shape", "qwen2.5-0.5b", "--layers", "1",
+		"--tokenizer-from", stories, "--out", model); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	ck, err := llama.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ck.Model.Config
+	ck.Close()
+	if c.Arch != "qwen2" || c.Dim != 896 || c.FFN != 4864 || c.Heads != 14 || c.KVHeads != 2 || c.HeadDim != 64 ||
+		c.Layers != 1 || c.Vocab != 512 || !c.QKVBias || !c.TiedOutput || !c.RopeNeoX {
+		t.Fatalf("config %+v", c)
+	}
+	prompts := filepath.Join(dir, "prompts.txt")
+	if err := os.WriteFile(prompts, []byte("1 88 326 122\n\n1 249 230 147 486 347\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logits := func(out string, extra ...string) {
+		t.Helper()
+		args := append([]string{"--backend", "cpu", "dev", "logits", "--model", model, "--prompts", prompts,
+			"--tokens", "4", "--out", out}, extra...)
+		if _, stderr, err := run(t, "", args...); err != nil {
+			t.Fatalf("dev logits %v: %v\n%s", extra, err, stderr)
+		}
+	}
+	free, self, other, ref := filepath.Join(dir, "free"), filepath.Join(dir, "self"), filepath.Join(dir, "other"), filepath.Join(dir, "ref")
+	logits(free)
+	var follow, others []byte
+	for _, i := range []string{"0", "1"} {
+		toks, rows := readDump(t, free, i)
+		if len(toks) != 4 || len(rows) != 4*512 {
+			t.Fatalf("prompt %s: %d tokens, %d logits", i, len(toks), len(rows))
+		}
+		for k, tok := range toks {
+			row := rows[k*512 : (k+1)*512]
+			best := 0
+			for j, v := range row {
+				if v > row[best] {
+					best = j
+				}
+			}
+			if tok != strconv.Itoa(best) {
+				t.Errorf("prompt %s step %d: token %s, the row's argmax is %d", i, k, tok, best)
+			}
+		}
+		follow = append(follow, strings.Join(toks, " ")+"\n"...)
+		others = append(others, "5 6 7 8\n"...)
+	}
+	fself, fother := filepath.Join(dir, "self.txt"), filepath.Join(dir, "other.txt")
+	if err := os.WriteFile(fself, follow, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fother, others, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logits(self, "--follow", fself)
+	logits(other, "--follow", fother)
+	logits(ref, "--follow", fself, "--reference")
+	for _, i := range []string{"0", "1"} {
+		ft, fr := readDump(t, free, i)
+		st, sr := readDump(t, self, i)
+		_, or := readDump(t, other, i)
+		rt, rr := readDump(t, ref, i)
+		if !slices.Equal(ft, st) || !slices.Equal(fr, sr) {
+			t.Errorf("prompt %s: following its own tokens changed the output", i)
+		}
+		if !slices.Equal(fr[:512], or[:512]) {
+			t.Errorf("prompt %s: the first row depends on the followed tokens", i)
+		}
+		for k := 1; k < 4; k++ {
+			if slices.Equal(fr[k*512:(k+1)*512], or[k*512:(k+1)*512]) {
+				t.Errorf("prompt %s: row %d did not change with other tokens fed", i, k)
+			}
+		}
+		var worst, scale float64
+		for j := range fr {
+			scale = math.Max(scale, math.Abs(float64(fr[j])))
+			worst = math.Max(worst, math.Abs(float64(fr[j]-rr[j])))
+		}
+		if worst > 1e-5*scale || !slices.Equal(ft, rt) {
+			t.Errorf("prompt %s: reference kernels differ by %g of %g (tokens %v, %v)", i, worst, scale, ft, rt)
+		}
+	}
+	// A token outside the vocabulary is an error, not a crash.
+	if err := os.WriteFile(prompts, []byte("1 512\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "", "dev", "logits", "--model", model, "--prompts", prompts, "--out", free)
+	if err == nil || !strings.Contains(err.Error(), "token id 512 is outside the vocabulary of 512") {
+		t.Errorf("token 512: %v", err)
+	}
+}

@@ -1,0 +1,185 @@
+package llamatest
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// Shapes of small real models, full layer widths, for random models in
+// their shapes (WriteLlamaLikeGGUF). Layers and Vocab are left to the
+// caller: a few layers and a tokenizer's vocabulary are enough to compare
+// implementations, and cost far less than the real 16–32 layers and
+// 32k–152k tokens.
+var Shapes = map[string]Spec{
+	// TinyLlama-1.1B: Llama 2's architecture, GQA 32/4.
+	"tinyllama": {Arch: "llama", Dim: 2048, FFN: 5632, Heads: 32, KVHeads: 4, HeadDim: 64,
+		NormEps: 1e-5, RopeTheta: 10000, Context: 2048},
+	// Llama-3.2-1B: GQA 32/8, rope base 500000 with its llama3 frequency
+	// factors (GGUF rope_freqs.weight).
+	"llama3.2-1b": {Arch: "llama", Dim: 2048, FFN: 8192, Heads: 32, KVHeads: 8, HeadDim: 64,
+		NormEps: 1e-5, RopeTheta: 500000, Context: 131072, RopeFreqs: true},
+	// Qwen2.5-0.5B: q/k/v biases, GQA 14/2, tied embeddings.
+	"qwen2.5-0.5b": {Arch: "qwen2", Dim: 896, FFN: 4864, Heads: 14, KVHeads: 2, HeadDim: 64,
+		NormEps: 1e-6, RopeTheta: 1e6, Context: 32768, Tied: true},
+	// Mistral-7B-v0.3's attention (GQA 32/8, heads of 128, rope base 1e6)
+	// at half its width, so that a layer costs a quarter of the real one.
+	// Written as "llama", as llama.cpp's converter writes Mistral.
+	"mistral-half": {Arch: "llama", Dim: 2048, FFN: 7168, Heads: 16, KVHeads: 4, HeadDim: 128,
+		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
+}
+
+// WriteLlamaLikeGGUF draws a model of shape s (Arch "llama", "mistral" or
+// "qwen2") from seed and writes it to path as an f32 GGUF file under
+// llama.cpp's converter's tensor names and keys, which both redrafter
+// and llama.cpp load; meta is appended to the metadata (a tokenizer's
+// tokenizer.* keys: llama.cpp refuses a file without a vocabulary).
+// Unlike Write it keeps nothing in memory but the file's bytes and
+// writes no HF checkpoint, so that models of real widths stay cheap.
+//
+// The scales are those of a trained model's activations, chosen so that
+// nothing saturates and every part moves the logits: embeddings N(0,1)
+// (N(0, 0.1²) when tied, see below);
+// matrices N(0, 1/fan_in), so a product keeps its input's RMS, with Q and
+// K at 1.5× that, so attention over a few dozen positions is peaked but
+// not one-hot; norm gains 1 + N(0, 0.1²); Qwen2's q and k biases N(0, 0.5²),
+// its v bias N(0, 0.1²); the
+// output projection at 4/√dim, so logits have a standard deviation of
+// about 4 and the top two of a few hundred tokens are ≈1 apart on
+// average (a real model's spread; the margins a quantized comparison
+// needs are discussed in docs/FORMATS.md).
+func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) error {
+	switch s.Arch {
+	case "llama", "mistral", "qwen2":
+	default:
+		return fmt.Errorf("llamatest: WriteLlamaLikeGGUF writes llama, mistral or qwen2, not %q", s.Arch)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x11a3a))
+	var ts []formats.Tensor
+	add := func(name string, mean, scale float64, shape ...int) {
+		v := make([]float32, graph.Shape(shape).Numel())
+		for i := range v {
+			v[i] = float32(mean + r.NormFloat64()*scale)
+		}
+		ts = append(ts, formats.Tensor{Name: name, DType: formats.F32, Shape: shape, Data: graph.AsBytes(v)})
+	}
+	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
+	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
+	// Tied embeddings are small: the residual stream holds the token's
+	// own row, and at N(0,1) its logit (|row|² through the final norm)
+	// would outweigh every other by √dim, so a greedy model would repeat
+	// its last token. At 0.1 the layers' outputs dominate the stream, as
+	// in trained models.
+	embScale := 1.0
+	if s.Tied {
+		embScale = 0.1
+	}
+	add("token_embd.weight", 0, embScale, s.Vocab, s.Dim)
+	add("output_norm.weight", 1, 0.1, s.Dim)
+	if !s.Tied {
+		add("output.weight", 0, 4*inv(s.Dim), s.Vocab, s.Dim)
+	}
+	if s.RopeFreqs {
+		ts = append(ts, formats.Tensor{Name: "rope_freqs.weight", DType: formats.F32, Shape: []int{s.HeadDim / 2},
+			Data: graph.AsBytes(llama3FreqFactors(s.HeadDim, s.RopeTheta))})
+	}
+	for l := range s.Layers {
+		g := fmt.Sprintf("blk.%d.", l)
+		add(g+"attn_norm.weight", 1, 0.1, s.Dim)
+		add(g+"attn_q.weight", 0, 1.5*inv(s.Dim), q, s.Dim)
+		add(g+"attn_k.weight", 0, 1.5*inv(s.Dim), kv, s.Dim)
+		add(g+"attn_v.weight", 0, inv(s.Dim), kv, s.Dim)
+		if s.Arch == "qwen2" {
+			add(g+"attn_q.bias", 0, 0.5, q)
+			add(g+"attn_k.bias", 0, 0.5, kv)
+			// A value bias adds the same vector at every position;
+			// large, it would pick the same tokens whatever the context.
+			add(g+"attn_v.bias", 0, 0.1, kv)
+		}
+		add(g+"attn_output.weight", 0, inv(q), s.Dim, q)
+		add(g+"ffn_norm.weight", 1, 0.1, s.Dim)
+		add(g+"ffn_gate.weight", 0, inv(s.Dim), s.FFN, s.Dim)
+		add(g+"ffn_up.weight", 0, inv(s.Dim), s.FFN, s.Dim)
+		add(g+"ffn_down.weight", 0, inv(s.FFN), s.Dim, s.FFN)
+	}
+	if s.Tied {
+		// The embedding table is the output projection: give it the
+		// output's scale of logits through the final norm's gain.
+		for i, t := range ts {
+			if t.Name == "output_norm.weight" {
+				v := make([]float32, s.Dim)
+				for j := range v {
+					v[j] = float32(4 * inv(s.Dim) / embScale * (1 + 0.1*r.NormFloat64()))
+				}
+				ts[i].Data = graph.AsBytes(v)
+			}
+		}
+	}
+
+	a := s.Arch + "."
+	kvs := []formats.KV{
+		{Key: "general.architecture", Value: s.Arch},
+		{Key: "general.name", Value: fmt.Sprintf("random %s %dx%d", s.Arch, s.Layers, s.Dim)},
+		{Key: a + "vocab_size", Value: uint32(s.Vocab)},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Dim)},
+		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+	}
+	if s.HeadDim != s.Dim/s.Heads {
+		kvs = append(kvs, formats.KV{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
+			formats.KV{Key: a + "attention.value_length", Value: uint32(s.HeadDim)})
+	}
+	kvs = append(kvs, meta...)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = formats.WriteGGUF(w, kvs, ts, 32)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	return nil
+}
+
+// llama3FreqFactors are Llama 3.1/3.2's RoPE frequency factors (factor
+// 32, low and high frequency factors 1 and 4, original context 8192), as
+// transformers' _compute_llama3_parameters defines them: wavelengths
+// shorter than 8192/4 are kept, longer than 8192/1 divided by 32, those
+// between interpolated. GGUF stores the divisor of each frequency.
+func llama3FreqFactors(headDim int, theta float64) []float32 {
+	const factor, low, high, orig = 32.0, 1.0, 4.0, 8192.0
+	out := make([]float32, headDim/2)
+	for i := range out {
+		freq := 1 / math.Pow(theta, float64(2*i)/float64(headDim))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < orig/high:
+			out[i] = 1
+		case wavelen > orig/low:
+			out[i] = factor
+		default:
+			smooth := (orig/wavelen - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
+}
