@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/shaders"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/tools"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // intToFloatRE matches PTX's integer-to-float conversions (cvt.rn.f32.u32
@@ -91,7 +92,15 @@ func TestQMatVecNoCodeConversions(t *testing.T) {
 // qmv_code written as a plain conversion, compiled with clang-16, has
 // integer-to-float conversions in its qmatvec kernels for the test to find,
 // one per column of a thread, code of a chunk and path at least.
+//
+// It compiles all of quant.cu again (half a minute or more of a 2-core
+// machine's clang), so make test-all (REDRAFTER_TEST_FULL) runs it and
+// make test skips it, saying so; TestQMatVecNoCodeConversions, the check
+// itself, runs in both.
 func TestQMatVecConversionCheckCatchesCvt(t *testing.T) {
+	if !testenv.Full() {
+		t.Skip("SKIPPED, NOT PASSED: a check of the check, run by make test-all (REDRAFTER_TEST_FULL=1)")
+	}
 	tools.Need(t, tools.ClangPath)
 	src, err := shaders.Source("quant.cu")
 	if err != nil {
