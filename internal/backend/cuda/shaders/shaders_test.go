@@ -18,18 +18,23 @@ import (
 // fails where it differs from the checked-in (embedded) PTX.
 func TestPTXUpToDate(t *testing.T) {
 	tools.Need(t, tools.ClangPath)
+	// One clang a file, in parallel: the files take from a second to a
+	// minute each, and the package often runs alone at the end of make test.
 	for _, f := range shaders.Files() {
-		got, err := tools.CompilePTX(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := shaders.PTX(f)
-		if err != nil {
-			t.Fatalf("%s has no checked-in PTX: run go generate ./backend/cuda/shaders", f)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("ptx/%s is not what clang writes from %s: run go generate ./backend/cuda/shaders", filepath.Base(f[:len(f)-3])+".ptx", f)
-		}
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			got, err := tools.CompilePTX(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := shaders.PTX(f)
+			if err != nil {
+				t.Fatalf("%s has no checked-in PTX: run go generate ./backend/cuda/shaders", f)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("ptx/%s is not what clang writes from %s: run go generate ./backend/cuda/shaders", filepath.Base(f[:len(f)-3])+".ptx", f)
+			}
+		})
 	}
 }
 
@@ -83,29 +88,37 @@ func TestPtxas(t *testing.T) {
 	ptxas := tools.Need(t, tools.Ptxas)
 	for _, arch := range testenv.Subset([]string{"sm_90", "sm_80"}, 0) {
 		for _, f := range shaders.Files() {
-			ptx, err := shaders.PTX(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			names, err := shaders.Kernels(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := ptxasReport(ptxas, ptx, arch)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			for _, k := range names {
-				r, ok := rep[k]
-				switch {
-				case !ok:
-					t.Errorf("%s %s: ptxas reported nothing for kernel %s", arch, f, k)
-				case r[0] > 0:
-					t.Errorf("%s %s: kernel %s spills %d bytes of registers", arch, f, k, r[0])
-				case r[1] > maxSharedBytes:
-					t.Errorf("%s %s: kernel %s uses %d bytes of shared memory (limit %d)", arch, f, k, r[1], maxSharedBytes)
-				}
-			}
+			t.Run(arch+"/"+f, func(t *testing.T) {
+				t.Parallel()
+				ptxasCheck(t, ptxas, arch, f)
+			})
+		}
+	}
+}
+
+// ptxasCheck is TestPtxas for one file and architecture.
+func ptxasCheck(t *testing.T, ptxas, arch, f string) {
+	ptx, err := shaders.PTX(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := shaders.Kernels(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ptxasReport(ptxas, ptx, arch)
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	for _, k := range names {
+		r, ok := rep[k]
+		switch {
+		case !ok:
+			t.Errorf("%s %s: ptxas reported nothing for kernel %s", arch, f, k)
+		case r[0] > 0:
+			t.Errorf("%s %s: kernel %s spills %d bytes of registers", arch, f, k, r[0])
+		case r[1] > maxSharedBytes:
+			t.Errorf("%s %s: kernel %s uses %d bytes of shared memory (limit %d)", arch, f, k, r[1], maxSharedBytes)
 		}
 	}
 }
