@@ -1,13 +1,9 @@
 package llamatest
 
 import (
-	"bytes"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 
-	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
@@ -18,19 +14,8 @@ import (
 // weights are random, so the row permutation llama.cpp applies to q and k
 // when it converts an HF checkpoint is moot: the file is its own model.
 func WriteMistralGGUF(dir string, s Spec, window int, meta []formats.KV, seed uint64) (string, error) {
-	r := rand.New(rand.NewPCG(seed, 0x5157))
-	var ts []formats.Tensor
-	add := func(name string, scale float64, shape ...int) {
-		v := make([]float32, graph.Shape(shape).Numel())
-		for i := range v {
-			x := r.NormFloat64() * scale
-			if len(shape) == 1 {
-				x += 1 // norm gains near 1
-			}
-			v[i] = float32(x)
-		}
-		ts = append(ts, formats.Tensor{Name: name, DType: formats.F32, Shape: shape, Data: graph.AsBytes(v)})
-	}
+	t := newTensors(seed, 0x5157)
+	add := func(name string, scale float64, shape ...int) { t.add(name, "", scale, shape...) }
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	add("token_embd.weight", 1, s.Vocab, s.Dim)
 	add("output_norm.weight", 0.1, s.Dim)
@@ -63,13 +48,9 @@ func WriteMistralGGUF(dir string, s Spec, window int, meta []formats.KV, seed ui
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
 	}
 	kvs = append(kvs, meta...)
-	var buf bytes.Buffer
-	if err := formats.WriteGGUF(&buf, kvs, ts, 32); err != nil {
-		return "", fmt.Errorf("llamatest: %w", err)
-	}
 	path := filepath.Join(dir, "model.gguf")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("llamatest: %w", err)
+	if err := writeGGUF(path, kvs, t); err != nil {
+		return "", err
 	}
 	return path, nil
 }

@@ -1,14 +1,9 @@
 package llamatest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 
-	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
@@ -22,25 +17,9 @@ func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint,
 	if s.Tied {
 		return nil, fmt.Errorf("llamatest: phi3 has no tied embeddings")
 	}
-	r := rand.New(rand.NewPCG(seed, 0x9813))
-	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf"), Weights: map[string][]float64{}}
-	var gt, ht []formats.Tensor
-	add := func(gguf, hf string, scale float64, shape ...int) {
-		v := make([]float32, graph.Shape(shape).Numel())
-		f := make([]float64, len(v))
-		for i := range v {
-			x := r.NormFloat64() * scale
-			if len(shape) == 1 {
-				x += 1
-			}
-			v[i] = float32(x)
-			f[i] = float64(v[i])
-		}
-		ck.Weights[hf] = f
-		data := graph.AsBytes(v)
-		gt = append(gt, formats.Tensor{Name: gguf, DType: formats.F32, Shape: shape, Data: data})
-		ht = append(ht, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
-	}
+	t := newTensors(seed, 0x9813)
+	add := t.add
+	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf")}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
 	add("output_norm.weight", "model.norm.weight", 0.1, s.Dim)
@@ -76,20 +55,9 @@ func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint,
 		{Key: a + "attention.sliding_window", Value: uint32(s.Context)},
 	}
 	kvs = append(kvs, meta...)
-	var buf bytes.Buffer
-	if err := formats.WriteGGUF(&buf, kvs, gt, 32); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	if err := os.WriteFile(ck.GGUF, buf.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-
-	// HF: config.json as Phi-3's model cards have it, less what no loader
+	// config.json as Phi-3's model cards have it, less what no loader
 	// here reads (sliding_window equal to the context: it never binds).
-	if err := os.MkdirAll(ck.HF, 0o755); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	cfg, err := json.MarshalIndent(map[string]any{
+	cfg := map[string]any{
 		"architectures": []string{"Phi3ForCausalLM"}, "model_type": "phi3",
 		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
 		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
@@ -97,19 +65,9 @@ func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint,
 		"max_position_embeddings": s.Context, "original_max_position_embeddings": s.Context,
 		"vocab_size": s.Vocab, "tie_word_embeddings": false, "hidden_act": "silu",
 		"torch_dtype": "float32", "sliding_window": s.Context, "partial_rotary_factor": 1.0,
-	}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(ck.HF, "config.json"), cfg, 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	buf.Reset()
-	if err := formats.WriteSafetensors(&buf, ht, nil); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(ck.HF, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
+	if err := writeCheckpoint(ck, kvs, cfg, t); err != nil {
+		return nil, err
 	}
 	return ck, nil
 }

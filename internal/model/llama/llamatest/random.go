@@ -50,27 +50,9 @@ func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, err
 	if s.Arch != "qwen3" {
 		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3)", s.Arch)
 	}
-	r := rand.New(rand.NewPCG(seed, 0x71e3))
-	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf"), Weights: map[string][]float64{}}
-	var gt, ht []formats.Tensor
-	// add draws a tensor: matrices N(0, scale²), norm gains 1 + N(0, scale²)
-	// so that a gain left out or applied twice shows.
-	add := func(gguf, hf string, scale float64, shape ...int) {
-		v := make([]float32, graph.Shape(shape).Numel())
-		f := make([]float64, len(v))
-		for i := range v {
-			x := r.NormFloat64() * scale
-			if len(shape) == 1 {
-				x += 1
-			}
-			v[i] = float32(x)
-			f[i] = float64(v[i])
-		}
-		ck.Weights[hf] = f
-		data := graph.AsBytes(v)
-		gt = append(gt, formats.Tensor{Name: gguf, DType: formats.F32, Shape: shape, Data: data})
-		ht = append(ht, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
-	}
+	t := newTensors(seed, 0x71e3)
+	add := t.add
+	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf")}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
 	add("output_norm.weight", "model.norm.weight", 0.1, s.Dim)
@@ -111,20 +93,9 @@ func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, err
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
 	}
 	kvs = append(kvs, meta...)
-	var buf bytes.Buffer
-	if err := formats.WriteGGUF(&buf, kvs, gt, 32); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	if err := os.WriteFile(ck.GGUF, buf.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-
-	// HF: config.json as Qwen3's model cards have it, less what no
+	// config.json as Qwen3's model cards have it, less what no
 	// loader here reads.
-	if err := os.MkdirAll(ck.HF, 0o755); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	cfg, err := json.MarshalIndent(map[string]any{
+	cfg := map[string]any{
 		"architectures": []string{"Qwen3ForCausalLM"}, "model_type": s.Arch,
 		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
 		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads, "head_dim": s.HeadDim,
@@ -132,19 +103,85 @@ func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, err
 		"max_position_embeddings": s.Context, "vocab_size": s.Vocab, "tie_word_embeddings": s.Tied,
 		"attention_bias": false, "hidden_act": "silu", "torch_dtype": "float32",
 		"use_sliding_window": false, "sliding_window": nil,
-	}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(ck.HF, "config.json"), cfg, 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	buf.Reset()
-	if err := formats.WriteSafetensors(&buf, ht, nil); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(ck.HF, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("llamatest: %w", err)
+	if err := writeCheckpoint(ck, kvs, cfg, t); err != nil {
+		return nil, err
 	}
 	return ck, nil
+}
+
+// tensors is a random model's tensors as drawn: add draws matrices
+// N(0, scale²) and norm gains 1 + N(0, scale²) (so that a gain left out or
+// applied twice shows), under a GGUF name and, when hf is not empty, the
+// HF name, whose values are also kept in values.
+type tensors struct {
+	r        *rand.Rand
+	gguf, hf []formats.Tensor
+	values   map[string][]float64
+}
+
+func newTensors(seed, stream uint64) *tensors {
+	return &tensors{r: rand.New(rand.NewPCG(seed, stream)), values: map[string][]float64{}}
+}
+
+func (t *tensors) add(gguf, hf string, scale float64, shape ...int) {
+	v := make([]float32, graph.Shape(shape).Numel())
+	for i := range v {
+		x := t.r.NormFloat64() * scale
+		if len(shape) == 1 {
+			x += 1
+		}
+		v[i] = float32(x)
+	}
+	data := graph.AsBytes(v)
+	t.gguf = append(t.gguf, formats.Tensor{Name: gguf, DType: formats.F32, Shape: shape, Data: data})
+	if hf == "" {
+		return
+	}
+	f := make([]float64, len(v))
+	for i, x := range v {
+		f[i] = float64(x)
+	}
+	t.values[hf] = f
+	t.hf = append(t.hf, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
+}
+
+// writeGGUF writes t's GGUF tensors with the metadata kvs to path.
+func writeGGUF(path string, kvs []formats.KV, t *tensors) error {
+	var buf bytes.Buffer
+	if err := formats.WriteGGUF(&buf, kvs, t.gguf, 32); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	return nil
+}
+
+// writeCheckpoint writes ck.GGUF (kvs, t's GGUF tensors) and the HF
+// directory ck.HF (config.json from cfg, model.safetensors from t's HF
+// tensors), and keeps t's values in ck.Weights.
+func writeCheckpoint(ck *Checkpoint, kvs []formats.KV, cfg map[string]any, t *tensors) error {
+	ck.Weights = t.values
+	if err := writeGGUF(ck.GGUF, kvs, t); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(ck.HF, 0o755); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	js, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "config.json"), js, 0o644); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := formats.WriteSafetensors(&buf, t.hf, nil); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(ck.HF, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	return nil
 }
