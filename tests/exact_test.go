@@ -85,8 +85,8 @@ func generate(t *testing.T, backend, kv, head string, w, l int, prompt string, n
 	return res
 }
 
-// randomHead saves a random draft head for stories260K: its drafts are
-// mostly rejected, which exercises tree verification and KV compaction on
+// randomHead saves a random draft head for stories260K (and the random
+// models of its shape in qwen3_test.go): its drafts are mostly rejected, which exercises tree verification and KV compaction on
 // every step.
 func randomHead(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "random-head")
