@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -175,38 +174,7 @@ func TestPhi3MatchesReference(t *testing.T) {
 		wantTokens = append(wantTokens, int32(best))
 		seq = append(seq, best)
 	}
-	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
-		var logits [][]float32
-		for _, path := range []string{ck.GGUF, ck.HF} {
-			m, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := m.Model.Config
-			m.Close()
-			if !reflect.DeepEqual(got, c) {
-				t.Errorf("%s: config\n %+v, want\n %+v", filepath.Base(path), got, c)
-			}
-			l := logitsOfTokens(t, path, be, tokens)
-			var worst, scale float64
-			for tt := range want {
-				for v := range want[tt] {
-					scale = math.Max(scale, math.Abs(want[tt][v]))
-					worst = math.Max(worst, math.Abs(float64(l[tt*c.Vocab+v])-want[tt][v]))
-				}
-			}
-			if worst/scale > 1e-5 {
-				t.Errorf("%s on %s: logits differ from the reference by %g of %g", filepath.Base(path), be.Name(), worst/scale, scale)
-			}
-			logits = append(logits, l)
-			if got := greedy(t, path, be, prompt, n); !slices.Equal(got, wantTokens) {
-				t.Errorf("%s on %s: greedy tokens\n %v, reference\n %v", filepath.Base(path), be.Name(), got, wantTokens)
-			}
-		}
-		if !bitsEqual(logits[0], logits[1]) {
-			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
-		}
-	}
+	checkMatchesReference(t, ck, c, tokens, want, prompt, wantTokens)
 }
 
 // What the Phi-3 loader does not run yet it refuses by name, rather than

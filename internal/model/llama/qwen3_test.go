@@ -81,38 +81,7 @@ func TestQwen3MatchesReference(t *testing.T) {
 	want := naiveForward(c, ck.Weights, ints)
 	prompt, n := []int32{7, 30, 2}, 24
 	wantTokens := naiveGreedy(c, ck.Weights, prompt, n)
-	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
-		var logits [][]float32
-		for _, path := range []string{ck.GGUF, ck.HF} {
-			m, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := m.Model.Config
-			m.Close()
-			if !reflect.DeepEqual(got, c) {
-				t.Errorf("%s: config\n %+v, want\n %+v", filepath.Base(path), got, c)
-			}
-			l := logitsOfTokens(t, path, be, tokens)
-			var worst, scale float64
-			for tt := range want {
-				for v := range want[tt] {
-					scale = math.Max(scale, math.Abs(want[tt][v]))
-					worst = math.Max(worst, math.Abs(float64(l[tt*c.Vocab+v])-want[tt][v]))
-				}
-			}
-			if worst/scale > 1e-5 {
-				t.Errorf("%s on %s: logits differ from the reference by %g of %g", filepath.Base(path), be.Name(), worst/scale, scale)
-			}
-			logits = append(logits, l)
-			if got := greedy(t, path, be, prompt, n); !slices.Equal(got, wantTokens) {
-				t.Errorf("%s on %s: greedy tokens\n %v, reference\n %v", filepath.Base(path), be.Name(), got, wantTokens)
-			}
-		}
-		if !bitsEqual(logits[0], logits[1]) {
-			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
-		}
-	}
+	checkMatchesReference(t, ck, c, tokens, want, prompt, wantTokens)
 }
 
 // The head norms are not decoration: without them (the same weights read
@@ -264,6 +233,47 @@ func TestQwen3JointForwardEqualsAlone(t *testing.T) {
 	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
 		if st := checkJointOf(t, ck.GGUF, be, graph.F32); st.Passes != 2 {
 			t.Errorf("%s: %d passes, want 2", be.Name(), st.Passes)
+		}
+	}
+}
+
+// checkMatchesReference checks a random checkpoint against a float64
+// reference on both CPU backends, from its GGUF file and its HF directory:
+// each reads as config c; the logits of tokens are within 1e-5 (of the
+// largest) of want; greedy decoding from prompt gives wantTokens; and the
+// GGUF and HF logits are equal bit for bit.
+func checkMatchesReference(t *testing.T, ck *llamatest.Checkpoint, c Config, tokens []int32, want [][]float64, prompt, wantTokens []int32) {
+	t.Helper()
+	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
+		var logits [][]float32
+		for _, path := range []string{ck.GGUF, ck.HF} {
+			m, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.Model.Config
+			m.Close()
+			if !reflect.DeepEqual(got, c) {
+				t.Errorf("%s: config\n %+v, want\n %+v", filepath.Base(path), got, c)
+			}
+			l := logitsOfTokens(t, path, be, tokens)
+			var worst, scale float64
+			for tt := range want {
+				for v := range want[tt] {
+					scale = math.Max(scale, math.Abs(want[tt][v]))
+					worst = math.Max(worst, math.Abs(float64(l[tt*c.Vocab+v])-want[tt][v]))
+				}
+			}
+			if worst/scale > 1e-5 {
+				t.Errorf("%s on %s: logits differ from the reference by %g of %g", filepath.Base(path), be.Name(), worst/scale, scale)
+			}
+			logits = append(logits, l)
+			if got := greedy(t, path, be, prompt, len(wantTokens)); !slices.Equal(got, wantTokens) {
+				t.Errorf("%s on %s: greedy tokens\n %v, reference\n %v", filepath.Base(path), be.Name(), got, wantTokens)
+			}
+		}
+		if !bitsEqual(logits[0], logits[1]) {
+			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
 		}
 	}
 }
