@@ -30,7 +30,7 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// The blocks count to the grid's chunks, not the query's non-empty ones: no block is last.
 		{"attention.cu", "sh.last = done == np - 1;", "sh.last = done == p - 1;", "Attention/f16/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
 		// A chunk that starts past the cache but among the query's ancestors is taken for empty.
-		{"attention.cu", "if (c0 >= kvlen + qi + 1) return;", "if (c0 >= kvlen + 1) return;", "Attention/f32/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
+		{"attention.cu", "if (z0 >= kvlen + qi + 1) return;", "if (z0 >= kvlen + 1) return;", "Attention/f32/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
 		// The 16-byte path adds only the first 5 of a warp's 6 V row groups (d = 40).
 		{"attention.cu", "for (int j = 1; j < rg; j++) a +=", "for (int j = 1; j < rg - 1; j++) a +=", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_split"},
 		// The 16-byte path weighs each V row with its own lane's key, not the row's key.
