@@ -115,6 +115,27 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// The blocks count to the chunks from 0, not from the window's: no block is last.
 		{"attention.cu", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK - za;", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_window300_split"},
 	}
+	// Every bug's text must still be in its file, the ones make test does
+	// not plant too (a kernel edit otherwise shows only in make test-all).
+	names := map[string]bool{}
+	for _, c := range kernelCases(rand.New(rand.NewPCG(1, 2))) {
+		names[c.name] = true
+	}
+	for _, bug := range bugs {
+		raw, err := shaders.Source(bug.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Errorf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
+		}
+		if !names[bug.cases] {
+			t.Errorf("no case %s", bug.cases)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {
 		every3 = append(every3, i)

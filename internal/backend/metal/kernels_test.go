@@ -129,6 +129,31 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
 	}
+	// Every bug's text must still be in its file, the ones make test does
+	// not plant too (a kernel edit otherwise shows only in make test-all).
+	names := map[string]bool{}
+	for _, c := range allCases(rand.New(rand.NewPCG(1, 2))) {
+		names[c.Name] = true
+	}
+	for _, bug := range bugs {
+		file := bug.file
+		if bug.header != "" {
+			file = bug.header
+		}
+		raw, err := msl.Raw(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Errorf("%s no longer contains %q; update the planted bug", file, bug.from)
+		}
+		if !names[bug.cases] {
+			t.Errorf("no case %s", bug.cases)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	// make test plants every third bug (each variant is a file rebuilt for
 	// the emulator, a minute of a 2-core machine for the larger ones);
 	// make test-all plants them all.
