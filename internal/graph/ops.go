@@ -84,6 +84,12 @@ type SiLUOp struct{}
 // Sources: gate, up of one shape.
 type SwiGLUOp struct{}
 
+// GeGLUOp is GELU(gate)·up, elementwise, with GELU's tanh approximation
+// (PyTorch's gelu(x, approximate="tanh"), Gemma's gelu_pytorch_tanh):
+// GELU(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); GeGLU builds it.
+// Sources: gate, up of one shape.
+type GeGLUOp struct{}
+
 // AddOp (built by Add) is elementwise a+b. b has a's shape, or the shape of
 // a's trailing dimensions, in which case it is broadcast over the leading
 // ones (a bias).
@@ -168,6 +174,7 @@ func (KVWriteOp) isOp()        {}
 func (KVCompactOp) isOp()      {}
 func (SiLUOp) isOp()           {}
 func (SwiGLUOp) isOp()         {}
+func (GeGLUOp) isOp()          {}
 func (AddOp) isOp()            {}
 func (MulOp) isOp()            {}
 func (ConcatOp) isOp()         {}
@@ -198,6 +205,7 @@ func (KVWriteOp) String() string    { return "KVWrite" }
 func (KVCompactOp) String() string  { return "KVCompact" }
 func (SiLUOp) String() string       { return "SiLU" }
 func (SwiGLUOp) String() string     { return "SwiGLU" }
+func (GeGLUOp) String() string      { return "GeGLU" }
 func (AddOp) String() string        { return "Add" }
 func (MulOp) String() string        { return "Mul" }
 func (ConcatOp) String() string     { return "Concat" }
@@ -217,7 +225,7 @@ func (o SliceOp) String() string   { return fmt.Sprintf("Slice[%d:%d]", o.Lo, o.
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
 	return []Op{EmbedOp{}, MatMulOp{}, RMSNormOp{}, RoPEOp{}, AttentionOp{}, KVWriteOp{}, KVCompactOp{},
-		SiLUOp{}, SwiGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
+		SiLUOp{}, SwiGLUOp{}, GeGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
 		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1},
 		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1},
@@ -322,6 +330,12 @@ func SiLU(x *Array) *Array {
 func SwiGLU(gate, up *Array) *Array {
 	mustf(gate.dtype == F32 && up.dtype == F32 && gate.shape.Equal(up.shape), "SwiGLU: gate %v up %v", gate, up)
 	return node(SwiGLUOp{}, F32, gate.shape, gate, up)
+}
+
+// GeGLU is GELU(gate)·up with GELU's tanh approximation; see GeGLUOp.
+func GeGLU(gate, up *Array) *Array {
+	mustf(gate.dtype == F32 && up.dtype == F32 && gate.shape.Equal(up.shape), "GeGLU: gate %v up %v", gate, up)
+	return node(GeGLUOp{}, F32, gate.shape, gate, up)
 }
 
 func checkBroadcast(name string, a, b *Array) {

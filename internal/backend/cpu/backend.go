@@ -291,6 +291,8 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 		b.silu(f32(s.Out), f32(in[0]))
 	case graph.SwiGLUOp:
 		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
+	case graph.GeGLUOp:
+		b.geglu(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.AddOp:
 		add(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.MulOp:

@@ -246,6 +246,16 @@ func kernelCases(r *rand.Rand) []kcase {
 			err := d.run(swigluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
 			return []any{d.f32s(out)}, err
 		})
+		add("GeGLU/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, ya := g.Input("x", graph.F32, m, dd), g.Input("y", graph.F32, m, dd)
+				return []*graph.Array{graph.GeGLU(xa, ya)}, map[*graph.Array]any{xa: x, ya: y}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(gegluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
+			return []any{d.f32s(out)}, err
+		})
 		for _, op := range []struct {
 			name   string
 			kernel string

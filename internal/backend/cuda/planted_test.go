@@ -114,6 +114,8 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "part + (pair * u64(p) + u64(za)) * u64(d + 2)", "part + pair * u64(p) * u64(d + 2)", "Attention/f32/tree/N6_H4_KVH1_D64_past2046_window260_split"},
 		// The blocks count to the chunks from 0, not from the window's: no block is last.
 		{"attention.cu", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK - za;", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_window300_split"},
+		// GeGLU's GELU drops a power of x from the cubic term.
+		{"elementwise.cu", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/N999"},
 	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {

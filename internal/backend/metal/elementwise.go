@@ -2,7 +2,7 @@ package metal
 
 import "github.com/seed9b8f47b1/redrafter/internal/graph"
 
-// SiLU, SwiGLU, Add, Mul: one thread per element.
+// SiLU, SwiGLU, GeGLU, Add, Mul: one thread per element.
 func (e *encoder) elementwise() error {
 	in, out := e.step.In, e.step.Out
 	n := out.Shape.Numel()
@@ -13,6 +13,9 @@ func (e *encoder) elementwise() error {
 			rd(in[0]), wr(out))
 	case graph.SwiGLUOp:
 		return e.launch(kernelName("elementwise", "swiglu", in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(n)}, grid, group, nil,
+			rd(in[0]), rd(in[1]), wr(out))
+	case graph.GeGLUOp:
+		return e.launch(kernelName("elementwise", "geglu", in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(n)}, grid, group, nil,
 			rd(in[0]), rd(in[1]), wr(out))
 	}
 	variant := "add"

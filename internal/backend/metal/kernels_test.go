@@ -128,6 +128,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"kv.metal", "if (h < args.H + args.KVH && i < 2 * args.P) {", "if (h < args.H && i < 2 * args.P) {", "RoPEKVWrite/f32/neox=false/M5_H6_KVH2_D64_P32_at40", ""},
 		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
+		// GeGLU's GELU drops a power of x from the cubic term.
+		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", ""},
 	}
 	// make test plants every third bug (each variant is a file rebuilt for
 	// the emulator, a minute of a 2-core machine for the larger ones);

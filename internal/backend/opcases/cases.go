@@ -352,7 +352,7 @@ func kvCompactCases(r *rand.Rand) []Case {
 	return cs
 }
 
-// activationCases returns the cases of SiLU and SwiGLU.
+// activationCases returns the cases of SiLU, SwiGLU and GeGLU.
 func activationCases(r *rand.Rand) []Case {
 	var cs cases
 	for _, n := range []int{1, 255, 257, 1000} {
@@ -364,6 +364,11 @@ func activationCases(r *rand.Rand) []Case {
 		cs.add(fmt.Sprintf("SwiGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
 			return []*graph.Array{graph.SwiGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
+		})
+		// Same draws as SwiGLU's: the cases after these keep their inputs.
+		cs.add(fmt.Sprintf("GeGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
+			return []*graph.Array{graph.GeGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
 		})
 	}
 	return cs
