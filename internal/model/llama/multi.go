@@ -307,7 +307,7 @@ func (r *Runner) buildJoint(reqs []*Request, n, nOut int) (*jointGraph, error) {
 		at += len(q.Batch.Tokens)
 	}
 	f.starts = append(f.starts, at)
-	x := graph.Embed(r.weight(g, &m.Embed), f.tokens)
+	x := r.embed(g, f.tokens)
 	for i := range m.Layers {
 		segs := make([]segment, len(f.states))
 		for j, s := range f.states {

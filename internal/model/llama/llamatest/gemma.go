@@ -1,0 +1,81 @@
+package llamatest
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
+)
+
+// writeGemma3 writes a random Gemma 3 text model: tied embeddings, four
+// norms a layer and q/k head norms, all gains stored as HF stores them (w,
+// applied as 1+w) and as llama.cpp's converter writes them (1+w), under
+// the names of transformers' Gemma3ForCausalLM checkpoints and of
+// llama.cpp's converter (Gemma3Model: post_attention_norm, ffn_norm for
+// pre_feedforward_layernorm, post_ffw_norm). Every sixth layer is global
+// (sliding_window_pattern 6); the sliding layers' RoPE base is 10000, the
+// global ones' s.RopeTheta; query_pre_attn_scalar is s.HeadDim, which is
+// what llama.cpp assumes for a Gemma 3 GGUF of other than 62 layers.
+func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+	if !s.Tied {
+		return nil, fmt.Errorf("llamatest: gemma3's output projection is always the embedding table")
+	}
+	if s.Window <= 0 {
+		return nil, fmt.Errorf("llamatest: gemma3 needs a sliding window")
+	}
+	t := newTensors(seed, 0x63e3)
+	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf")}
+	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
+	t.add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
+	t.addShifted("output_norm.weight", "model.norm.weight", 0.2, s.Dim)
+	for l := range s.Layers {
+		g, h := fmt.Sprintf("blk.%d.", l), fmt.Sprintf("model.layers.%d.", l)
+		t.addShifted(g+"attn_norm.weight", h+"input_layernorm.weight", 0.2, s.Dim)
+		t.add(g+"attn_q.weight", h+"self_attn.q_proj.weight", 0.3, q, s.Dim)
+		t.add(g+"attn_k.weight", h+"self_attn.k_proj.weight", 0.3, kv, s.Dim)
+		t.add(g+"attn_v.weight", h+"self_attn.v_proj.weight", 0.3, kv, s.Dim)
+		t.addShifted(g+"attn_q_norm.weight", h+"self_attn.q_norm.weight", 0.5, s.HeadDim)
+		t.addShifted(g+"attn_k_norm.weight", h+"self_attn.k_norm.weight", 0.5, s.HeadDim)
+		t.add(g+"attn_output.weight", h+"self_attn.o_proj.weight", 0.3, s.Dim, q)
+		t.addShifted(g+"post_attention_norm.weight", h+"post_attention_layernorm.weight", 0.2, s.Dim)
+		t.addShifted(g+"ffn_norm.weight", h+"pre_feedforward_layernorm.weight", 0.2, s.Dim)
+		t.add(g+"ffn_gate.weight", h+"mlp.gate_proj.weight", 0.3, s.FFN, s.Dim)
+		t.add(g+"ffn_up.weight", h+"mlp.up_proj.weight", 0.3, s.FFN, s.Dim)
+		t.add(g+"ffn_down.weight", h+"mlp.down_proj.weight", 0.3, s.Dim, s.FFN)
+		t.addShifted(g+"post_ffw_norm.weight", h+"post_feedforward_layernorm.weight", 0.2, s.Dim)
+	}
+	// GGUF: the keys llama.cpp's converter writes for Gemma 3 (q and k
+	// rows unpermuted: llama.cpp rotates them as NeoX pairs).
+	a := "gemma3."
+	kvs := []formats.KV{
+		{Key: "general.architecture", Value: "gemma3"},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Dim)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
+		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+		{Key: a + "attention.sliding_window", Value: uint32(s.Window)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+	}
+	kvs = append(kvs, meta...)
+	// config.json as Gemma 3 1B's (google/gemma-3-1b-it), less what no
+	// loader here reads.
+	cfg := map[string]any{
+		"architectures": []string{"Gemma3ForCausalLM"}, "model_type": "gemma3_text",
+		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
+		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads, "head_dim": s.HeadDim,
+		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": nil, "rope_local_base_freq": 10000.0,
+		"max_position_embeddings": s.Context, "vocab_size": s.Vocab, "tie_word_embeddings": true,
+		"attention_bias": false, "hidden_activation": "gelu_pytorch_tanh", "torch_dtype": "float32",
+		"query_pre_attn_scalar": s.HeadDim, "sliding_window": s.Window, "sliding_window_pattern": 6,
+		"attn_logit_softcapping": nil, "final_logit_softcapping": nil,
+	}
+	if err := writeCheckpoint(ck, kvs, cfg, t); err != nil {
+		return nil, err
+	}
+	return ck, nil
+}
