@@ -2,6 +2,7 @@ package llamatest
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
@@ -26,7 +27,11 @@ func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoin
 	t := newTensors(seed, 0x63e3)
 	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf")}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
-	t.add("token_embd.weight", "model.embed_tokens.weight", 1, s.Vocab, s.Dim)
+	// Embeddings of RMS 1/√Dim, so that the scaled ones have RMS 1 (as
+	// trained Gemma tables roughly do): of RMS 1, the last token's √Dim-fold
+	// embedding would swamp every layer's output and the model would
+	// repeat one token.
+	t.add("token_embd.weight", "model.embed_tokens.weight", 1/math.Sqrt(float64(s.Dim)), s.Vocab, s.Dim)
 	t.addShifted("output_norm.weight", "model.norm.weight", 0.2, s.Dim)
 	for l := range s.Layers {
 		g, h := fmt.Sprintf("blk.%d.", l), fmt.Sprintf("model.layers.%d.", l)
