@@ -57,9 +57,13 @@ type RoPEOp struct {
 // plus their depth in the tree. A query's visible keys, numbered in order
 // (the cache rows, then its ancestors), have their positions as numbers,
 // so the window keeps the last Window of them. Window 0 is no window.
+//
+// SoftCap, when positive, caps each scaled score s as SoftCap·tanh(s/SoftCap)
+// before the mask and the softmax (Gemma 2's attn_logit_softcapping).
 type AttentionOp struct {
-	Scale  float32
-	Window int
+	Scale   float32
+	Window  int
+	SoftCap float32
 }
 
 // KVWriteOp (built by KVWrite) copies new rows into a cache at rows
@@ -196,10 +200,14 @@ func (o RoPEOp) String() string {
 	return fmt.Sprintf("RoPE{dims=%d,neox=%v}", 2*len(o.InvFreq), o.NeoX)
 }
 func (o AttentionOp) String() string {
+	s := fmt.Sprintf("Attention{scale=%g", o.Scale)
 	if o.Window > 0 {
-		return fmt.Sprintf("Attention{scale=%g,window=%d}", o.Scale, o.Window)
+		s += fmt.Sprintf(",window=%d", o.Window)
 	}
-	return fmt.Sprintf("Attention{scale=%g}", o.Scale)
+	if o.SoftCap > 0 {
+		s += fmt.Sprintf(",softcap=%g", o.SoftCap)
+	}
+	return s + "}"
 }
 func (KVWriteOp) String() string    { return "KVWrite" }
 func (KVCompactOp) String() string  { return "KVCompact" }
@@ -290,9 +298,11 @@ func Attention(q, k, v, kvLen, end *Array, scale float32) *Array {
 	return AttentionWith(AttentionOp{Scale: scale}, q, k, v, kvLen, end)
 }
 
-// AttentionWith is Attention with every option of op (the sliding window).
+// AttentionWith is Attention with every option of op (the sliding window,
+// the soft-cap).
 func AttentionWith(op AttentionOp, q, k, v, kvLen, end *Array) *Array {
 	mustf(op.Window >= 0, "Attention: window %d", op.Window)
+	mustf(op.SoftCap >= 0, "Attention: soft-cap %g", op.SoftCap)
 	mustf(len(q.shape) == 3 && q.dtype == F32, "Attention: q %v", q)
 	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && (k.dtype == F32 || k.dtype == F16) && v.dtype == k.dtype, "Attention: k %v v %v", k, v)
 	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[0] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)

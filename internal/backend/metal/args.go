@@ -52,11 +52,12 @@ type RoPEArgs struct{ M, H, D, P int32 }
 
 // AttentionArgs: q [N,H,D], k and v [KVH,C,D]; P chunks in the split
 // kernels' scratch; Vec4 as in MatmulArgs; Window the sliding window (0:
-// none).
+// none); SoftCap the scores' soft-cap (0: none).
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
 	Scale           float32
 	P, Vec4, Window int32
+	SoftCap         float32
 }
 
 // KVArgs: cache [Row/D,C,D] (KV heads, positions, head dim); N rows of

@@ -130,6 +130,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
 		// GeGLU's GELU drops a power of x from the cubic term.
 		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", ""},
+		// Attention forgets the soft-cap.
+		{"attention.metal", "sc[i] = vi < c1 ? attn_softcap(dot, args.softcap) : -FLT_MAX;", "sc[i] = vi < c1 ? dot : -FLT_MAX;", "Attention/f32/tree/N9_H4_KVH2_D40_past270_softcap0.8", ""},
 	}
 	// make test plants every third bug (each variant is a file rebuilt for
 	// the emulator, a minute of a 2-core machine for the larger ones);

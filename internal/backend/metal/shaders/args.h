@@ -98,6 +98,7 @@ struct AttentionArgs {
 	int P;
 	int vec4;
 	int window; // sliding window in positions; 0: none
+	float softcap; // scores become softcap·tanh(score/softcap); 0: none
 };
 
 // cache [C,row]; N rows written (KVWrite) or kept (KVCompact).
