@@ -94,6 +94,10 @@ type SwiGLUOp struct{}
 // Sources: gate, up of one shape.
 type GeGLUOp struct{}
 
+// SoftCapOp is Cap·tanh(x/Cap), elementwise (Gemma 2's
+// final_logit_softcapping); SoftCap builds it.
+type SoftCapOp struct{ Cap float32 }
+
 // AddOp (built by Add) is elementwise a+b. b has a's shape, or the shape of
 // a's trailing dimensions, in which case it is broadcast over the leading
 // ones (a bias).
@@ -179,6 +183,7 @@ func (KVCompactOp) isOp()      {}
 func (SiLUOp) isOp()           {}
 func (SwiGLUOp) isOp()         {}
 func (GeGLUOp) isOp()          {}
+func (SoftCapOp) isOp()        {}
 func (AddOp) isOp()            {}
 func (MulOp) isOp()            {}
 func (ConcatOp) isOp()         {}
@@ -214,6 +219,7 @@ func (KVCompactOp) String() string  { return "KVCompact" }
 func (SiLUOp) String() string       { return "SiLU" }
 func (SwiGLUOp) String() string     { return "SwiGLU" }
 func (GeGLUOp) String() string      { return "GeGLU" }
+func (o SoftCapOp) String() string  { return fmt.Sprintf("SoftCap{cap=%g}", o.Cap) }
 func (AddOp) String() string        { return "Add" }
 func (MulOp) String() string        { return "Mul" }
 func (ConcatOp) String() string     { return "Concat" }
@@ -233,7 +239,7 @@ func (o SliceOp) String() string   { return fmt.Sprintf("Slice[%d:%d]", o.Lo, o.
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
 	return []Op{EmbedOp{}, MatMulOp{}, RMSNormOp{}, RoPEOp{}, AttentionOp{}, KVWriteOp{}, KVCompactOp{},
-		SiLUOp{}, SwiGLUOp{}, GeGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
+		SiLUOp{}, SwiGLUOp{}, GeGLUOp{}, SoftCapOp{Cap: 30}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
 		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1},
 		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1},
@@ -346,6 +352,12 @@ func SwiGLU(gate, up *Array) *Array {
 func GeGLU(gate, up *Array) *Array {
 	mustf(gate.dtype == F32 && up.dtype == F32 && gate.shape.Equal(up.shape), "GeGLU: gate %v up %v", gate, up)
 	return node(GeGLUOp{}, F32, gate.shape, gate, up)
+}
+
+// SoftCap is cap·tanh(x/cap); see SoftCapOp.
+func SoftCap(x *Array, cap float32) *Array {
+	mustf(x.dtype == F32 && cap > 0, "SoftCap: x %v cap %g", x, cap)
+	return node(SoftCapOp{Cap: cap}, F32, x.shape, x)
 }
 
 func checkBroadcast(name string, a, b *Array) {

@@ -293,6 +293,10 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.GeGLUOp:
 		b.geglu(f32(s.Out), f32(in[0]), f32(in[1]))
+	case graph.SoftCapOp:
+		for i, x := range f32(in[0]) { // a row of logits a token: no split
+			f32(s.Out)[i] = softCap(x, op.Cap)
+		}
 	case graph.AddOp:
 		add(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.MulOp:

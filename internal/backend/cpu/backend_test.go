@@ -258,6 +258,9 @@ func TestSmallOps(t *testing.T) {
 		{"RMSNorm", func(g *graph.Graph, xa *graph.Array) *graph.Array {
 			return graph.RMSNorm(xa, constF32(t, be, g, "w", []float32{1, 1, 2}, 3), 0)
 		}, []float32{0.46291006, 0.9258201, 2.7774603, 1.6681153, -0.4170288, 0.4170288}},
+		// 2·tanh(x/2), from Python's math.tanh.
+		{"SoftCap", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.SoftCap(xa, 2) },
+			[]float32{0.92423431, 1.5231883, 1.8102965, 1.9280552, -0.92423431, 0.48983732}},
 	}
 	for _, c := range cases {
 		got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {

@@ -256,6 +256,16 @@ func kernelCases(r *rand.Rand) []kcase {
 			err := d.run(gegluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
 			return []any{d.f32s(out)}, err
 		})
+		add("SoftCap/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, dd)
+				return []*graph.Array{graph.SoftCap(xa, 1.5)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(softcapLaunch(out, d.alloc(b(x)), n, 1.5))
+			return []any{d.f32s(out)}, err
+		})
 		for _, op := range []struct {
 			name   string
 			kernel string

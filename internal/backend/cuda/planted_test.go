@@ -120,6 +120,8 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "sc[i] = x < c1 ? att_softcap(dot, sh.softcap) : ATT_NEG;", "sc[i] = x < c1 ? dot : ATT_NEG;", "Attention/f32/tree/N9_H6_KVH2_D33_past20_window5_softcap0.5"},
 		// The 16-byte path caps with tanh(s·cap)/cap.
 		{"attention.cu", "const float sc = in ? att_softcap(dot, sh.softcap) : ATT_NEG;", "const float sc = in ? att_softcap(dot * sh.softcap * sh.softcap, sh.softcap) / (sh.softcap * sh.softcap) : ATT_NEG;", "Attention/f16/decode/N1_H4_KVH2_D64_past1000_softcap0.5_split"},
+		// SoftCap divides by the cap once too often.
+		{"elementwise.cu", "cu_exp(2.0f * x[i] / cap)", "cu_exp(2.0f * x[i] / cap / cap)", "SoftCap/N999"},
 	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {

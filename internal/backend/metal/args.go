@@ -67,6 +67,12 @@ type KVArgs struct{ N, Row, C, D int32 }
 // ElementwiseArgs: N values; binary ops broadcast NB values of b.
 type ElementwiseArgs struct{ N, NB int32 }
 
+// SoftCapArgs: N values capped at Cap (SoftCapOp).
+type SoftCapArgs struct {
+	N   int32
+	Cap float32
+}
+
 // ConcatArgs: a [M,Da] and b [M,Db].
 type ConcatArgs struct{ M, Da, Db int32 }
 
@@ -108,6 +114,7 @@ var argStructs = map[string]any{
 	"AttentionArgs":   AttentionArgs{},
 	"KVArgs":          KVArgs{},
 	"ElementwiseArgs": ElementwiseArgs{},
+	"SoftCapArgs":     SoftCapArgs{},
 	"ConcatArgs":      ConcatArgs{},
 	"RowArgs":         RowArgs{},
 	"GatherArgs":      GatherArgs{},

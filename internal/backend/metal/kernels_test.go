@@ -132,6 +132,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", ""},
 		// Attention forgets the soft-cap.
 		{"attention.metal", "sc[i] = vi < c1 ? attn_softcap(dot, args.softcap) : -FLT_MAX;", "sc[i] = vi < c1 ? dot : -FLT_MAX;", "Attention/f32/tree/N9_H4_KVH2_D40_past270_softcap0.8", ""},
+		// SoftCap leaves the factor 2 out of the exponent.
+		{"elementwise.metal", "exp(2.0f * float(x[tpig.x]) / c)", "exp(float(x[tpig.x]) / c)", "SoftCap/n257", ""},
 	}
 	// make test plants every third bug (each variant is a file rebuilt for
 	// the emulator, a minute of a 2-core machine for the larger ones);

@@ -33,6 +33,7 @@ var kernelFamilies = append([]kernelEntry{
 	{"elementwise", "silu", []graph.DType{graph.F32}},
 	{"elementwise", "swiglu", []graph.DType{graph.F32}},
 	{"elementwise", "geglu", []graph.DType{graph.F32}},
+	{"elementwise", "softcap", []graph.DType{graph.F32}},
 	{"elementwise", "add", []graph.DType{graph.F32}},
 	{"elementwise", "mul", []graph.DType{graph.F32}},
 	{"elementwise", "concat", []graph.DType{graph.F32}},

@@ -133,7 +133,7 @@ func All(r *rand.Rand) []Case {
 	for _, family := range []func(*rand.Rand) []Case{
 		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
 		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
-		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases, attentionSoftCapCases,
+		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases, attentionSoftCapCases, softCapCases,
 	} {
 		cs = append(cs, family(r)...)
 	}
@@ -385,6 +385,20 @@ func activationCases(r *rand.Rand) []Case {
 		cs.add(fmt.Sprintf("GeGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
 			return []*graph.Array{graph.GeGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
+		})
+	}
+	return cs
+}
+
+// softCapCases returns the cases of SoftCap (Gemma 2's final logits), the
+// values well past the cap both ways. (Last in All.)
+func softCapCases(r *rand.Rand) []Case {
+	var cs cases
+	for _, n := range []int{1, 257, 1000} {
+		x := RandF32(r, n, 40)
+		cs.add(fmt.Sprintf("SoftCap/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			xa := g.Input("x", graph.F32, n)
+			return []*graph.Array{graph.SoftCap(xa, 15)}, map[*graph.Array]any{xa: x}
 		})
 	}
 	return cs

@@ -25,6 +25,11 @@ KERNEL void geglu_f32(float *out, const float *gate, const float *up, u64 n) {
 	const u64 i = gid();
 	if (i < n) out[i] = gelu(gate[i]) * up[i];
 }
+// softcap_f32 is cap·tanh(x/cap) (Gemma 2's final logits), tanh as in gelu.
+KERNEL void softcap_f32(float *out, const float *x, u64 n, float cap) {
+	const u64 i = gid();
+	if (i < n) out[i] = cap - 2.0f * cap / (1.0f + cu_exp(2.0f * x[i] / cap));
+}
 KERNEL void add_f32(float *out, const float *a, const float *b, u64 n, u64 nb) {
 	const u64 i = gid();
 	if (i < n) out[i] = a[i] + b[i % nb];

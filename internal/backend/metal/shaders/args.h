@@ -115,6 +115,12 @@ struct ElementwiseArgs {
 	int nb;
 };
 
+// n values, each becoming cap·tanh(x/cap) (SoftCap).
+struct SoftCapArgs {
+	int n;
+	float cap;
+};
+
 // Concat of a [M,Da] and b [M,Db].
 struct ConcatArgs {
 	int M;

@@ -46,6 +46,20 @@ kernel void elementwise_geglu(
 	}
 }
 
+// elementwise_softcap is cap·tanh(x/cap) (Gemma 2's final logits), tanh
+// as in gelu.
+template <typename T>
+kernel void elementwise_softcap(
+		constant SoftCapArgs &args [[buffer(0)]],
+		device const T *x [[buffer(1)]],
+		device T *out [[buffer(2)]],
+		uint3 tpig [[thread_position_in_grid]]) {
+	if (tpig.x < uint(args.n)) {
+		const float c = args.cap;
+		out[tpig.x] = T(c - 2.0f * c / (1.0f + exp(2.0f * float(x[tpig.x]) / c)));
+	}
+}
+
 // Op 0 is Add, 1 is Mul.
 template <typename T, int Op>
 kernel void elementwise_binary(
@@ -82,6 +96,7 @@ kernel void elementwise_concat(
 instantiate_kernel("elementwise_silu_f32", elementwise_silu, float)
 instantiate_kernel("elementwise_swiglu_f32", elementwise_swiglu, float)
 instantiate_kernel("elementwise_geglu_f32", elementwise_geglu, float)
+instantiate_kernel("elementwise_softcap_f32", elementwise_softcap, float)
 instantiate_kernel("elementwise_add_f32", elementwise_binary, float, 0)
 instantiate_kernel("elementwise_mul_f32", elementwise_binary, float, 1)
 instantiate_kernel("elementwise_concat_f32", elementwise_concat, float)
