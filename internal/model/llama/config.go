@@ -1,5 +1,5 @@
 // Package llama is the Llama-family architecture (Llama 2/3, Vicuna,
-// TinyLlama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 3): its configuration, weights bound by checkpoint
+// TinyLlama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and 3): its configuration, weights bound by checkpoint
 // name, and the graph builder for prefill, decode and tree verification,
 // which are one forward pass over N new tokens with different attention
 // trees.
@@ -13,7 +13,7 @@ import (
 // Config is the architecture of a loaded model, normalised from a GGUF
 // file's metadata or an HF config.json.
 type Config struct {
-	Arch       string  // "llama", "mistral", "qwen2", "qwen3", "phi3" or "gemma3"
+	Arch       string  // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2" or "gemma3"
 	Vocab      int     // vocabulary size
 	Dim        int     // hidden size
 	FFN        int     // intermediate size of the SwiGLU MLP
@@ -54,6 +54,10 @@ type Config struct {
 	AttnScale float64
 	PostNorms bool // RMSNorm on the attention's and the MLP's outputs before each residual add
 	GeGLU     bool // the MLP is GELU(gate)·up (tanh approximation), not SiLU(gate)·up
+	// AttnSoftCap and FinalSoftCap, when positive, cap the attention
+	// scores and the logits as cap·tanh(x/cap) (Gemma 2's
+	// attn_logit_softcapping and final_logit_softcapping).
+	AttnSoftCap, FinalSoftCap float32
 }
 
 // Window is layer i's attention window, 0 for none.

@@ -53,7 +53,7 @@ func (s *State) AddForward(g *graph.Graph, tokens, pos, kvLen, end, rows *graph.
 	}
 	x = graph.GatherRows(x, f.rows)                              // only the rows asked for
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]
-	f.logits = graph.MatMul(f.hidden, r.weight(g, &m.Output))    // logits = lm_head(hidden) [nOut, vocab]
+	f.logits = r.head(g, f.hidden)                               // logits = lm_head(hidden) [nOut, vocab]
 	return f.logits, f.hidden
 }
 
@@ -65,6 +65,16 @@ func (r *Runner) embed(g *graph.Graph, tokens *graph.Array) *graph.Array {
 		x = graph.Mul(x, r.weight(g, &r.embedScale)) // x = x * normalizer (Gemma)
 	}
 	return x
+}
+
+// head is the logits of hidden states [n, dim], [n, vocab]: the output
+// projection, soft-capped where the model caps them (Gemma 2).
+func (r *Runner) head(g *graph.Graph, hidden *graph.Array) *graph.Array {
+	logits := graph.MatMul(hidden, r.weight(g, &r.Model.Output))
+	if c := r.Model.Config.FinalSoftCap; c > 0 {
+		logits = graph.SoftCap(logits, c) // logits = tanh(logits / cap) * cap
+	}
+	return logits
 }
 
 // Forward runs the model over b, writing their keys and values at

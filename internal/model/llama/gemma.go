@@ -36,12 +36,20 @@ import (
 //     ones with rope_theta (1e6) and rope_scaling (linear ×8 in 4B and up);
 //   - the output projection tied to the embeddings; no soft-capping.
 //
-// Nothing here needs a backend op beyond GeGLU: the scale is a Mul by a
-// constant vector, the extra norms are RMSNorms, the windows and the two
-// RoPE tables are per-op parameters.
+// Gemma 2 (GGUF "gemma2", HF model_type "gemma2"), per transformers'
+// models/gemma2/modeling_gemma2.py, is the same block without the q/k head
+// norms, with every other layer sliding (layer_idx % 2 == 0: the pattern
+// 2), one RoPE base for all layers, and two soft-caps: the attention
+// scores, scaled, become cap·tanh(s/cap) before the mask and softmax
+// (attn_logit_softcapping, 50), and the logits likewise
+// (final_logit_softcapping, 30).
+//
+// Nothing here needs a backend op beyond GeGLU and SoftCap: the scale is a
+// Mul by a constant vector, the extra norms are RMSNorms, the windows, the
+// two RoPE tables and the scores' cap are per-op parameters.
 
 // isGemma reports whether arch is a Gemma architecture handled here.
-func isGemma(arch string) bool { return arch == "gemma3" }
+func isGemma(arch string) bool { return arch == "gemma2" || arch == "gemma3" }
 
 // gemmaFromGGUF completes c, read by modelFromGGUF's common keys, with
 // Gemma 3's: the window every layer but each sixth has, the sliding
@@ -51,6 +59,12 @@ func isGemma(arch string) bool { return arch == "gemma3" }
 // 1/√(embedding_length/head_count) for the 62-layer 27B model, else
 // 1/√key_length (GGUF has no query_pre_attn_scalar; those are the models'
 // values of it).
+//
+// Gemma 2's (LLM_ARCH_GEMMA2): sliding_window from the file, every other
+// layer sliding (pattern 2), one RoPE base, the soft-caps
+// attn_logit_softcapping and final_logit_softcapping from the file (50 and
+// 30 when absent, llama.cpp's defaults), and the scale 1/√key_length, or
+// 1/√(embedding_length/head_count) for the 46-layer 27B model.
 func gemmaFromGGUF(g *formats.GGUF, c *Config) error {
 	a := c.Arch + "."
 	w, ok := g.Uint(a + "attention.sliding_window")
@@ -60,38 +74,70 @@ func gemmaFromGGUF(g *formats.GGUF, c *Config) error {
 	if w == 0 || w > maxConfigSize {
 		return fmt.Errorf("gguf metadata %sattention.sliding_window = %d is out of range", a, w)
 	}
-	if v, ok := g.Float(a + "final_logit_softcapping"); ok && v != 0 {
-		return fmt.Errorf("gemma3 with final_logit_softcapping %g is not supported", v)
-	}
-	c.SlidingWindow, c.SlidingPattern = int(w), 6
-	c.RopeLocalTheta = 10000
-	if v, ok := g.Float(a + "rope.freq_base_swa"); ok && v > 0 {
-		c.RopeLocalTheta = v
-	}
+	c.SlidingWindow = int(w)
 	c.RopeNeoX = true // llama.cpp: LLAMA_ROPE_TYPE_NEOX; the converter leaves q and k unpermuted
 	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+	c.PostNorms, c.GeGLU = true, true
+	bigLayers := 62
+	if c.Arch == "gemma2" {
+		c.SlidingPattern, bigLayers = 2, 46
+		c.AttnSoftCap, c.FinalSoftCap = 50, 30
+		for _, f := range []struct {
+			dst *float32
+			key string
+		}{{&c.AttnSoftCap, "attn_logit_softcapping"}, {&c.FinalSoftCap, "final_logit_softcapping"}} {
+			if v, ok := g.Float(a + f.key); ok {
+				if !(v >= 0) {
+					return fmt.Errorf("gguf metadata %s%s = %g", a, f.key, v)
+				}
+				*f.dst = float32(v)
+			}
+		}
+	} else {
+		if v, ok := g.Float(a + "final_logit_softcapping"); ok && v != 0 {
+			return fmt.Errorf("gemma3 with final_logit_softcapping %g is not supported", v)
+		}
+		c.SlidingPattern, c.QKNorm = 6, true
+		c.RopeLocalTheta = 10000
+		if v, ok := g.Float(a + "rope.freq_base_swa"); ok && v > 0 {
+			c.RopeLocalTheta = v
+		}
+	}
 	scalar := float64(c.HeadDim)
-	if c.Layers == 62 && c.Heads > 0 {
+	if c.Layers == bigLayers && c.Heads > 0 {
 		scalar = float64(c.Dim / c.Heads)
 	}
 	c.AttnScale = 1 / math.Sqrt(scalar)
-	c.PostNorms, c.GeGLU, c.QKNorm = true, true, true
 	return nil
 }
 
 // gemmaFromHF completes c, read by configFromHF's common keys, with Gemma
-// 3's from config.json (Gemma3TextConfig's defaults for absent keys).
+// 2's or 3's from config.json (Gemma2Config's and Gemma3TextConfig's
+// defaults for absent keys, but for Gemma 2's soft-caps: JSON cannot tell
+// an absent key from a null one here, so either is no cap; Gemma 2's
+// released configs state both).
 func gemmaFromHF(h *formats.HFConfig, c *Config) error {
+	gemma2 := h.ModelType == "gemma2"
 	c.Arch = "gemma3"
+	if gemma2 {
+		c.Arch = "gemma2"
+	}
 	if act := h.HiddenActivation; act != "" && act != "gelu_pytorch_tanh" {
-		return fmt.Errorf("gemma3 with hidden_activation %q is not supported (only gelu_pytorch_tanh)", act)
+		return fmt.Errorf("%s with hidden_activation %q is not supported (only gelu_pytorch_tanh)", c.Arch, act)
 	}
 	for _, f := range []struct {
 		name string
 		v    *float64
-	}{{"final_logit_softcapping", h.FinalLogitSoftcapping}, {"attn_logit_softcapping", h.AttnLogitSoftcapping}} {
-		if f.v != nil && *f.v != 0 {
+		dst  *float32
+	}{{"final_logit_softcapping", h.FinalLogitSoftcapping, &c.FinalSoftCap}, {"attn_logit_softcapping", h.AttnLogitSoftcapping, &c.AttnSoftCap}} {
+		switch {
+		case f.v == nil:
+		case !gemma2 && *f.v != 0:
 			return fmt.Errorf("gemma3 with %s %g is not supported", f.name, *f.v)
+		case !(*f.v >= 0):
+			return fmt.Errorf("%s %g", f.name, *f.v)
+		default:
+			*f.dst = float32(*f.v)
 		}
 	}
 	c.SlidingWindow = 4096
@@ -102,7 +148,10 @@ func gemmaFromHF(h *formats.HFConfig, c *Config) error {
 		c.SlidingWindow = *w
 	}
 	c.SlidingPattern = 6
-	if p := h.SlidingWindowPattern; p != nil {
+	if gemma2 {
+		c.SlidingPattern = 2 // modeling_gemma2.py: layer_idx % 2 == 0 slides
+	}
+	if p := h.SlidingWindowPattern; p != nil && !gemma2 {
 		if *p <= 0 {
 			return fmt.Errorf("sliding_window_pattern %d", *p)
 		}
@@ -111,7 +160,7 @@ func gemmaFromHF(h *formats.HFConfig, c *Config) error {
 	if lt := h.LayerTypes; lt != nil {
 		// Newer configs list each layer's kind; we run the periodic
 		// pattern, so the list must be one (it is in every Gemma 3).
-		if i := slices.Index(lt, "full_attention"); i >= 0 && h.SlidingWindowPattern == nil {
+		if i := slices.Index(lt, "full_attention"); i >= 0 && h.SlidingWindowPattern == nil && !gemma2 {
 			c.SlidingPattern = i + 1
 		}
 		if len(lt) != c.Layers {
@@ -123,12 +172,14 @@ func gemmaFromHF(h *formats.HFConfig, c *Config) error {
 			}
 		}
 	}
-	c.RopeLocalTheta = 10000
-	if v := h.RopeLocalBaseFreq; v != nil {
-		if !(*v > 0) {
-			return fmt.Errorf("rope_local_base_freq %g", *v)
+	if !gemma2 {
+		c.RopeLocalTheta = 10000
+		if v := h.RopeLocalBaseFreq; v != nil {
+			if !(*v > 0) {
+				return fmt.Errorf("rope_local_base_freq %g", *v)
+			}
+			c.RopeLocalTheta = *v
 		}
-		c.RopeLocalTheta = *v
 	}
 	scalar := 256.0
 	if v := h.QueryPreAttnScalar; v != nil {
@@ -139,7 +190,7 @@ func gemmaFromHF(h *formats.HFConfig, c *Config) error {
 	}
 	c.AttnScale = 1 / math.Sqrt(scalar)
 	c.EmbedScale = float32(math.Sqrt(float64(c.Dim))) // rounded to the table's type once it is bound (gemmaBound)
-	c.PostNorms, c.GeGLU, c.QKNorm, c.QKVBias = true, true, true, false
+	c.PostNorms, c.GeGLU, c.QKNorm, c.QKVBias = true, true, !gemma2, false
 	return nil
 }
 

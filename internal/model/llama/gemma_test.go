@@ -46,9 +46,11 @@ func gemma3Config() Config {
 // Gemma config.json, by their transformers names.
 type gemmaReference struct {
 	Config
-	queryPreAttnScalar   float64
-	slidingWindowPattern int
-	ropeLocalBaseFreq    float64
+	gemma2                                      bool // modeling_gemma2.py: no q/k norms, layer_idx % 2 == 0 slides, one RoPE base
+	queryPreAttnScalar                          float64
+	slidingWindowPattern                        int
+	ropeLocalBaseFreq                           float64
+	attnLogitSoftcapping, finalLogitSoftcapping float64 // 0: None
 }
 
 func gemma3Reference() gemmaReference {
@@ -67,7 +69,13 @@ func gemma3Reference() gemmaReference {
 // is_sliding = bool((layer_idx + 1) % sliding_window_pattern), sliding
 // layers masking keys sliding_window or more positions back and rotating
 // with rope_local_base_freq, the others with rope_theta), Gemma3MLP
-// (down(gelu_pytorch_tanh(gate(x)) · up(x))), and the tied lm_head.
+// (down(gelu_pytorch_tanh(gate(x)) · up(x))), and the tied lm_head. With
+// gemma2, transformers' models/gemma2/modeling_gemma2.py (v4.44–4.53)
+// instead: no q_norm/k_norm; is_sliding = not bool(layer_idx % 2); one
+// rotary embedding (rope_theta) for every layer; in eager_attention_forward
+// the scaled scores become tanh(s / attn_logit_softcapping) ·
+// attn_logit_softcapping before the mask; and Gemma2ForCausalLM's logits
+// tanh(l / final_logit_softcapping) · final_logit_softcapping.
 func naiveGemmaForward(c gemmaReference, w map[string][]float64, tokens []int) [][]float64 {
 	d, hd := c.Dim, c.HeadDim
 	linear := func(x []float64, name string, out int) []float64 {
@@ -115,8 +123,11 @@ func naiveGemmaForward(c gemmaReference, w map[string][]float64, tokens []int) [
 		p := fmt.Sprintf("model.layers.%d.", l)
 		sliding := (l+1)%c.slidingWindowPattern != 0
 		base := c.RopeTheta
-		if sliding {
+		if sliding && !c.gemma2 {
 			base = c.ropeLocalBaseFreq
+		}
+		if c.gemma2 {
+			sliding = l%2 == 0
 		}
 		qs, ks, vs := make([][]float64, n), make([][]float64, n), make([][]float64, n)
 		for t := range n {
@@ -125,11 +136,15 @@ func naiveGemmaForward(c gemmaReference, w map[string][]float64, tokens []int) [
 			ks[t] = linear(h, p+"self_attn.k_proj.weight", c.KVHeads*hd)
 			vs[t] = linear(h, p+"self_attn.v_proj.weight", c.KVHeads*hd)
 			for hh := range c.Heads {
-				copy(qs[t][hh*hd:(hh+1)*hd], norm(qs[t][hh*hd:(hh+1)*hd], p+"self_attn.q_norm.weight"))
+				if !c.gemma2 {
+					copy(qs[t][hh*hd:(hh+1)*hd], norm(qs[t][hh*hd:(hh+1)*hd], p+"self_attn.q_norm.weight"))
+				}
 				rope(qs[t][hh*hd:(hh+1)*hd], t, base)
 			}
 			for hh := range c.KVHeads {
-				copy(ks[t][hh*hd:(hh+1)*hd], norm(ks[t][hh*hd:(hh+1)*hd], p+"self_attn.k_norm.weight"))
+				if !c.gemma2 {
+					copy(ks[t][hh*hd:(hh+1)*hd], norm(ks[t][hh*hd:(hh+1)*hd], p+"self_attn.k_norm.weight"))
+				}
 				rope(ks[t][hh*hd:(hh+1)*hd], t, base)
 			}
 		}
@@ -148,6 +163,9 @@ func naiveGemmaForward(c gemmaReference, w map[string][]float64, tokens []int) [
 						sc[s] += qs[t][hh*hd+j] * ks[s][g*hd+j]
 					}
 					sc[s] *= math.Pow(c.queryPreAttnScalar, -0.5)
+					if cp := c.attnLogitSoftcapping; cp != 0 {
+						sc[s] = math.Tanh(sc[s]/cp) * cp
+					}
 					mx = math.Max(mx, sc[s])
 				}
 				var sum float64
@@ -180,6 +198,11 @@ func naiveGemmaForward(c gemmaReference, w map[string][]float64, tokens []int) [
 	out := make([][]float64, n)
 	for t := range n {
 		out[t] = linear(norm(x[t], "model.norm.weight"), "model.embed_tokens.weight", c.Vocab)
+		if cp := c.finalLogitSoftcapping; cp != 0 {
+			for v := range out[t] {
+				out[t][v] = math.Tanh(out[t][v]/cp) * cp
+			}
+		}
 	}
 	return out
 }
@@ -379,5 +402,118 @@ func TestGemma3JointForwardEqualsAlone(t *testing.T) {
 	}
 	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
 		checkJointOf(t, ck.GGUF, be, graph.F32)
+	}
+}
+
+// gemma2Spec is a tiny Gemma 2: four layers (0 and 2 sliding with a window
+// of 5, 1 and 3 global), soft-caps low enough to bend most attention
+// scores (0.8) and the larger logits (3), GQA, head_dim 16 where Dim/Heads
+// is 12.
+var gemma2Spec = llamatest.Spec{Arch: "gemma2", Vocab: 64, Dim: 48, FFN: 80, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
+	NormEps: 1e-6, RopeTheta: 10000, Context: 64, Tied: true, Window: 5, AttnSoftCap: 0.8, FinalSoftCap: 3}
+
+// gemma2Config is the Config both files of gemma2Spec must load as.
+func gemma2Config() Config {
+	s := gemma2Spec
+	return Config{Arch: "gemma2", Vocab: s.Vocab, Dim: s.Dim, FFN: s.FFN, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads,
+		HeadDim: s.HeadDim, NormEps: s.NormEps, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim, RopeNeoX: true,
+		Context: s.Context, TiedOutput: true, SlidingWindow: s.Window, SlidingPattern: 2,
+		EmbedScale: float32(math.Sqrt(float64(s.Dim))), AttnScale: 1 / math.Sqrt(float64(s.HeadDim)), PostNorms: true, GeGLU: true,
+		AttnSoftCap: float32(s.AttnSoftCap), FinalSoftCap: float32(s.FinalSoftCap)}
+}
+
+// A random Gemma 2 loads from GGUF and from HF with the same config, and
+// both give the logits of naiveGemmaForward (modeling_gemma2.py's
+// soft-caps, alternating windows) within 1e-5 of the largest on both CPU
+// backends, the same bits from both files, and the reference's greedy
+// tokens; without either soft-cap the logits move by more than 1e-3.
+func TestGemma2MatchesReference(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), gemma2Spec, nil, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := []int32{3, 17, 5, 63, 0, 22, 8, 41, 9, 30, 2, 12}
+	ints := make([]int, len(tokens))
+	for i, v := range tokens {
+		ints[i] = int(v)
+	}
+	ref := gemmaReference{Config: gemma2Config(), gemma2: true, queryPreAttnScalar: float64(gemma2Spec.HeadDim),
+		slidingWindowPattern: 2, attnLogitSoftcapping: gemma2Spec.AttnSoftCap, finalLogitSoftcapping: gemma2Spec.FinalSoftCap}
+	want := naiveGemmaForward(ref, ck.Weights, ints)
+	prompt, n := []int32{7, 30, 2}, 24
+	checkMatchesReference(t, ck, gemma2Config(), tokens, want, prompt, naiveGemmaGreedy(ref, ck.Weights, prompt, n))
+
+	m, err := Open(ck.GGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	logits := func(md *Model) []float32 {
+		r, err := Bind(md, cpu.NewReference())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		s, err := r.NewState(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out := make([]float32, len(tokens)*md.Config.Vocab)
+		if err := s.Forward(Chain(tokens, true), out, nil); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	base := logits(m.Model)
+	for name, change := range map[string]func(c *Config){
+		"no attention soft-cap": func(c *Config) { c.AttnSoftCap = 0 },
+		"no final soft-cap":     func(c *Config) { c.FinalSoftCap = 0 },
+		"every layer sliding":   func(c *Config) { c.SlidingPattern = 0 },
+	} {
+		md := *m.Model
+		change(&md.Config)
+		if e := maxRel(logits(&md), base); e < 1e-3 {
+			t.Errorf("%s: the logits moved by only %g", name, e)
+		}
+	}
+}
+
+// On the fused layers' path a Gemma 2 layer (fused Q·K·V with RoPE, the
+// rest unfused) gives the unfused graph's bits; Metal's and CUDA's
+// emulated kernels give the CPU reference's logits within 1e-4.
+func TestGemma2FusedAndGPUGraphs(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), gemma2Spec, nil, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := passesOf(t, ck.GGUF, cpu.NewReference(), false)
+	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
+		ref, _ := passesOf(t, ck.GGUF, be, false)
+		got, _ := passesOf(t, ck.GGUF, be, true)
+		for i := range ref {
+			if !bitsEqual(got[i], ref[i]) {
+				t.Errorf("%s: pass %d's %s differ fused", be.Name(), i/2, [2]string{"logits", "hidden states"}[i%2])
+			}
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	for _, tc := range []struct {
+		name string
+		be   func(t *testing.T) graph.Backend
+	}{
+		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }},
+		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := passesOf(t, ck.GGUF, tc.be(t), true)
+			for i := 0; i < len(want); i += 2 {
+				if e := maxRel(got[i], want[i]); e > 1e-4 {
+					t.Errorf("pass %d: logits differ from the CPU reference's by %g", i/2, e)
+				}
+			}
+		})
 	}
 }

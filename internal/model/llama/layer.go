@@ -38,6 +38,8 @@ func LayersRunAs(c *Config, be graph.Backend) string {
 		return "q, k, v unfused around the head norms, gate and up unfused before GeGLU; O and down unfused before their post-norms"
 	case c.QKNorm:
 		return "fused O, gate-up, down; q, k, v unfused around the head norms"
+	case c.PostNorms:
+		return "fused QKV with RoPE and cache write; gate and up unfused before GeGLU; O and down unfused before their post-norms"
 	}
 	return "fused QKV with RoPE and cache write, O, gate-up, down"
 }
@@ -188,7 +190,7 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 		invFreq = r.localInvFreq // Gemma 3's sliding layers: rotary_emb_local
 	}
 	attention := func(q *graph.Array, s segment) *graph.Array { // sdpa(q, k, v, tree mask) [n, heads*hd]
-		a := graph.AttentionWith(graph.AttentionOp{Scale: r.scale, Window: c.Window(i)}, q, s.k, s.v, s.kvLen, s.end)
+		a := graph.AttentionWith(graph.AttentionOp{Scale: r.scale, Window: c.Window(i), SoftCap: c.AttnSoftCap}, q, s.k, s.v, s.kvLen, s.end)
 		return graph.Reshape(a, 1, (s.hi-s.lo)*c.Heads*c.HeadDim)
 	}
 	var a *graph.Array

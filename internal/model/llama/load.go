@@ -62,9 +62,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, errors.New("gguf metadata has no general.architecture")
 	}
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma3)", arch)
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)", arch)
 	}
 	num := func(key string, def int) (int, error) {
 		v, ok := g.Uint(arch + "." + key)
@@ -273,11 +273,11 @@ func openHF(dir string) (*Checkpoint, error) {
 func configFromHF(h *formats.HFConfig) (Config, error) {
 	arch := h.ModelType
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
 	case "gemma3":
 		return Config{}, errGemmaMultimodal
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma3_text)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -309,7 +309,7 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
-	if arch == "gemma3_text" {
+	if arch == "gemma3_text" || arch == "gemma2" {
 		if err := gemmaFromHF(h, &c); err != nil {
 			return Config{}, err
 		}

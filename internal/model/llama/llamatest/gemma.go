@@ -8,23 +8,30 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
-// writeGemma3 writes a random Gemma 3 text model: tied embeddings, four
-// norms a layer and q/k head norms, all gains stored as HF stores them (w,
-// applied as 1+w) and as llama.cpp's converter writes them (1+w), under
-// the names of transformers' Gemma3ForCausalLM checkpoints and of
-// llama.cpp's converter (Gemma3Model: post_attention_norm, ffn_norm for
-// pre_feedforward_layernorm, post_ffw_norm). Every sixth layer is global
-// (sliding_window_pattern 6); the sliding layers' RoPE base is 10000, the
-// global ones' s.RopeTheta; query_pre_attn_scalar is s.HeadDim, which is
-// what llama.cpp assumes for a Gemma 3 GGUF of other than 62 layers.
-func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+// writeGemma writes a random Gemma 2 or Gemma 3 text model: tied
+// embeddings, four norms a layer (and Gemma 3's q/k head norms), all gains
+// stored as HF stores them (w, applied as 1+w) and as llama.cpp's converter
+// writes them (1+w), under the names of transformers' Gemma2ForCausalLM /
+// Gemma3ForCausalLM checkpoints and of llama.cpp's converter (Gemma2Model,
+// Gemma3Model: post_attention_norm, ffn_norm for pre_feedforward_layernorm,
+// post_ffw_norm). Gemma 3: every sixth layer is global
+// (sliding_window_pattern 6), the sliding layers' RoPE base 10000, the
+// global ones' s.RopeTheta. Gemma 2: every other layer global, one base,
+// the soft-caps s.AttnSoftCap and s.FinalSoftCap. query_pre_attn_scalar is
+// s.HeadDim, which is what llama.cpp assumes for a GGUF of other than the
+// 27B models' layer counts.
+func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
+	gemma3 := s.Arch == "gemma3"
 	if !s.Tied {
-		return nil, fmt.Errorf("llamatest: gemma3's output projection is always the embedding table")
+		return nil, fmt.Errorf("llamatest: gemma's output projection is always the embedding table")
+	}
+	if gemma3 && (s.AttnSoftCap != 0 || s.FinalSoftCap != 0) {
+		return nil, fmt.Errorf("llamatest: gemma3 has no soft-caps")
 	}
 	if s.Window <= 0 {
 		return nil, fmt.Errorf("llamatest: gemma3 needs a sliding window")
 	}
-	t := newTensors(seed, 0x63e3)
+	t := newTensors(seed, map[bool]uint64{true: 0x63e3, false: 0x62e2}[gemma3])
 	ck := &Checkpoint{GGUF: filepath.Join(dir, "model.gguf"), HF: filepath.Join(dir, "hf")}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	// Embeddings of RMS 1/√Dim, so that the scaled ones have RMS 1 (as
@@ -39,8 +46,10 @@ func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoin
 		t.add(g+"attn_q.weight", h+"self_attn.q_proj.weight", 0.3, q, s.Dim)
 		t.add(g+"attn_k.weight", h+"self_attn.k_proj.weight", 0.3, kv, s.Dim)
 		t.add(g+"attn_v.weight", h+"self_attn.v_proj.weight", 0.3, kv, s.Dim)
-		t.addShifted(g+"attn_q_norm.weight", h+"self_attn.q_norm.weight", 0.5, s.HeadDim)
-		t.addShifted(g+"attn_k_norm.weight", h+"self_attn.k_norm.weight", 0.5, s.HeadDim)
+		if gemma3 {
+			t.addShifted(g+"attn_q_norm.weight", h+"self_attn.q_norm.weight", 0.5, s.HeadDim)
+			t.addShifted(g+"attn_k_norm.weight", h+"self_attn.k_norm.weight", 0.5, s.HeadDim)
+		}
 		t.add(g+"attn_output.weight", h+"self_attn.o_proj.weight", 0.3, s.Dim, q)
 		t.addShifted(g+"post_attention_norm.weight", h+"post_attention_layernorm.weight", 0.2, s.Dim)
 		t.addShifted(g+"ffn_norm.weight", h+"pre_feedforward_layernorm.weight", 0.2, s.Dim)
@@ -49,11 +58,11 @@ func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoin
 		t.add(g+"ffn_down.weight", h+"mlp.down_proj.weight", 0.3, s.Dim, s.FFN)
 		t.addShifted(g+"post_ffw_norm.weight", h+"post_feedforward_layernorm.weight", 0.2, s.Dim)
 	}
-	// GGUF: the keys llama.cpp's converter writes for Gemma 3 (q and k
-	// rows unpermuted: llama.cpp rotates them as NeoX pairs).
-	a := "gemma3."
+	// GGUF: the keys llama.cpp's converter writes for Gemma 2 and 3 (q
+	// and k rows unpermuted: llama.cpp rotates them as NeoX pairs).
+	a := s.Arch + "."
 	kvs := []formats.KV{
-		{Key: "general.architecture", Value: "gemma3"},
+		{Key: "general.architecture", Value: s.Arch},
 		{Key: a + "context_length", Value: uint32(s.Context)},
 		{Key: a + "embedding_length", Value: uint32(s.Dim)},
 		{Key: a + "block_count", Value: uint32(s.Layers)},
@@ -65,6 +74,10 @@ func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoin
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
 		{Key: a + "attention.sliding_window", Value: uint32(s.Window)},
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+	}
+	if !gemma3 {
+		kvs = append(kvs, formats.KV{Key: a + "attn_logit_softcapping", Value: float32(s.AttnSoftCap)},
+			formats.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftCap)})
 	}
 	kvs = append(kvs, meta...)
 	// config.json as Gemma 3 1B's (google/gemma-3-1b-it), less what no
@@ -78,6 +91,13 @@ func writeGemma3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoin
 		"attention_bias": false, "hidden_activation": "gelu_pytorch_tanh", "torch_dtype": "float32",
 		"query_pre_attn_scalar": s.HeadDim, "sliding_window": s.Window, "sliding_window_pattern": 6,
 		"attn_logit_softcapping": nil, "final_logit_softcapping": nil,
+	}
+	if !gemma3 {
+		// As Gemma 2 2B's config.json (google/gemma-2-2b-it).
+		cfg["architectures"], cfg["model_type"] = []string{"Gemma2ForCausalLM"}, "gemma2"
+		cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"] = s.AttnSoftCap, s.FinalSoftCap
+		delete(cfg, "rope_local_base_freq")
+		delete(cfg, "sliding_window_pattern")
 	}
 	if err := writeCheckpoint(ck, kvs, cfg, t); err != nil {
 		return nil, err

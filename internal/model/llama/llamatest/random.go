@@ -21,7 +21,7 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // Write: "qwen3", "phi3", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
+	Arch                    string // Write: "qwen3", "phi3", "gemma2", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
@@ -29,7 +29,9 @@ type Spec struct {
 	Context                 int
 	Tied                    bool // no output projection: the embedding table is it
 	RopeFreqs               bool // Llama 3's rope_freqs.weight (WriteLlamaLikeGGUF only)
-	Window                  int  // Gemma's sliding_window (gemma3 only)
+	Window                  int  // Gemma's sliding_window (gemma2, gemma3)
+	// Gemma 2's attn_logit_softcapping and final_logit_softcapping.
+	AttnSoftCap, FinalSoftCap float64
 }
 
 // Checkpoint is a random model written in both formats.
@@ -48,11 +50,11 @@ func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, err
 	switch s.Arch {
 	case "phi3":
 		return writePhi3(dir, s, meta, seed)
-	case "gemma3":
-		return writeGemma3(dir, s, meta, seed)
+	case "gemma2", "gemma3":
+		return writeGemma(dir, s, meta, seed)
 	case "qwen3":
 	default:
-		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3, gemma3)", s.Arch)
+		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3, gemma2, gemma3)", s.Arch)
 	}
 	t := newTensors(seed, 0x71e3)
 	add := t.add
