@@ -38,3 +38,32 @@ func TestGemma3GreedyReDrafterEqualsGreedy(t *testing.T) {
 		{"metal-emu", 16, testenv.Subset([]draftRun{{trained, 3, 4}, {trained, 1, 5}}, 0)},
 	})
 }
+
+// gemma2Model writes a random-weight Gemma 2 (Gemma 3's block without head
+// norms; four layers, 0 and 2 with a window of 8, 1 and 3 global; scores
+// soft-capped at 1.5, low enough to bend them, logits at 10) with
+// stories260K's tokenizer, and returns its GGUF file. Seed 3 decodes 48
+// tokens that change four times (of seeds 1 to 12, the most).
+func gemma2Model(t *testing.T) string {
+	t.Helper()
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma2", Vocab: 512, Dim: 64, FFN: 96, Layers: 4,
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, Window: 8,
+		AttnSoftCap: 1.5, FinalSoftCap: 10}, storiesTokenizer(t), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck.GGUF
+}
+
+// TestGemma3GreedyReDrafterEqualsGreedy's check on a random Gemma 2. CUDA's
+// emulated kernels run it in internal/backend/cuda/cudatest
+// (TestGemma2GreedyGenerationEqualsCPU).
+func TestGemma2GreedyReDrafterEqualsGreedy(t *testing.T) {
+	model := gemma2Model(t)
+	trained := trainedHead(t, model)
+	random := randomHead(t)
+	checkReDrafterEqualsGreedy(t, model, trained, []backendRun{
+		{"cpu", 48, []draftRun{{trained, 3, 4}, {trained, 1, 5}, {random, 3, 4}}},
+		{"metal-emu", 16, testenv.Subset([]draftRun{{trained, 3, 4}, {trained, 1, 5}}, 0)},
+	})
+}

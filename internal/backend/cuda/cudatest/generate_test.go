@@ -201,6 +201,31 @@ func checkGemma3GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
 	checkRandomModelGreedyEqualsCPU(t, gpu, ck.GGUF, shapes)
 }
 
+// TestGemma2GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
+// on a random Gemma 2 (soft-capped scores and logits, every other layer
+// sliding; make test: W3L4; make test-all: also W1L5).
+func TestGemma2GreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t)
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkGemma2GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// checkGemma2GreedyEqualsCPU is checkArchGreedyEqualsCPU on a Gemma 2 of
+// four layers (0 and 2 with a window of 8), scores capped at 1.5 and logits
+// at 10, drawn from seed 3, whose 16 tokens change twice.
+func checkGemma2GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
+	spec := llamatest.Spec{Arch: "gemma2", Vocab: 512, Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
+		NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, Window: 8, AttnSoftCap: 1.5, FinalSoftCap: 10}
+	ck, err := llamatest.Write(t.TempDir(), spec, storiesTokenizer(t), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRandomModelGreedyEqualsCPU(t, gpu, ck.GGUF, shapes)
+}
+
 // gemma3Spec: embeddings × √hidden, four norms a layer, q/k head norms,
 // GeGLU, tied embeddings; six layers, five sliding (a window of 8, their
 // own RoPE base) and the sixth global.
