@@ -34,7 +34,8 @@ import (
 //     when (i+1) % sliding_window_pattern == 0), the sliding layers
 //     rotating with base rope_local_base_freq (10000) unscaled, the global
 //     ones with rope_theta (1e6) and rope_scaling (linear ×8 in 4B and up);
-//   - the output projection tied to the embeddings; no soft-capping.
+//   - the output projection tied to the embeddings; the logits soft-capped
+//     only where final_logit_softcapping is set (no released model does).
 //
 // Gemma 2 (GGUF "gemma2", HF model_type "gemma2"), per transformers'
 // models/gemma2/modeling_gemma2.py, is the same block without the q/k head
@@ -68,10 +69,13 @@ func isGemma(arch string) bool { return arch == "gemma2" || arch == "gemma3" }
 func gemmaFromGGUF(g *formats.GGUF, c *Config) error {
 	a := c.Arch + "."
 	w, ok := g.Uint(a + "attention.sliding_window")
-	if !ok {
+	if !ok && c.Arch == "gemma2" {
 		return fmt.Errorf("gguf metadata has no %sattention.sliding_window", a)
 	}
-	if w == 0 || w > maxConfigSize {
+	// llama.cpp's converter leaves a Gemma 3's window out when
+	// sliding_window_pattern is 1 (no sliding layer), and llama.cpp then
+	// runs every layer global: so do we (Window is 0 for every layer).
+	if w > maxConfigSize {
 		return fmt.Errorf("gguf metadata %sattention.sliding_window = %d is out of range", a, w)
 	}
 	c.SlidingWindow = int(w)
@@ -79,24 +83,29 @@ func gemmaFromGGUF(g *formats.GGUF, c *Config) error {
 	c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
 	c.PostNorms, c.GeGLU = true, true
 	bigLayers := 62
+	caps := []struct {
+		dst *float32
+		key string
+	}{{&c.FinalSoftCap, "final_logit_softcapping"}}
 	if c.Arch == "gemma2" {
 		c.SlidingPattern, bigLayers = 2, 46
 		c.AttnSoftCap, c.FinalSoftCap = 50, 30
-		for _, f := range []struct {
+		caps = append(caps, struct {
 			dst *float32
 			key string
-		}{{&c.AttnSoftCap, "attn_logit_softcapping"}, {&c.FinalSoftCap, "final_logit_softcapping"}} {
-			if v, ok := g.Float(a + f.key); ok {
-				if !(v >= 0) {
-					return fmt.Errorf("gguf metadata %s%s = %g", a, f.key, v)
-				}
-				*f.dst = float32(v)
+		}{&c.AttnSoftCap, "attn_logit_softcapping"})
+	}
+	// Gemma 3's converter writes final_logit_softcapping when the config
+	// sets one (none of Google's does), never an attention cap.
+	for _, f := range caps {
+		if v, ok := g.Float(a + f.key); ok {
+			if !(v >= 0) {
+				return fmt.Errorf("gguf metadata %s%s = %g", a, f.key, v)
 			}
+			*f.dst = float32(v)
 		}
-	} else {
-		if v, ok := g.Float(a + "final_logit_softcapping"); ok && v != 0 {
-			return fmt.Errorf("gemma3 with final_logit_softcapping %g is not supported", v)
-		}
+	}
+	if c.Arch == "gemma3" {
 		c.SlidingPattern, c.QKNorm = 6, true
 		c.RopeLocalTheta = 10000
 		if v, ok := g.Float(a + "rope.freq_base_swa"); ok && v > 0 {
@@ -132,7 +141,9 @@ func gemmaFromHF(h *formats.HFConfig, c *Config) error {
 	}{{"final_logit_softcapping", h.FinalLogitSoftcapping, &c.FinalSoftCap}, {"attn_logit_softcapping", h.AttnLogitSoftcapping, &c.AttnSoftCap}} {
 		switch {
 		case f.v == nil:
-		case !gemma2 && *f.v != 0:
+		case !gemma2 && f.dst == &c.AttnSoftCap && *f.v != 0:
+			// transformers' Gemma 3 has no attention cap (llama.cpp's
+			// converter asserts it is None).
 			return fmt.Errorf("gemma3 with %s %g is not supported", f.name, *f.v)
 		case !(*f.v >= 0):
 			return fmt.Errorf("%s %g", f.name, *f.v)

@@ -1,10 +1,12 @@
 package llama
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -308,7 +310,7 @@ func TestGemma3Refusals(t *testing.T) {
 	}
 	for _, tc := range []struct{ from, to, want string }{
 		{`"model_type": "gemma3_text"`, `"model_type": "gemma3"`, `"gemma3" (image-text) is not supported`},
-		{`"final_logit_softcapping": null`, `"final_logit_softcapping": 30`, "final_logit_softcapping 30 is not supported"},
+		{`"attn_logit_softcapping": null`, `"attn_logit_softcapping": 50`, "attn_logit_softcapping 50 is not supported"},
 		{`"hidden_activation": "gelu_pytorch_tanh"`, `"hidden_activation": "silu"`, `hidden_activation "silu" is not supported`},
 		{`"sliding_window_pattern": 6`, `"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]`,
 			`layer_types[3] is "sliding_attention"`},
@@ -515,5 +517,53 @@ func TestGemma2FusedAndGPUGraphs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Gemma 3 GGUF without attention.sliding_window (llama.cpp's converter
+// leaves it out for sliding_window_pattern 1) loads with no window in any
+// layer; one with final_logit_softcapping caps the logits.
+func TestGemma3GGUFOptionalKeys(t *testing.T) {
+	ck := writeGemma3(t)
+	rewrite := func(edit func([]formats.KV) []formats.KV) Config {
+		g, err := formats.OpenGGUF(ck.GGUF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []formats.Tensor
+		for _, tn := range g.Tensors {
+			tn.Data = append([]byte(nil), tn.Data...)
+			ts = append(ts, tn)
+		}
+		kvs := edit(g.KVs())
+		g.Close()
+		var buf bytes.Buffer
+		if err := formats.WriteGGUF(&buf, kvs, ts, 32); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "edited.gguf")
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		return m.Model.Config
+	}
+	c := rewrite(func(kvs []formats.KV) []formats.KV {
+		return slices.DeleteFunc(kvs, func(kv formats.KV) bool { return kv.Key == "gemma3.attention.sliding_window" })
+	})
+	for i := range c.Layers {
+		if c.Window(i) != 0 || c.localRoPE(i) {
+			t.Errorf("without a window, layer %d has window %d (local RoPE %v)", i, c.Window(i), c.localRoPE(i))
+		}
+	}
+	c = rewrite(func(kvs []formats.KV) []formats.KV {
+		return append(kvs, formats.KV{Key: "gemma3.final_logit_softcapping", Value: float32(5)})
+	})
+	if c.FinalSoftCap != 5 || c.AttnSoftCap != 0 {
+		t.Errorf("final_logit_softcapping 5: caps %g (final) %g (attention)", c.FinalSoftCap, c.AttnSoftCap)
 	}
 }
