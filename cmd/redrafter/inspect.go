@@ -63,7 +63,7 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		fmt.Fprintf(w, "sliding window %d positions (a mask; the KV cache stays full-length)\n", c.SlidingWindow)
 	}
 	if c.SlidingPattern > 0 {
-		fmt.Fprintf(w, "every %dth layer global (no window)", c.SlidingPattern)
+		fmt.Fprintf(w, "a global layer (no window) every %d layers", c.SlidingPattern)
 		if c.RopeLocalTheta > 0 {
 			fmt.Fprintf(w, "; the sliding layers' rope base %g, unscaled", c.RopeLocalTheta)
 		}
@@ -72,6 +72,9 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	if c.PostNorms {
 		fmt.Fprintf(w, "gemma: embeddings × %g, norms after attention and MLP too, q/k head norms %v, GeGLU %v, attention scale %g\n",
 			c.EmbedScale, c.QKNorm, c.GeGLU, c.AttnScale)
+	}
+	if c.AttnSoftCap > 0 || c.FinalSoftCap > 0 {
+		fmt.Fprintf(w, "soft-caps: attention scores %g, logits %g (0: none)\n", c.AttnSoftCap, c.FinalSoftCap)
 	}
 	writeLayersRunAs(w, &c)
 	var vocab *tokenizer.Vocab
