@@ -118,6 +118,11 @@ func ModelContext(ctx context.Context, in, out string, opt Options) (Summary, er
 	}
 	defer ck.Close()
 	m, c := ck.Model, ck.Model.Config
+	if c.PostNorms {
+		// Gemma's extra norms, its 1+w gains (stored w+1 in GGUF) and its
+		// config keys are not written by this converter yet.
+		return Summary{}, fmt.Errorf("convert: %s: %s models are not supported yet", in, c.Arch)
+	}
 	gguf := ck.Meta != nil
 	permuted := gguf && !c.RopeNeoX
 	if permuted && c.RopeDims != c.HeadDim {
