@@ -567,3 +567,34 @@ func TestGemma3GGUFOptionalKeys(t *testing.T) {
 		t.Errorf("final_logit_softcapping 5: caps %g (final) %g (attention)", c.FinalSoftCap, c.AttnSoftCap)
 	}
 }
+
+// Gemma 3's rope_scaling (linear ×8 in the 4B and larger models) applies to
+// the global layers only: the sliding layers rotate with the unscaled
+// local base (checked from config.json; a GGUF's rope.scaling.type linear
+// fills the same RopeScale in modelFromGGUF).
+func TestGemma3RopeScalingGlobalOnly(t *testing.T) {
+	ck := writeGemma3(t)
+	cfgPath := filepath.Join(ck.HF, "config.json")
+	orig, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(orig), `"rope_scaling": null`, `"rope_scaling": {"factor": 8.0, "rope_type": "linear"}`, 1)
+	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(ck.HF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Model.Config
+	m.Close()
+	global, local := c.InvFreq(), c.LocalInvFreq()
+	for j := range global {
+		g := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.RopeDims)) / 8
+		l := 1 / math.Pow(10000, float64(2*j)/float64(c.RopeDims))
+		if global[j] != float32(g) || local[j] != float32(l) {
+			t.Fatalf("inverse frequency %d: global %g local %g, want %g (1e6, ÷8) and %g (1e4, unscaled)", j, global[j], local[j], g, l)
+		}
+	}
+}
