@@ -26,7 +26,10 @@ type HFConfig struct {
 	RopeTheta             float64      `json:"rope_theta"`          // default 10000
 	RopeScaling           *RopeScaling `json:"rope_scaling"`        // nil: none
 	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
-	VocabSize             int          `json:"vocab_size"`
+	// OriginalMaxPositionEmbeddings is Phi-3's top-level pretrained
+	// context, which its longrope scaling is relative to (0 when absent).
+	OriginalMaxPositionEmbeddings int `json:"original_max_position_embeddings"`
+	VocabSize                     int `json:"vocab_size"`
 	// TieWordEmbeddings: there is no lm_head.weight; the output projection
 	// reuses model.embed_tokens.weight.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
@@ -57,7 +60,13 @@ type RopeScaling struct {
 	Factor                        float64 `json:"factor"`
 	LowFreqFactor                 float64 `json:"low_freq_factor"`                  // llama3
 	HighFreqFactor                float64 `json:"high_freq_factor"`                 // llama3
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"` // llama3, yarn
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"` // llama3, yarn, longrope
+	// longrope ("su" in older Phi-3 files): per-dimension divisors of the
+	// frequencies for short and long contexts, and the factor cos and sin
+	// are multiplied by (nil: derived from the contexts).
+	ShortFactor     []float64 `json:"short_factor"`
+	LongFactor      []float64 `json:"long_factor"`
+	AttentionFactor *float64  `json:"attention_factor"`
 }
 
 // UnmarshalJSON accepts the type under "rope_type" or "type".
