@@ -211,3 +211,16 @@ func writeCheckpoint(ck *Checkpoint, kvs []formats.KV, cfg map[string]any, t *te
 	}
 	return nil
 }
+
+// FixedLongRope is a longrope scaling from original tokens for rot rotated
+// dimensions with fixed factors, short ones near 1 and long ones up to
+// ~rot, as Phi-3's grow: for checks that need a longrope model but not
+// particular factors.
+func FixedLongRope(rot, original int) *LongRope {
+	l := &LongRope{OriginalContext: original}
+	for j := range rot / 2 {
+		l.Short = append(l.Short, 1+0.05*float32(j))
+		l.Long = append(l.Long, 1+2*float32(j))
+	}
+	return l
+}
