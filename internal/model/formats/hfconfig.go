@@ -174,7 +174,8 @@ func (q *Quantization) Module(path string) (groupSize, bits int, ok bool) {
 // UnmarshalJSON decodes config.json without applying defaults: it handles
 // eos_token_id as an int or a list, "dtype" for "torch_dtype", the two names
 // of the quantization block, and the "rope_parameters" block of newer
-// transformers releases (which holds rope_theta and the scaling).
+// transformers releases (which holds rope_theta, the scaling and
+// partial_rotary_factor).
 func (c *HFConfig) UnmarshalJSON(b []byte) error {
 	type plain HFConfig
 	aux := struct {
@@ -208,7 +209,8 @@ func (c *HFConfig) UnmarshalJSON(b []byte) error {
 	}
 	if len(aux.RopeParameters) > 0 && string(aux.RopeParameters) != "null" {
 		var rp struct {
-			RopeTheta float64 `json:"rope_theta"`
+			RopeTheta           float64  `json:"rope_theta"`
+			PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
 		}
 		var rs RopeScaling
 		if err := json.Unmarshal(aux.RopeParameters, &rp); err != nil {
@@ -219,6 +221,9 @@ func (c *HFConfig) UnmarshalJSON(b []byte) error {
 		}
 		if c.RopeTheta == 0 {
 			c.RopeTheta = rp.RopeTheta
+		}
+		if c.PartialRotaryFactor == nil {
+			c.PartialRotaryFactor = rp.PartialRotaryFactor
 		}
 		if c.RopeScaling == nil && rs.Type != "" && rs.Type != "default" {
 			c.RopeScaling = &rs

@@ -367,3 +367,21 @@ func TestRopeScalingLoadsAndRefusals(t *testing.T) {
 		}
 	}
 }
+
+// transformers v5's config.json (rope_parameters holding longrope and
+// partial_rotary_factor) loads as the same model as the older layout.
+func TestPhi3RopeParametersV5(t *testing.T) {
+	h, err := formats.ReadHFConfig(filepath.Join("..", "formats", "testdata", "hfconfig", "synthetic-phi3-longrope-v5.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configFromHF(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RopeScaling{Type: "longrope", OriginalContext: 512, AttnFactor: 1.25,
+		ShortFactors: []float32{1, 1.5, 2, 2.5, 3, 3.5}, LongFactors: []float32{1, 2, 4, 8, 16, 32}}
+	if c.RopeDims != 12 || c.SlidingWindow != 0 || !reflect.DeepEqual(c.RopeScale, want) {
+		t.Errorf("rope dims %d, window %d, scaling %+v; want 12, 0, %+v", c.RopeDims, c.SlidingWindow, c.RopeScale, want)
+	}
+}
