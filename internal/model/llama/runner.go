@@ -21,7 +21,11 @@ type Runner struct {
 	// attention reads, at a rounding of keys and values to halves.
 	KVCache graph.DType
 	invFreq []float32
-	scale   float32 // attention's, 1/√headDim
+	// ropeGain and ropeGainQKV multiply q and k (one head's worth), or the
+	// fused q·k·v rows, by longrope's attention factor on their rotated
+	// dimensions before RoPE (rope.go); absent when the factor is 1.
+	ropeGain, ropeGainQKV Weight
+	scale                 float32 // attention's, 1/√headDim
 	// fused holds each layer's joined weights when the backend runs fused
 	// layers (fusesLayers); nil builds the unfused graph.
 	fused []fusedLayer
@@ -51,6 +55,12 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq(),
 		scale: float32(1 / math.Sqrt(float64(m.Config.HeadDim)))}
 	ws := m.weightsOf()
+	c := &m.Config
+	r.ropeGain = c.ropeGain("rope_gain", 1, 0)
+	if r.ropeGain.Present() {
+		r.ropeGainQKV = c.ropeGain("rope_gain_qkv", c.Heads+c.KVHeads, c.KVHeads)
+		ws = append(ws, &r.ropeGain, &r.ropeGainQKV)
+	}
 	if fused {
 		r.fused = m.joinLayers(be)
 		joined := map[*Weight]bool{}
@@ -77,6 +87,14 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 	}
 	return r, nil
 }
+
+// UseContext picks the RoPE frequencies for runs of at most n tokens,
+// the context the engine runs with; Bind picks them for the model's whole
+// context. Only longrope depends on it (its short factors up to the
+// pretrained context, the long ones beyond: see rope.go). Call it before
+// any State is made: their plans keep the frequencies they were built
+// with.
+func (r *Runner) UseContext(n int) { r.invFreq = r.Model.Config.InvFreqFor(n) }
 
 // Fused reports whether the runner builds fused layers.
 func (r *Runner) Fused() bool { return r.fused != nil }

@@ -162,9 +162,12 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 var (
 	qwen3Spec = llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}
-	// Fused qkv and gate_up tensors, untied output.
+	// Phi-4-mini's layout: fused qkv and gate_up tensors, untied output,
+	// RoPE over 3/4 of each head with longrope (the long factors and the
+	// attention factor: the context of 256 is past the original 64).
 	phi3Spec = llamatest.Spec{Arch: "phi3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
-		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256}
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256,
+		RopeDims: 12, LongRope: llamatest.FixedLongRope(12, 64)}
 )
 
 // TestPhi3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
