@@ -16,7 +16,7 @@ import (
 func gemma3Model(t *testing.T) string {
 	t.Helper()
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 512, Dim: 64, FFN: 96, Layers: 6,
-		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true, Window: 8}, storiesTokenizer(t), 5)
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true, SlidingWindow: 8}, storiesTokenizer(t), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestGemma3GreedyReDrafterEqualsGreedy(t *testing.T) {
 func gemma2Model(t *testing.T) string {
 	t.Helper()
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma2", Vocab: 512, Dim: 64, FFN: 96, Layers: 4,
-		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, Window: 8,
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, SlidingWindow: 8,
 		AttnSoftCap: 1.5, FinalSoftCap: 10}, storiesTokenizer(t), 3)
 	if err != nil {
 		t.Fatal(err)

@@ -175,7 +175,7 @@ func TestInspectMistralWindow(t *testing.T) {
 // its layers run.
 func TestInspectGemma3(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 32, Dim: 32, FFN: 48, Layers: 6, Heads: 4,
-		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, Window: 16}, nil, 1)
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 16}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestInspectGemma3(t *testing.T) {
 // global, its soft-caps, and how its layers run.
 func TestInspectGemma2(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma2", Vocab: 32, Dim: 32, FFN: 48, Layers: 2, Heads: 4,
-		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e4, Context: 64, Tied: true, Window: 16, AttnSoftCap: 50, FinalSoftCap: 30}, nil, 1)
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e4, Context: 64, Tied: true, SlidingWindow: 16, AttnSoftCap: 50, FinalSoftCap: 30}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestPromptBounds(t *testing.T) {
 // and how its layers run (the GPUs fuse q·k·v again).
 func TestInspectPhi3(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "phi3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
-		KVHeads: 2, HeadDim: 8, NormEps: 1e-5, RopeTheta: 1e4, Context: 64}, nil, 1)
+		KVHeads: 2, HeadDim: 8, NormEps: 1e-5, RopeTheta: 1e4, Context: 64, RopeDims: 6, LongRope: llamatest.FixedLongRope(6, 16)}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,8 @@ func TestInspectPhi3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"architecture: phi3", "heads 4 (kv 2, head dim 8)", "pairs neox",
+		for _, want := range []string{"architecture: phi3", "heads 4 (kv 2, head dim 8)", "dims 6, pairs neox, scaling \"longrope\"",
+			"longrope: the short factors for a context (--context) up to the original 16 tokens, the long ones beyond; attention factor 1.22",
 			"tied output false; qkv bias false", "blk.0.attn_qkv.weight",
 			"layers run as cpu: unfused ops; metal: fused QKV with RoPE and cache write, O, gate-up, down"} {
 			if path == ck.HF && strings.HasPrefix(want, "blk.") {

@@ -59,6 +59,10 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	fmt.Fprintf(w, "rope base %g, dims %d, pairs %s, scaling %q; rms eps %g; tied output %v; qkv bias %v\n",
 		c.RopeTheta, c.RopeDims, map[bool]string{true: "neox", false: "adjacent"}[c.RopeNeoX], c.RopeScale.Type,
 		c.NormEps, c.TiedOutput, c.QKVBias)
+	if rs := c.RopeScale; rs.Type == "longrope" {
+		fmt.Fprintf(w, "longrope: the short factors for a context (--context) up to the original %d tokens, the long ones beyond; attention factor %.4g\n",
+			rs.OriginalContext, rs.AttnFactor)
+	}
 	if c.SlidingWindow > 0 {
 		fmt.Fprintf(w, "sliding window %d positions (a mask; the KV cache stays full-length)\n", c.SlidingWindow)
 	}

@@ -25,10 +25,12 @@ type MatMulOp struct{}
 // Sources: x [M,D] f32, w [D] f32. Result [M,D] f32.
 type RMSNormOp struct{ Eps float32 }
 
-// RoPEOp (built by RoPE) rotates pairs of each head's first 2·len(InvFreq)
-// dimensions by angle pos·InvFreq[j]. NeoX pairs (x[j], x[j+d/2]) as HF
-// checkpoints do; otherwise adjacent pairs (x[2j], x[2j+1]) as llama.cpp's
-// permuted weights do.
+// RoPEOp (built by RoPE) rotates pairs of each head's first 2·P
+// dimensions, P = len(InvFreq), by angle pos·InvFreq[j]; the rest of the
+// head is copied. NeoX pairs (x[j], x[j+P]) as HF checkpoints do (with a
+// partial rotary, transformers' rotate_half over the rotated dimensions
+// only, Phi-3's q_rot); otherwise adjacent pairs (x[2j], x[2j+1]) as
+// llama.cpp's permuted weights do.
 // Sources: x [M,H,D] f32, pos [M] i32. Result [M,H,D] f32.
 type RoPEOp struct {
 	InvFreq []float32 // inverse frequencies, rope scaling already applied

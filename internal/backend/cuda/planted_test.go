@@ -30,7 +30,7 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		// The blocks count to the grid's chunks, not the query's non-empty ones: no block is last.
 		{"attention.cu", "sh.last = done == np - 1;", "sh.last = done == p - 1;", "Attention/f16/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
 		// A chunk that starts past the cache but among the query's ancestors is taken for empty.
-		{"attention.cu", "if (c0 >= kvlen + qi + 1) return;", "if (c0 >= kvlen + 1) return;", "Attention/f32/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
+		{"attention.cu", "if (z0 >= kvlen + qi + 1) return;", "if (z0 >= kvlen + 1) return;", "Attention/f32/tree/N6_H4_KVH1_D64_past255_cap1024_split"},
 		// The 16-byte path adds only the first 5 of a warp's 6 V row groups (d = 40).
 		{"attention.cu", "for (int j = 1; j < rg; j++) a +=", "for (int j = 1; j < rg - 1; j++) a +=", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_split"},
 		// The 16-byte path weighs each V row with its own lane's key, not the row's key.
@@ -122,6 +122,27 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "const float sc = in ? att_softcap(dot, sh.softcap) : ATT_NEG;", "const float sc = in ? att_softcap(dot * sh.softcap * sh.softcap, sh.softcap) / (sh.softcap * sh.softcap) : ATT_NEG;", "Attention/f16/decode/N1_H4_KVH2_D64_past1000_softcap0.5_split"},
 		// SoftCap divides by the cap once too often.
 		{"elementwise.cu", "cu_exp(2.0f * x[i] / cap)", "cu_exp(2.0f * x[i] / cap / cap)", "SoftCap/N999"},
+	}
+	// Every bug's text must still be in its file, the ones make test does
+	// not plant too (a kernel edit otherwise shows only in make test-all).
+	names := map[string]bool{}
+	for _, c := range kernelCases(rand.New(rand.NewPCG(1, 2))) {
+		names[c.name] = true
+	}
+	for _, bug := range bugs {
+		raw, err := shaders.Source(bug.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, bug.from) {
+			t.Errorf("%s no longer contains %q; update the planted bug", bug.file, bug.from)
+		}
+		if !names[bug.cases] {
+			t.Errorf("no case %s", bug.cases)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	var every3 []int
 	for i := 0; i < len(bugs); i += 3 {

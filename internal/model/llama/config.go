@@ -94,13 +94,20 @@ func (c *Config) attentionScale() float32 {
 
 // RopeScaling adjusts RoPE frequencies for long contexts.
 type RopeScaling struct {
-	Type   string  // "", "linear" or "llama3"
+	Type   string  // "", "linear", "llama3" or "longrope"
 	Factor float64 // linear and llama3
 	// llama3 only.
 	LowFreqFactor, HighFreqFactor float64
-	OriginalContext               int
+	// OriginalContext is the pretrained context (llama3, longrope).
+	OriginalContext int
 	// FreqFactors divide the frequencies one by one (GGUF rope_freqs.weight).
 	FreqFactors []float32
+	// longrope only (see rope.go): ShortFactors divide the frequencies one
+	// by one when the context run with is at most OriginalContext,
+	// LongFactors when it is longer; AttnFactor multiplies the rotated
+	// dimensions of queries and keys (transformers' cos and sin).
+	ShortFactors, LongFactors []float32
+	AttnFactor                float64
 }
 
 // maxConfigSize bounds every count in a config, as GGUF's readers do.
@@ -134,11 +141,18 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// InvFreq returns the RoPE inverse frequencies with scaling applied.
-func (c *Config) InvFreq() []float32 {
+// InvFreq returns the RoPE inverse frequencies with scaling applied, for
+// the model's whole context (InvFreqFor).
+func (c *Config) InvFreq() []float32 { return c.InvFreqFor(c.Context) }
+
+// InvFreqFor returns the RoPE inverse frequencies with scaling applied
+// for a run of at most context tokens: only longrope depends on it
+// (longropeFactors).
+func (c *Config) InvFreqFor(context int) []float32 {
 	half := c.RopeDims / 2
 	inv := make([]float32, half)
 	s := c.RopeScale
+	ext := c.longropeFactors(context)
 	for j := range half {
 		f := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.RopeDims))
 		switch s.Type {
@@ -160,6 +174,9 @@ func (c *Config) InvFreq() []float32 {
 		}
 		if j < len(s.FreqFactors) {
 			f /= float64(s.FreqFactors[j])
+		}
+		if j < len(ext) {
+			f /= float64(ext[j])
 		}
 		inv[j] = float32(f)
 	}

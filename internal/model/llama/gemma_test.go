@@ -24,7 +24,7 @@ import (
 // where Dim/Heads is 12, hidden size 48 whose √ is not a float32 of few
 // bits.
 var gemma3Spec = llamatest.Spec{Arch: "gemma3", Vocab: 64, Dim: 48, FFN: 80, Layers: 6, Heads: 4, KVHeads: 2, HeadDim: 16,
-	NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, Window: 5}
+	NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 5}
 
 func writeGemma3(t *testing.T) *llamatest.Checkpoint {
 	t.Helper()
@@ -40,7 +40,7 @@ func gemma3Config() Config {
 	s := gemma3Spec
 	return Config{Arch: "gemma3", Vocab: s.Vocab, Dim: s.Dim, FFN: s.FFN, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads,
 		HeadDim: s.HeadDim, NormEps: s.NormEps, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim, RopeNeoX: true,
-		Context: s.Context, QKNorm: true, TiedOutput: true, SlidingWindow: s.Window, SlidingPattern: 6, RopeLocalTheta: 10000,
+		Context: s.Context, QKNorm: true, TiedOutput: true, SlidingWindow: s.SlidingWindow, SlidingPattern: 6, RopeLocalTheta: 10000,
 		EmbedScale: float32(math.Sqrt(float64(s.Dim))), AttnScale: 1 / math.Sqrt(float64(s.HeadDim)), PostNorms: true, GeGLU: true}
 }
 
@@ -412,14 +412,14 @@ func TestGemma3JointForwardEqualsAlone(t *testing.T) {
 // scores (0.8) and the larger logits (3), GQA, head_dim 16 where Dim/Heads
 // is 12.
 var gemma2Spec = llamatest.Spec{Arch: "gemma2", Vocab: 64, Dim: 48, FFN: 80, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
-	NormEps: 1e-6, RopeTheta: 10000, Context: 64, Tied: true, Window: 5, AttnSoftCap: 0.8, FinalSoftCap: 3}
+	NormEps: 1e-6, RopeTheta: 10000, Context: 64, Tied: true, SlidingWindow: 5, AttnSoftCap: 0.8, FinalSoftCap: 3}
 
 // gemma2Config is the Config both files of gemma2Spec must load as.
 func gemma2Config() Config {
 	s := gemma2Spec
 	return Config{Arch: "gemma2", Vocab: s.Vocab, Dim: s.Dim, FFN: s.FFN, Layers: s.Layers, Heads: s.Heads, KVHeads: s.KVHeads,
 		HeadDim: s.HeadDim, NormEps: s.NormEps, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim, RopeNeoX: true,
-		Context: s.Context, TiedOutput: true, SlidingWindow: s.Window, SlidingPattern: 2,
+		Context: s.Context, TiedOutput: true, SlidingWindow: s.SlidingWindow, SlidingPattern: 2,
 		EmbedScale: float32(math.Sqrt(float64(s.Dim))), AttnScale: 1 / math.Sqrt(float64(s.HeadDim)), PostNorms: true, GeGLU: true,
 		AttnSoftCap: float32(s.AttnSoftCap), FinalSoftCap: float32(s.FinalSoftCap)}
 }

@@ -199,6 +199,9 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 		// cache.update(k, v) in one op.
 		qkv := graph.Linear(x, r.weight(g, &f[i].QKV), graph.Fusion{Norm: r.weight(g, &l.AttnNorm), Eps: c.NormEps,
 			Bias: r.optWeight(g, &f[i].QKVBias)})
+		if r.ropeGainQKV.Present() {
+			qkv = graph.Mul(qkv, r.weight(g, &r.ropeGainQKV)) // longrope: cos·f, sin·f (rope.go)
+		}
 		parts := make([]*graph.Array, len(segs))
 		for j, s := range segs {
 			q := graph.RoPEKVWrite(slice(qkv, s.lo, s.hi, n), slice(pos, s.lo, s.hi, n), s.k, s.v, s.kvLen,
@@ -221,6 +224,10 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 		if c.QKNorm {
 			q = headNorm(q, r.weight(g, &l.QNorm), c.NormEps) // q = q_norm(q)  (Qwen3)
 			k = headNorm(k, r.weight(g, &l.KNorm), c.NormEps) // k = k_norm(k)
+		}
+		if r.ropeGain.Present() {
+			q = graph.Mul(q, r.weight(g, &r.ropeGain)) // longrope: cos·f, sin·f (rope.go)
+			k = graph.Mul(k, r.weight(g, &r.ropeGain))
 		}
 		q = graph.RoPE(q, pos, invFreq, c.RopeNeoX)
 		k = graph.RoPE(k, pos, invFreq, c.RopeNeoX)

@@ -24,10 +24,14 @@ type Runner struct {
 	// localInvFreq is the sliding layers' RoPE table when they have a base
 	// of their own (Config.RopeLocalTheta), else invFreq.
 	localInvFreq []float32
-	scale        float32 // attention's (Config.attentionScale)
 	// embedScale is Config.EmbedScale repeated over the hidden size, the
 	// Mul that scales Gemma's embeddings; absent for other models.
 	embedScale Weight
+	// ropeGain and ropeGainQKV multiply q and k (one head's worth), or the
+	// fused q·k·v rows, by longrope's attention factor on their rotated
+	// dimensions before RoPE (rope.go); absent when the factor is 1.
+	ropeGain, ropeGainQKV Weight
+	scale                 float32 // attention's (Config.attentionScale)
 	// fused holds each layer's joined weights when the backend runs fused
 	// layers (fusesLayers); nil builds the unfused graph.
 	fused []fusedLayer
@@ -65,6 +69,12 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 		r.embedScale = Weight{Name: "embed_scale", DType: graph.F32, Shape: graph.Shape{m.Config.Dim}, Data: graph.AsBytes(v)}
 		ws = append(ws, &r.embedScale)
 	}
+	c := &m.Config
+	r.ropeGain = c.ropeGain("rope_gain", 1, 0)
+	if r.ropeGain.Present() {
+		r.ropeGainQKV = c.ropeGain("rope_gain_qkv", c.Heads+c.KVHeads, c.KVHeads)
+		ws = append(ws, &r.ropeGain, &r.ropeGainQKV)
+	}
 	if fused {
 		r.fused = m.joinLayers(be)
 		joined := map[*Weight]bool{}
@@ -91,6 +101,14 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 	}
 	return r, nil
 }
+
+// UseContext picks the RoPE frequencies for runs of at most n tokens,
+// the context the engine runs with; Bind picks them for the model's whole
+// context. Only longrope depends on it (its short factors up to the
+// pretrained context, the long ones beyond: see rope.go). Call it before
+// any State is made: their plans keep the frequencies they were built
+// with.
+func (r *Runner) UseContext(n int) { r.invFreq = r.Model.Config.InvFreqFor(n) }
 
 // Fused reports whether the runner builds fused layers.
 func (r *Runner) Fused() bool { return r.fused != nil }

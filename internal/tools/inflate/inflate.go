@@ -105,6 +105,10 @@ func NewPlan(c llama.Config, s Shape) (*Plan, error) {
 			s.Dim/s.Heads, s.Dim, s.Heads, c.HeadDim)
 	case c.RopeDims != c.HeadDim:
 		return nil, fmt.Errorf("inflate: partial rotary embeddings (%d of %d dimensions) are not supported", c.RopeDims, c.HeadDim)
+	case c.RopeScale.Type == "longrope":
+		// Its factor sets and attention factor are per rotated pair of the
+		// original heads; they are not remapped.
+		return nil, fmt.Errorf("inflate: longrope RoPE scaling is not supported")
 	case c.QKNorm:
 		// A head padded with zeros has a smaller RMS: its norm would
 		// change what q and k are.

@@ -317,6 +317,12 @@ func TestPlanErrors(t *testing.T) {
 	if _, err := NewPlan(c, TinyLlama); err == nil || !strings.Contains(err.Error(), "partial rotary") {
 		t.Errorf("partial rotary: %v", err)
 	}
+	c.RopeDims = 8
+	c.RopeScale = llama.RopeScaling{Type: "longrope", OriginalContext: 8, ShortFactors: []float32{1, 1, 1, 1},
+		LongFactors: []float32{1, 2, 3, 4}, AttnFactor: 1.1}
+	if _, err := NewPlan(c, TinyLlama); err == nil || !strings.Contains(err.Error(), "longrope") {
+		t.Errorf("longrope: %v", err)
+	}
 	if _, err := Model(stories, filepath.Join(t.TempDir(), "x.gguf"), TinyLlama, Options{DType: graph.BF16}); err == nil {
 		t.Error("bf16 output was accepted")
 	}

@@ -162,9 +162,12 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 var (
 	qwen3Spec = llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}
-	// Fused qkv and gate_up tensors, untied output.
+	// Phi-4-mini's layout: fused qkv and gate_up tensors, untied output,
+	// RoPE over 3/4 of each head with longrope (the long factors and the
+	// attention factor: the context of 256 is past the original 64).
 	phi3Spec = llamatest.Spec{Arch: "phi3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
-		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256}
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256,
+		RopeDims: 12, LongRope: llamatest.FixedLongRope(12, 64)}
 )
 
 // TestPhi3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
@@ -218,7 +221,7 @@ func TestGemma2GreedyGenerationEqualsCPU(t *testing.T) {
 // at 10, drawn from seed 3, whose 16 tokens change twice.
 func checkGemma2GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
 	spec := llamatest.Spec{Arch: "gemma2", Vocab: 512, Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
-		NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, Window: 8, AttnSoftCap: 1.5, FinalSoftCap: 10}
+		NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, SlidingWindow: 8, AttnSoftCap: 1.5, FinalSoftCap: 10}
 	ck, err := llamatest.Write(t.TempDir(), spec, storiesTokenizer(t), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +233,7 @@ func checkGemma2GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
 // GeGLU, tied embeddings; six layers, five sliding (a window of 8, their
 // own RoPE base) and the sixth global.
 var gemma3Spec = llamatest.Spec{Arch: "gemma3", Vocab: 512, Dim: 64, FFN: 96, Layers: 6,
-	Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true, Window: 8}
+	Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true, SlidingWindow: 8}
 
 // checkArchGreedyEqualsCPU is TestQwen3GreedyGenerationEqualsCPU's check
 // on the registered backend named gpu, for a random model of spec (with

@@ -28,7 +28,7 @@ func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint
 	if gemma3 && (s.AttnSoftCap != 0 || s.FinalSoftCap != 0) {
 		return nil, fmt.Errorf("llamatest: gemma3 has no soft-caps")
 	}
-	if s.Window <= 0 {
+	if s.SlidingWindow <= 0 {
 		return nil, fmt.Errorf("llamatest: gemma3 needs a sliding window")
 	}
 	t := newTensors(seed, map[bool]uint64{true: 0x63e3, false: 0x62e2}[gemma3])
@@ -72,7 +72,7 @@ func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint
 		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
 		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-		{Key: a + "attention.sliding_window", Value: uint32(s.Window)},
+		{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)},
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
 	}
 	if !gemma3 {
@@ -89,7 +89,7 @@ func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint
 		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": nil, "rope_local_base_freq": 10000.0,
 		"max_position_embeddings": s.Context, "vocab_size": s.Vocab, "tie_word_embeddings": true,
 		"attention_bias": false, "hidden_activation": "gelu_pytorch_tanh", "torch_dtype": "float32",
-		"query_pre_attn_scalar": s.HeadDim, "sliding_window": s.Window, "sliding_window_pattern": 6,
+		"query_pre_attn_scalar": s.HeadDim, "sliding_window": s.SlidingWindow, "sliding_window_pattern": 6,
 		"attn_logit_softcapping": nil, "final_logit_softcapping": nil,
 	}
 	if !gemma3 {

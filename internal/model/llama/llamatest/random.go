@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,9 +30,33 @@ type Spec struct {
 	Context                 int
 	Tied                    bool // no output projection: the embedding table is it
 	RopeFreqs               bool // Llama 3's rope_freqs.weight (WriteLlamaLikeGGUF only)
-	Window                  int  // Gemma's sliding_window (gemma2, gemma3)
+	// RopeDims is the rotated dimensions of each head (0: HeadDim); phi3
+	// only, written as Phi-4-mini's partial_rotary_factor.
+	RopeDims int
+	// SlidingWindow is a phi3's sliding_window (0: the context, which
+	// never binds), or Gemma's (gemma2, gemma3).
+	SlidingWindow int
 	// Gemma 2's attn_logit_softcapping and final_logit_softcapping.
 	AttnSoftCap, FinalSoftCap float64
+	// LongRope, when set, is a phi3's longrope scaling: Context is the
+	// extended context (max_position_embeddings).
+	LongRope *LongRope
+}
+
+// LongRope is Phi-3's longrope scaling as a checkpoint states it.
+type LongRope struct {
+	OriginalContext int       // the pretrained context
+	Short, Long     []float32 // one factor per rotated pair
+}
+
+// AttnFactor is the attention factor llama.cpp's converter writes and
+// transformers derives: √(1 + ln(s)/ln(original)), s = context/original.
+func (l *LongRope) AttnFactor(context int) float64 {
+	s := float64(context) / float64(l.OriginalContext)
+	if s <= 1 {
+		return 1
+	}
+	return math.Sqrt(1 + math.Log(s)/math.Log(float64(l.OriginalContext)))
 }
 
 // Checkpoint is a random model written in both formats.
@@ -205,4 +230,17 @@ func writeCheckpoint(ck *Checkpoint, kvs []formats.KV, cfg map[string]any, t *te
 		return fmt.Errorf("llamatest: %w", err)
 	}
 	return nil
+}
+
+// FixedLongRope is a longrope scaling from original tokens for rot rotated
+// dimensions with fixed factors, short ones near 1 and long ones up to
+// ~rot, as Phi-3's grow: for checks that need a longrope model but not
+// particular factors.
+func FixedLongRope(rot, original int) *LongRope {
+	l := &LongRope{OriginalContext: original}
+	for j := range rot / 2 {
+		l.Short = append(l.Short, 1+0.05*float32(j))
+		l.Long = append(l.Long, 1+2*float32(j))
+	}
+	return l
 }
