@@ -49,6 +49,14 @@ type HFConfig struct {
 	// UseSlidingWindow is Qwen2's switch for SlidingWindow (false there by
 	// default); Mistral has no switch and uses the window when it is set.
 	UseSlidingWindow *bool `json:"use_sliding_window"`
+	// Gemma 2 and 3's keys; nil (or empty) when absent.
+	HiddenActivation      string   `json:"hidden_activation"` // "gelu_pytorch_tanh"
+	QueryPreAttnScalar    *float64 `json:"query_pre_attn_scalar"`
+	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping"`
+	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping"`
+	SlidingWindowPattern  *int     `json:"sliding_window_pattern"`
+	LayerTypes            []string `json:"layer_types"` // "sliding_attention" or "full_attention" per layer
+	RopeLocalBaseFreq     *float64 `json:"rope_local_base_freq"`
 	// Quantization is "quantization", or else "quantization_config"; nil if
 	// neither is present.
 	Quantization *Quantization `json:"-"`

@@ -62,9 +62,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, errors.New("gguf metadata has no general.architecture")
 	}
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)", arch)
 	}
 	num := func(key string, def int) (int, error) {
 		v, ok := g.Uint(arch + "." + key)
@@ -150,6 +150,11 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, fmt.Errorf("tensor token_embd.weight has shape %v", emb.Shape)
 	}
 	c.Vocab = emb.Shape[0]
+	if isGemma(arch) {
+		if err := gemmaFromGGUF(g, &c); err != nil {
+			return nil, err
+		}
+	}
 	if rf, ok := g.Tensor("rope_freqs.weight"); ok {
 		w, err := WeightOf(rf)
 		if err != nil {
@@ -239,7 +244,13 @@ func openHF(dir string) (*Checkpoint, error) {
 	if c.Arch == "phi3" {
 		find, badFused = c.fusedLookup("st", find)
 	}
+	if isGemma(c.Arch) {
+		find = gemmaNormShift(find)
+	}
 	err = bindWeights(m, "st", find)
+	if err == nil && isGemma(c.Arch) {
+		gemmaBound(m)
+	}
 	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
 	} else if *badFused != nil {
@@ -255,9 +266,11 @@ func openHF(dir string) (*Checkpoint, error) {
 func configFromHF(h *formats.HFConfig) (Config, error) {
 	arch := h.ModelType
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
+	case "gemma3":
+		return Config{}, errGemmaMultimodal
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -296,6 +309,11 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	}
 	if c.Context == 0 {
 		c.Context = 2048
+	}
+	if arch == "gemma3_text" || arch == "gemma2" {
+		if err := gemmaFromHF(h, &c); err != nil {
+			return Config{}, err
+		}
 	}
 	if arch == "phi3" {
 		c.SlidingWindow = phi3Window(c.SlidingWindow, c.Context)

@@ -588,3 +588,19 @@ func TestConvertRefusesPhi3(t *testing.T) {
 		}
 	}
 }
+
+// A Gemma model is refused by name (its post-norms and 1+w gains are not
+// written yet), from GGUF and from HF.
+func TestConvertRefusesGemma(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 8}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{ck.GGUF, ck.HF} {
+		_, err := Model(in, filepath.Join(t.TempDir(), "out"), Options{Bits: 4, GroupSize: 64})
+		if err == nil || !strings.Contains(err.Error(), "gemma3 models are not supported yet") {
+			t.Errorf("convert %s: %v", in, err)
+		}
+	}
+}

@@ -308,6 +308,11 @@ func TestPlanErrors(t *testing.T) {
 			t.Errorf("NewPlan(%v) = %v, want an error containing %q", tc.s, err, tc.want)
 		}
 	}
+	g := c
+	g.Arch, g.PostNorms, g.EmbedScale = "gemma2", true, 8
+	if _, err := NewPlan(g, TinyLlama); err == nil || !strings.Contains(err.Error(), "gemma2 is not supported") {
+		t.Errorf("gemma2: %v", err)
+	}
 	c.RopeDims = 4
 	if _, err := NewPlan(c, TinyLlama); err == nil || !strings.Contains(err.Error(), "partial rotary") {
 		t.Errorf("partial rotary: %v", err)

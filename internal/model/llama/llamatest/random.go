@@ -22,7 +22,7 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // Write: "qwen3", "phi3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
+	Arch                    string // Write: "qwen3", "phi3", "gemma2", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
@@ -34,8 +34,10 @@ type Spec struct {
 	// only, written as Phi-4-mini's partial_rotary_factor.
 	RopeDims int
 	// SlidingWindow is a phi3's sliding_window (0: the context, which
-	// never binds).
+	// never binds), or Gemma's (gemma2, gemma3).
 	SlidingWindow int
+	// Gemma 2's attn_logit_softcapping and final_logit_softcapping.
+	AttnSoftCap, FinalSoftCap float64
 	// LongRope, when set, is a phi3's longrope scaling: Context is the
 	// extended context (max_position_embeddings).
 	LongRope *LongRope
@@ -70,11 +72,14 @@ type Checkpoint struct {
 // float32. meta is added to the GGUF file's metadata after the
 // architecture's keys (a tokenizer's tokenizer.* keys, say).
 func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
-	if s.Arch == "phi3" {
+	switch s.Arch {
+	case "phi3":
 		return writePhi3(dir, s, meta, seed)
-	}
-	if s.Arch != "qwen3" {
-		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3)", s.Arch)
+	case "gemma2", "gemma3":
+		return writeGemma(dir, s, meta, seed)
+	case "qwen3":
+	default:
+		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3, gemma2, gemma3)", s.Arch)
 	}
 	t := newTensors(seed, 0x71e3)
 	add := t.add
@@ -170,6 +175,21 @@ func (t *tensors) add(gguf, hf string, scale float64, shape ...int) {
 	}
 	t.values[hf] = f
 	t.hf = append(t.hf, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
+}
+
+// addShifted draws a Gemma norm gain w ~ N(0, scale²) (the gain applied is
+// 1+w): the HF tensor holds w, the GGUF tensor float32(1+w), as llama.cpp's
+// converter adds the 1 (data_torch + 1, in float32 for these files).
+func (t *tensors) addShifted(gguf, hf string, scale float64, n int) {
+	v, shifted, f := make([]float32, n), make([]float32, n), make([]float64, n)
+	for i := range v {
+		v[i] = float32(t.r.NormFloat64() * scale)
+		shifted[i] = 1 + v[i]
+		f[i] = float64(v[i])
+	}
+	t.gguf = append(t.gguf, formats.Tensor{Name: gguf, DType: formats.F32, Shape: []int{n}, Data: graph.AsBytes(shifted)})
+	t.hf = append(t.hf, formats.Tensor{Name: hf, DType: formats.F32, Shape: []int{n}, Data: graph.AsBytes(v)})
+	t.values[hf] = f
 }
 
 // writeGGUF writes t's GGUF tensors with the metadata kvs to path.
