@@ -191,6 +191,9 @@ func Load(path string, opts Options) (*Engine, error) {
 	if e.context, err = e.fitContext(opts.Context); err != nil {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
+	// Longrope picks its frequencies by the context run with (llama.cpp's
+	// rule; internal/model/llama/rope.go).
+	e.runner.UseContext(e.context)
 	e.LoadTime = time.Since(start)
 	log.Debug("model loaded", "path", path, "arch", e.cfg.Arch, "backend", be.Name(),
 		"layers", e.cfg.Layers, "dim", e.cfg.Dim, "vocab", e.cfg.Vocab, "load_ms", e.LoadTime.Milliseconds())

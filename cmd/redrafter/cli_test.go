@@ -170,6 +170,54 @@ func TestInspectMistralWindow(t *testing.T) {
 	}
 }
 
+// inspect describes a Gemma 3 model from GGUF and from an HF checkpoint:
+// its window, global layers and their RoPE bases, its Gemma parts, and how
+// its layers run.
+func TestInspectGemma3(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 32, Dim: 32, FFN: 48, Layers: 6, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 16}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{ck.GGUF, ck.HF} {
+		out, _, err := run(t, "", "inspect", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"architecture: gemma3", "rope base 1e+06", "sliding window 16 positions",
+			"a global layer (no window) every 6 layers; the sliding layers' rope base 10000, unscaled",
+			"gemma: embeddings × 5.656854, norms after attention and MLP too, q/k head norms true, GeGLU true, attention scale 0.25",
+			"metal: q, k, v unfused around the head norms, gate and up unfused before GeGLU"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
+			}
+		}
+	}
+}
+
+// inspect describes a Gemma 2 model from GGUF and HF: every other layer
+// global, its soft-caps, and how its layers run.
+func TestInspectGemma2(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma2", Vocab: 32, Dim: 32, FFN: 48, Layers: 2, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e4, Context: 64, Tied: true, SlidingWindow: 16, AttnSoftCap: 50, FinalSoftCap: 30}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{ck.GGUF, ck.HF} {
+		out, _, err := run(t, "", "inspect", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"architecture: gemma2", "sliding window 16 positions", "a global layer (no window) every 2 layers\n",
+			"q/k head norms false, GeGLU true", "soft-caps: attention scores 50, logits 30",
+			"metal: fused QKV with RoPE and cache write; gate and up unfused before GeGLU"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
+			}
+		}
+	}
+}
+
 // inspect says how each ggml type of a file runs on each backend.
 func TestInspectTensorTypes(t *testing.T) {
 	g, err := formats.OpenGGUF(stories)
@@ -253,7 +301,7 @@ func TestPromptBounds(t *testing.T) {
 // and how its layers run (the GPUs fuse q·k·v again).
 func TestInspectPhi3(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "phi3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
-		KVHeads: 2, HeadDim: 8, NormEps: 1e-5, RopeTheta: 1e4, Context: 64}, nil, 1)
+		KVHeads: 2, HeadDim: 8, NormEps: 1e-5, RopeTheta: 1e4, Context: 64, RopeDims: 6, LongRope: llamatest.FixedLongRope(6, 16)}, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +310,8 @@ func TestInspectPhi3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"architecture: phi3", "heads 4 (kv 2, head dim 8)", "pairs neox",
+		for _, want := range []string{"architecture: phi3", "heads 4 (kv 2, head dim 8)", "dims 6, pairs neox, scaling \"longrope\"",
+			"longrope: the short factors for a context (--context) up to the original 16 tokens, the long ones beyond; attention factor 1.22",
 			"tied output false; qkv bias false", "blk.0.attn_qkv.weight",
 			"layers run as cpu: unfused ops; metal: fused QKV with RoPE and cache write, O, gate-up, down"} {
 			if path == ck.HF && strings.HasPrefix(want, "blk.") {

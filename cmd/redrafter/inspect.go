@@ -59,8 +59,26 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	fmt.Fprintf(w, "rope base %g, dims %d, pairs %s, scaling %q; rms eps %g; tied output %v; qkv bias %v\n",
 		c.RopeTheta, c.RopeDims, map[bool]string{true: "neox", false: "adjacent"}[c.RopeNeoX], c.RopeScale.Type,
 		c.NormEps, c.TiedOutput, c.QKVBias)
+	if rs := c.RopeScale; rs.Type == "longrope" {
+		fmt.Fprintf(w, "longrope: the short factors for a context (--context) up to the original %d tokens, the long ones beyond; attention factor %.4g\n",
+			rs.OriginalContext, rs.AttnFactor)
+	}
 	if c.SlidingWindow > 0 {
 		fmt.Fprintf(w, "sliding window %d positions (a mask; the KV cache stays full-length)\n", c.SlidingWindow)
+	}
+	if c.SlidingPattern > 0 {
+		fmt.Fprintf(w, "a global layer (no window) every %d layers", c.SlidingPattern)
+		if c.RopeLocalTheta > 0 {
+			fmt.Fprintf(w, "; the sliding layers' rope base %g, unscaled", c.RopeLocalTheta)
+		}
+		fmt.Fprintln(w)
+	}
+	if c.PostNorms {
+		fmt.Fprintf(w, "gemma: embeddings × %g, norms after attention and MLP too, q/k head norms %v, GeGLU %v, attention scale %g\n",
+			c.EmbedScale, c.QKNorm, c.GeGLU, c.AttnScale)
+	}
+	if c.AttnSoftCap > 0 || c.FinalSoftCap > 0 {
+		fmt.Fprintf(w, "soft-caps: attention scores %g, logits %g (0: none)\n", c.AttnSoftCap, c.FinalSoftCap)
 	}
 	writeLayersRunAs(w, &c)
 	var vocab *tokenizer.Vocab

@@ -25,10 +25,12 @@ type MatMulOp struct{}
 // Sources: x [M,D] f32, w [D] f32. Result [M,D] f32.
 type RMSNormOp struct{ Eps float32 }
 
-// RoPEOp (built by RoPE) rotates pairs of each head's first 2·len(InvFreq)
-// dimensions by angle pos·InvFreq[j]. NeoX pairs (x[j], x[j+d/2]) as HF
-// checkpoints do; otherwise adjacent pairs (x[2j], x[2j+1]) as llama.cpp's
-// permuted weights do.
+// RoPEOp (built by RoPE) rotates pairs of each head's first 2·P
+// dimensions, P = len(InvFreq), by angle pos·InvFreq[j]; the rest of the
+// head is copied. NeoX pairs (x[j], x[j+P]) as HF checkpoints do (with a
+// partial rotary, transformers' rotate_half over the rotated dimensions
+// only, Phi-3's q_rot); otherwise adjacent pairs (x[2j], x[2j+1]) as
+// llama.cpp's permuted weights do.
 // Sources: x [M,H,D] f32, pos [M] i32. Result [M,H,D] f32.
 type RoPEOp struct {
 	InvFreq []float32 // inverse frequencies, rope scaling already applied
@@ -57,9 +59,13 @@ type RoPEOp struct {
 // plus their depth in the tree. A query's visible keys, numbered in order
 // (the cache rows, then its ancestors), have their positions as numbers,
 // so the window keeps the last Window of them. Window 0 is no window.
+//
+// SoftCap, when positive, caps each scaled score s as SoftCap·tanh(s/SoftCap)
+// before the mask and the softmax (Gemma 2's attn_logit_softcapping).
 type AttentionOp struct {
-	Scale  float32
-	Window int
+	Scale   float32
+	Window  int
+	SoftCap float32
 }
 
 // KVWriteOp (built by KVWrite) copies new rows into a cache at rows
@@ -83,6 +89,16 @@ type SiLUOp struct{}
 // SwiGLUOp is SiLU(gate)·up, elementwise; SwiGLU builds it.
 // Sources: gate, up of one shape.
 type SwiGLUOp struct{}
+
+// GeGLUOp is GELU(gate)·up, elementwise, with GELU's tanh approximation
+// (PyTorch's gelu(x, approximate="tanh"), Gemma's gelu_pytorch_tanh):
+// GELU(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); GeGLU builds it.
+// Sources: gate, up of one shape.
+type GeGLUOp struct{}
+
+// SoftCapOp is Cap·tanh(x/Cap), elementwise (Gemma 2's
+// final_logit_softcapping); SoftCap builds it.
+type SoftCapOp struct{ Cap float32 }
 
 // AddOp (built by Add) is elementwise a+b. b has a's shape, or the shape of
 // a's trailing dimensions, in which case it is broadcast over the leading
@@ -168,6 +184,8 @@ func (KVWriteOp) isOp()        {}
 func (KVCompactOp) isOp()      {}
 func (SiLUOp) isOp()           {}
 func (SwiGLUOp) isOp()         {}
+func (GeGLUOp) isOp()          {}
+func (SoftCapOp) isOp()        {}
 func (AddOp) isOp()            {}
 func (MulOp) isOp()            {}
 func (ConcatOp) isOp()         {}
@@ -189,15 +207,21 @@ func (o RoPEOp) String() string {
 	return fmt.Sprintf("RoPE{dims=%d,neox=%v}", 2*len(o.InvFreq), o.NeoX)
 }
 func (o AttentionOp) String() string {
+	s := fmt.Sprintf("Attention{scale=%g", o.Scale)
 	if o.Window > 0 {
-		return fmt.Sprintf("Attention{scale=%g,window=%d}", o.Scale, o.Window)
+		s += fmt.Sprintf(",window=%d", o.Window)
 	}
-	return fmt.Sprintf("Attention{scale=%g}", o.Scale)
+	if o.SoftCap > 0 {
+		s += fmt.Sprintf(",softcap=%g", o.SoftCap)
+	}
+	return s + "}"
 }
 func (KVWriteOp) String() string    { return "KVWrite" }
 func (KVCompactOp) String() string  { return "KVCompact" }
 func (SiLUOp) String() string       { return "SiLU" }
 func (SwiGLUOp) String() string     { return "SwiGLU" }
+func (GeGLUOp) String() string      { return "GeGLU" }
+func (o SoftCapOp) String() string  { return fmt.Sprintf("SoftCap{cap=%g}", o.Cap) }
 func (AddOp) String() string        { return "Add" }
 func (MulOp) String() string        { return "Mul" }
 func (ConcatOp) String() string     { return "Concat" }
@@ -217,7 +241,7 @@ func (o SliceOp) String() string   { return fmt.Sprintf("Slice[%d:%d]", o.Lo, o.
 // AllOps lists one value of every op type; backends test that they cover it.
 func AllOps() []Op {
 	return []Op{EmbedOp{}, MatMulOp{}, RMSNormOp{}, RoPEOp{}, AttentionOp{}, KVWriteOp{}, KVCompactOp{},
-		SiLUOp{}, SwiGLUOp{}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
+		SiLUOp{}, SwiGLUOp{}, GeGLUOp{}, SoftCapOp{Cap: 30}, AddOp{}, MulOp{}, ConcatOp{}, LogSoftmaxOp{}, ArgmaxOp{}, TopKOp{}, GatherRowsOp{},
 		TakeAlongOp{}, RNNStepOp{}, ReshapeOp{}, DequantizeOp{Bits: 4, GroupSize: 64}, QMatMulOp{Bits: 4, GroupSize: 64},
 		QEmbedOp{Bits: 4, GroupSize: 64}, WarpLogSoftmaxOp{K: 50, Masked: -50000}, BeamTopOp{Width: 1}, SliceOp{Lo: 0, Hi: 1},
 		BeamChainsOp{Depth: 1}, AcceptChainsOp{Width: 1},
@@ -282,9 +306,11 @@ func Attention(q, k, v, kvLen, end *Array, scale float32) *Array {
 	return AttentionWith(AttentionOp{Scale: scale}, q, k, v, kvLen, end)
 }
 
-// AttentionWith is Attention with every option of op (the sliding window).
+// AttentionWith is Attention with every option of op (the sliding window,
+// the soft-cap).
 func AttentionWith(op AttentionOp, q, k, v, kvLen, end *Array) *Array {
 	mustf(op.Window >= 0, "Attention: window %d", op.Window)
+	mustf(op.SoftCap >= 0, "Attention: soft-cap %g", op.SoftCap)
 	mustf(len(q.shape) == 3 && q.dtype == F32, "Attention: q %v", q)
 	mustf(len(k.shape) == 3 && k.shape.Equal(v.shape) && (k.dtype == F32 || k.dtype == F16) && v.dtype == k.dtype, "Attention: k %v v %v", k, v)
 	mustf(k.shape[2] == q.shape[2] && q.shape[1]%k.shape[0] == 0, "Attention: q %v vs cache %v", q.shape, k.shape)
@@ -322,6 +348,18 @@ func SiLU(x *Array) *Array {
 func SwiGLU(gate, up *Array) *Array {
 	mustf(gate.dtype == F32 && up.dtype == F32 && gate.shape.Equal(up.shape), "SwiGLU: gate %v up %v", gate, up)
 	return node(SwiGLUOp{}, F32, gate.shape, gate, up)
+}
+
+// GeGLU is GELU(gate)·up with GELU's tanh approximation; see GeGLUOp.
+func GeGLU(gate, up *Array) *Array {
+	mustf(gate.dtype == F32 && up.dtype == F32 && gate.shape.Equal(up.shape), "GeGLU: gate %v up %v", gate, up)
+	return node(GeGLUOp{}, F32, gate.shape, gate, up)
+}
+
+// SoftCap is cap·tanh(x/cap); see SoftCapOp.
+func SoftCap(x *Array, cap float32) *Array {
+	mustf(x.dtype == F32 && cap > 0, "SoftCap: x %v cap %g", x, cap)
+	return node(SoftCapOp{Cap: cap}, F32, x.shape, x)
 }
 
 func checkBroadcast(name string, a, b *Array) {

@@ -12,7 +12,8 @@ import (
 // attention is tree attention over a cache (see graph.AttentionOp). Keys are
 // visited in cache order, so a token's output does not depend on how many
 // other tokens share its forward pass.
-func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32, window int) error {
+func (b *Backend) attention(out graph.Operand, in []graph.Operand, op graph.AttentionOp) error {
+	scale, window := op.Scale, op.Window
 	q, k, v := f32(in[0]), cacheOf(in[1]), cacheOf(in[2])
 	n, heads, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
 	kvh, c := in[1].Shape[0], in[1].Shape[1]
@@ -27,11 +28,20 @@ func (b *Backend) attention(out graph.Operand, in []graph.Operand, scale float32
 		}
 	}
 	if b.reference {
-		refAttention(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window)
+		refAttention(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window, op.SoftCap)
 	} else {
-		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window)
+		b.attentionGroups(f32(out), q, k, v, end, n, heads, kvh, c, d, past, scale, window, op.SoftCap)
 	}
 	return nil
+}
+
+// softCap is cap·tanh(s/cap) (Gemma 2's soft-capping of attention scores
+// and logits), the tanh in float64, rounded; s itself when cap is 0.
+func softCap(s, cap float32) float32 {
+	if cap <= 0 {
+		return s
+	}
+	return cap * float32(math.Tanh(float64(s/cap)))
 }
 
 // kvCache is a K or V cache [KVH, C, D] stored as f32 or as f16.
@@ -78,8 +88,9 @@ func (c kvCache) weigh(y []float32, m, d int, p []float32, ldp, off, ld, from, t
 // every key it sees, a softmax in float64 exponentials, and the weighted
 // sum of the value rows, all in plain loops in cache order. With a window,
 // it compares positions: cache row r is position r, new token j is
-// position past + its depth in the tree.
-func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int) {
+// position past + its depth in the tree. A soft-cap applies to the scaled
+// score (softCap).
+func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int, cap float32) {
 	group := heads / kvh
 	w := make([]float32, past+n)
 	pos := make([]int, past+n)
@@ -112,7 +123,7 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d
 			for j, x := range qv {
 				s += x * k.at((g*c+r)*d+j)
 			}
-			row[r] = s * scale
+			row[r] = softCap(s*scale, cap)
 			mx = max(mx, row[r])
 		}
 		var sum float32
@@ -161,7 +172,7 @@ func refAttention(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d
 // With a window, a query sees the last window of its visible keys (their
 // visible index is their position; see graph.AttentionOp); cache rows
 // before every query's window in a task are not scored.
-func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int) {
+func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, heads, kvh, c, d, past int, scale float32, window int, cap float32) {
 	group, rowLen := heads/kvh, past+n
 	// Queries per task: enough for 16 rows, fewer where that would leave
 	// workers without a task (many cores, short trees).
@@ -244,6 +255,11 @@ func (b *Backend) attentionGroups(y, q []float32, k, v kvCache, end []int32, n, 
 				})
 				for i := range group {
 					row := scq[i*rowLen : i*rowLen+seen]
+					if cap > 0 {
+						for j, s := range row {
+							row[j] = softCap(s, cap)
+						}
+					}
 					kernels.Scale(row, 1/kernels.ExpSum(row, kernels.Max(row)))
 				}
 				yg := yb[(qi-q0)*heads*d : (qi-q0)*heads*d+group*d]

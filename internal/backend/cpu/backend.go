@@ -282,7 +282,7 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 	case graph.RoPEOp:
 		return b.rope(f32(s.Out), f32(in[0]), i32(in[1]), in[0].Shape, op)
 	case graph.AttentionOp:
-		return b.attention(s.Out, in, op.Scale, op.Window)
+		return b.attention(s.Out, in, op)
 	case graph.KVWriteOp:
 		return kvWrite(in[0], in[1], in[2])
 	case graph.KVCompactOp:
@@ -291,6 +291,12 @@ func (b *Backend) step(s *graph.Step, prep *preparedX) error {
 		b.silu(f32(s.Out), f32(in[0]))
 	case graph.SwiGLUOp:
 		b.swiglu(f32(s.Out), f32(in[0]), f32(in[1]))
+	case graph.GeGLUOp:
+		b.geglu(f32(s.Out), f32(in[0]), f32(in[1]))
+	case graph.SoftCapOp:
+		for i, x := range f32(in[0]) { // a row of logits a token: no split
+			f32(s.Out)[i] = softCap(x, op.Cap)
+		}
 	case graph.AddOp:
 		add(f32(s.Out), f32(in[0]), f32(in[1]))
 	case graph.MulOp:

@@ -107,8 +107,9 @@ func headMajor(x []float32, c, kvh, d int) []float32 {
 }
 
 // visible(qi, r) says whether query qi sees cache row r (r >= past: new
-// token r-past).
-func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(qi, r int) bool, scale float32) []float32 {
+// token r-past); softcap > 0 caps each scaled score s as
+// softcap·tanh(s/softcap) (Gemma 2's attn_logit_softcapping).
+func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(qi, r int) bool, scale, softcap float32) []float32 {
 	out := make([]float32, n*heads*d)
 	for qi := range n {
 		for h := range heads {
@@ -127,6 +128,9 @@ func naiveAttention(q, k, v []float32, n, heads, kvh, d, past int, visible func(
 					dot += float64(q[(qi*heads+h)*d+j]) * float64(k[(r*kvh+g)*d+j])
 				}
 				s[i] = dot * float64(scale)
+				if softcap > 0 {
+					s[i] = float64(softcap) * math.Tanh(s[i]/float64(softcap))
+				}
 				mx = max(mx, s[i])
 			}
 			var sum float64
@@ -173,10 +177,15 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 2))
 	// window 0 is full attention; the others cut the cache, the tree, or
 	// both, counted by position (a new token's is past + its depth).
-	for _, tc := range []struct{ n, heads, kvh, d, past, capacity, window int }{
-		{1, 2, 1, 4, 0, 4, 0}, {1, 8, 4, 8, 7, 16, 0}, {6, 4, 2, 16, 3, 16, 0}, {17, 8, 8, 5, 20, 64, 0}, {9, 6, 3, 64, 0, 9, 0},
-		{1, 8, 4, 8, 7, 16, 3}, {1, 2, 1, 4, 10, 16, 11}, {6, 4, 2, 16, 3, 16, 2}, {17, 8, 8, 5, 20, 64, 6},
-		{17, 8, 8, 5, 20, 64, 22}, {9, 6, 3, 64, 0, 9, 1}, {40, 2, 1, 8, 30, 80, 25},
+	// softcap > 0 caps the scores (Gemma 2), low enough to bend most of them.
+	for _, tc := range []struct {
+		n, heads, kvh, d, past, capacity, window int
+		softcap                                  float32
+	}{
+		{1, 2, 1, 4, 0, 4, 0, 0}, {1, 8, 4, 8, 7, 16, 0, 0}, {6, 4, 2, 16, 3, 16, 0, 0}, {17, 8, 8, 5, 20, 64, 0, 0}, {9, 6, 3, 64, 0, 9, 0, 0},
+		{1, 8, 4, 8, 7, 16, 3, 0}, {1, 2, 1, 4, 10, 16, 11, 0}, {6, 4, 2, 16, 3, 16, 2, 0}, {17, 8, 8, 5, 20, 64, 6, 0},
+		{17, 8, 8, 5, 20, 64, 22, 0}, {9, 6, 3, 64, 0, 9, 1, 0}, {40, 2, 1, 8, 30, 80, 25, 0},
+		{1, 8, 4, 8, 7, 16, 0, 0.5}, {6, 4, 2, 16, 3, 16, 2, 0.7}, {17, 8, 8, 5, 20, 64, 0, 1}, {40, 2, 1, 8, 30, 80, 25, 0.5},
 	} {
 		parent, end := randomTree(r, tc.n)
 		if tc.n == 40 {
@@ -210,7 +219,7 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 		kc := randF32(r, tc.capacity*tc.kvh*tc.d)
 		vc := randF32(r, tc.capacity*tc.kvh*tc.d)
 		scale := float32(1 / math.Sqrt(float64(tc.d)))
-		want := naiveAttention(q, kc, vc, tc.n, tc.heads, tc.kvh, tc.d, tc.past, visible, scale)
+		want := naiveAttention(q, kc, vc, tc.n, tc.heads, tc.kvh, tc.d, tc.past, visible, scale, tc.softcap)
 		for _, be := range []*Backend{New(2), NewReference()} {
 			got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {
 				qa := g.Input("q", graph.F32, tc.n, tc.heads, tc.d)
@@ -219,7 +228,7 @@ func TestAttentionTreeMatchesAncestorMask(t *testing.T) {
 				kl := g.Input("kvLen", graph.I32, 1)
 				ea := g.Input("end", graph.I32, tc.n)
 				return map[*graph.Array]any{qa: q, kl: []int32{int32(tc.past)}, ea: end},
-					graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: tc.window}, qa, ka, va, kl, ea)
+					graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: tc.window, SoftCap: tc.softcap}, qa, ka, va, kl, ea)
 			})
 			if e := maxRelErr(got, want); e > 1e-5 {
 				t.Errorf("%s attention %+v (seed %d): max rel err %g", be.Name(), tc, seed, e)
@@ -249,6 +258,9 @@ func TestSmallOps(t *testing.T) {
 		{"RMSNorm", func(g *graph.Graph, xa *graph.Array) *graph.Array {
 			return graph.RMSNorm(xa, constF32(t, be, g, "w", []float32{1, 1, 2}, 3), 0)
 		}, []float32{0.46291006, 0.9258201, 2.7774603, 1.6681153, -0.4170288, 0.4170288}},
+		// 2·tanh(x/2), from Python's math.tanh.
+		{"SoftCap", func(g *graph.Graph, xa *graph.Array) *graph.Array { return graph.SoftCap(xa, 2) },
+			[]float32{0.92423431, 1.5231883, 1.8102965, 1.9280552, -0.92423431, 0.48983732}},
 	}
 	for _, c := range cases {
 		got := evalOn(t, be, func(g *graph.Graph) (map[*graph.Array]any, *graph.Array) {

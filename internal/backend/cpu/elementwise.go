@@ -7,7 +7,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu/kernels"
 )
 
-// SiLUOp, SwiGLUOp, AddOp, MulOp, ConcatOp; mirrors internal/backend/metal/elementwise.go.
+// SiLUOp, SwiGLUOp, GeGLUOp, AddOp, MulOp, ConcatOp; mirrors internal/backend/metal/elementwise.go.
 
 // sigmoid is 1/(1+e^-x) with math.Exp, for the reference backend.
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
@@ -37,6 +37,31 @@ func (b *Backend) swiglu(y, gate, up []float32) {
 	for i, g := range gate {
 		y[i] = g * sigmoid(g) * up[i]
 	}
+}
+
+// gelu is GELU with the tanh approximation (PyTorch's approximate="tanh"),
+// in float32 but for the tanh, taken in float64 and rounded: GeGLUOp's
+// reference, for every path of this backend.
+func gelu(x float32) float32 {
+	const k = 0.7978845608028654 // √(2/π)
+	u := k * (x + 0.044715*x*x*x)
+	return 0.5 * x * (1 + float32(math.Tanh(float64(u))))
+}
+
+// geglu is GeGLUOp: y = GELU(gate)·up. Gemma's MLP runs it once a layer
+// over [n, ffn], a small part of a pass beside the products, so the fast
+// path is the reference's loop split over the workers (no vector kernel).
+func (b *Backend) geglu(y, gate, up []float32) {
+	run := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			y[i] = gelu(gate[i]) * up[i]
+		}
+	}
+	if !b.reference {
+		b.pool.parallel(len(gate), 64, elementwiseMin, run)
+		return
+	}
+	run(0, len(gate))
 }
 
 // add and mul are AddOp and MulOp: y = a+b and y = a·b elementwise,

@@ -82,7 +82,7 @@ func TestRMSNormRowsSplit(t *testing.T) {
 	}
 }
 
-// TestSplitOpsMatchOneThread: SiLU, SwiGLU and RoPE split across workers
+// TestSplitOpsMatchOneThread: SiLU, SwiGLU, GeGLU and RoPE split across workers
 // give the single-thread result bit for bit, at sizes with a scalar tail and
 // with rows of both RoPE layouts; RoPE's vector kernels give the
 // reference's bits.
@@ -94,7 +94,8 @@ func TestSplitOpsMatchOneThread(t *testing.T) {
 		for _, op := range []struct {
 			name string
 			run  func(b *Backend, y []float32)
-		}{{"silu", func(b *Backend, y []float32) { b.silu(y, x) }}, {"swiglu", func(b *Backend, y []float32) { b.swiglu(y, x, u) }}} {
+		}{{"silu", func(b *Backend, y []float32) { b.silu(y, x) }}, {"swiglu", func(b *Backend, y []float32) { b.swiglu(y, x, u) }},
+			{"geglu", func(b *Backend, y []float32) { b.geglu(y, x, u) }}} {
 			want, got := make([]float32, n), make([]float32, n)
 			op.run(one, want)
 			op.run(many, got)
@@ -277,6 +278,39 @@ func BenchmarkAddNorm(b *testing.B) {
 				}
 			})
 			p.Free()
+		}
+	}
+}
+
+// TestGELUMatchesDefinition: GeGLU's GELU is PyTorch's tanh approximation,
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) taken in float64, within a few
+// float32 roundings (4e-7 relative, and 1e-6 absolute for the far negative
+// tail, where 1 + tanh is below float32's resolution at 1 and comes out 0),
+// and GeGLU multiplies it by up; the values at ±1 and 3
+// are that formula in float64 (PyTorch computes gelu(x, approximate="tanh") by it).
+func TestGELUMatchesDefinition(t *testing.T) {
+	for x, want := range map[float32]float64{1: 0.8411919906082768, -1: -0.15880800939172324, 3: 2.996362607918227} {
+		if got := gelu(x); math.Abs(float64(got)-want) > 1e-6*math.Abs(want) {
+			t.Errorf("gelu(%g) = %.9g, PyTorch's is %.9g", x, got, want)
+		}
+	}
+	def := func(x float64) float64 {
+		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	n := 4096
+	gate, up := randF32(r, n), randF32(r, n)
+	for i := range gate {
+		gate[i] *= 8 // beyond tanh's bend both ways
+	}
+	for _, b := range []*Backend{NewReference(), New(2)} {
+		y := make([]float32, n)
+		b.geglu(y, gate, up)
+		for i := range y {
+			want := def(float64(gate[i])) * float64(up[i])
+			if math.Abs(float64(y[i])-want) > (4e-7*math.Abs(def(float64(gate[i])))+1e-6)*math.Abs(float64(up[i])) {
+				t.Fatalf("geglu(%g, %g) = %.9g, the definition gives %.9g", gate[i], up[i], y[i], want)
+			}
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (e *encoder) attention(op graph.AttentionOp) error {
 	q, k := e.shape(0), e.shape(1)
 	n, h, d, kvh, c, dt := q[0], q[1], q[2], k[0], k[1], e.dtype(1)
 	if !attnSplit(n, h, d, c) {
-		l, err := attentionLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], e.in[4], dt, n, h, kvh, d, c, op.Scale, op.Window)
+		l, err := attentionLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], e.in[4], dt, n, h, kvh, d, c, op.Scale, op.Window, op.SoftCap)
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (e *encoder) attention(op graph.AttentionOp) error {
 		return err
 	}
 	scratch := buf.(*Buffer).ptr
-	l, err := attentionSplitLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], e.in[4], scratch, dt, n, h, kvh, d, c, op.Scale, op.Window)
+	l, err := attentionSplitLaunch(e.out, e.in[0], e.in[1], e.in[2], e.in[3], e.in[4], scratch, dt, n, h, kvh, d, c, op.Scale, op.Window, op.SoftCap)
 	if err != nil {
 		e.b.Free(buf)
 		return err
@@ -101,17 +101,17 @@ func attnCheck(h, kvh, d int) error {
 
 // attentionLaunch: attention_tree, one block per (head, query); q [n, h, d],
 // caches [kvh, c, d]; window is the sliding window (0: none).
-func attentionLaunch(out, q, k, v, kvLen, end devptr, dt graph.DType, n, h, kvh, d, c int, scale float32, window int) (*launch, error) {
+func attentionLaunch(out, q, k, v, kvLen, end devptr, dt graph.DType, n, h, kvh, d, c int, scale float32, window int, softcap float32) (*launch, error) {
 	if err := attnCheck(h, kvh, d); err != nil {
 		return nil, err
 	}
 	return newLaunch("attention_tree_"+dt.String(), grid2(h, n), 128).
-		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).i32(n).i32(h).i32(kvh).i32(d).i32(c).f32(scale).i32(window), nil
+		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).i32(n).i32(h).i32(kvh).i32(d).i32(c).f32(scale).i32(window).f32(softcap), nil
 }
 
 // attentionSplitLaunch: attention_split, one block per (head, query,
 // chunk), over scratch of attnScratchBytes (zeroed before its first run).
-func attentionSplitLaunch(out, q, k, v, kvLen, end, scratch devptr, dt graph.DType, n, h, kvh, d, c int, scale float32, window int) (*launch, error) {
+func attentionSplitLaunch(out, q, k, v, kvLen, end, scratch devptr, dt graph.DType, n, h, kvh, d, c int, scale float32, window int, softcap float32) (*launch, error) {
 	if err := attnCheck(h, kvh, d); err != nil {
 		return nil, err
 	}
@@ -119,5 +119,5 @@ func attentionSplitLaunch(out, q, k, v, kvLen, end, scratch devptr, dt graph.DTy
 	l := &launch{kernel: "attention_split_" + dt.String(), grid: [3]int{max(h, 1), max(n, 1), p}, block: [3]int{128, 1, 1}}
 	return l.
 		ptr(out).ptr(q).ptr(k).ptr(v).ptr(kvLen).ptr(end).ptr(scratch).ptr(scratch + devptr(4*n*h)).
-		i32(n).i32(h).i32(kvh).i32(d).i32(c).i32(p).f32(scale).i32(window), nil
+		i32(n).i32(h).i32(kvh).i32(d).i32(c).i32(p).f32(scale).i32(window).f32(softcap), nil
 }

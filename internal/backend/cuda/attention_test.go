@@ -52,9 +52,9 @@ func TestAttentionRowSameBitsDecodeAndTree(t *testing.T) {
 			var err error
 			if split {
 				scratch := dv.alloc(make([]byte, attnScratchBytes(n, h, d, attnChunks(cc))))
-				l, err = attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, n, h, kvh, d, cc, scale, 0)
+				l, err = attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, n, h, kvh, d, cc, scale, 0, 0)
 			} else {
-				l, err = attentionLaunch(out, qp, kp, vp, lp, ep, dt, n, h, kvh, d, cc, scale, 0)
+				l, err = attentionLaunch(out, qp, kp, vp, lp, ep, dt, n, h, kvh, d, cc, scale, 0, 0)
 			}
 			if err == nil {
 				err = dv.run(l)

@@ -334,7 +334,7 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention_tree_"+dt(1).String())
 	case graph.RMSNormOp:
 		return dt(0) == graph.F32 && dt(1) == graph.F32
-	case graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp, graph.ConcatOp,
+	case graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.GeGLUOp, graph.SoftCapOp, graph.AddOp, graph.MulOp, graph.ConcatOp,
 		graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp:
 		return dt(0) == graph.F32
 	case graph.GatherRowsOp:

@@ -4,13 +4,17 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
-// elementwise encodes SiLUOp, SwiGLUOp, AddOp and MulOp.
+// elementwise encodes SiLUOp, SwiGLUOp, GeGLUOp, SoftCapOp, AddOp and MulOp.
 func (e *encoder) elementwise() error {
-	switch e.step.Op.(type) {
+	switch op := e.step.Op.(type) {
+	case graph.SoftCapOp:
+		e.add(softcapLaunch(e.out, e.in[0], e.shape(0).Numel(), op.Cap))
 	case graph.SiLUOp:
 		e.add(siluLaunch(e.out, e.in[0], e.shape(0).Numel()))
 	case graph.SwiGLUOp:
 		e.add(swigluLaunch(e.out, e.in[0], e.in[1], e.shape(0).Numel()))
+	case graph.GeGLUOp:
+		e.add(gegluLaunch(e.out, e.in[0], e.in[1], e.shape(0).Numel()))
 	case graph.AddOp:
 		e.add(binaryLaunch("add_f32", e.out, e.in[0], e.in[1], e.shape(0).Numel(), e.shape(1).Numel()))
 	case graph.MulOp:
@@ -33,6 +37,14 @@ func siluLaunch(out, x devptr, n int) *launch {
 
 func swigluLaunch(out, gate, up devptr, n int) *launch {
 	return newLaunch("swiglu_f32", grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(gate).ptr(up).u64(n)
+}
+
+func gegluLaunch(out, gate, up devptr, n int) *launch {
+	return newLaunch("geglu_f32", grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(gate).ptr(up).u64(n)
+}
+
+func softcapLaunch(out, x devptr, n int, cap float32) *launch {
+	return newLaunch("softcap_f32", grid1(ceilDiv(n, 256)), 256).ptr(out).ptr(x).u64(n).f32(cap)
 }
 
 // binaryLaunch is Add or Mul; b has nb elements, broadcast over a's n.

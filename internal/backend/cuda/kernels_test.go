@@ -246,6 +246,26 @@ func kernelCases(r *rand.Rand) []kcase {
 			err := d.run(swigluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
 			return []any{d.f32s(out)}, err
 		})
+		add("GeGLU/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa, ya := g.Input("x", graph.F32, m, dd), g.Input("y", graph.F32, m, dd)
+				return []*graph.Array{graph.GeGLU(xa, ya)}, map[*graph.Array]any{xa: x, ya: y}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(gegluLaunch(out, d.alloc(b(x)), d.alloc(b(y)), n))
+			return []any{d.f32s(out)}, err
+		})
+		add("SoftCap/N999", tolF32, func(be graph.Backend) ([]any, error) {
+			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+				xa := g.Input("x", graph.F32, m, dd)
+				return []*graph.Array{graph.SoftCap(xa, 1.5)}, map[*graph.Array]any{xa: x}
+			})
+		}, func(d *emuDevice) ([]any, error) {
+			out := d.alloc(zeros(n))
+			err := d.run(softcapLaunch(out, d.alloc(b(x)), n, 1.5))
+			return []any{d.f32s(out)}, err
+		})
 		for _, op := range []struct {
 			name   string
 			kernel string
@@ -286,7 +306,7 @@ func kernelCases(r *rand.Rand) []kcase {
 		})
 	}
 	// attnCase adds an Attention case (the list below says which).
-	attnCase := func(dt graph.DType, s attnKCase) {
+	attnCase := func(dt graph.DType, s attnKCase, softcap float32) {
 		cc := s.pa + s.n + 3
 		if s.cap > 0 {
 			cc = s.cap
@@ -297,6 +317,9 @@ func kernelCases(r *rand.Rand) []kcase {
 		}
 		if s.window > 0 {
 			name += fmt.Sprintf("_window%d", s.window)
+		}
+		if softcap > 0 {
+			name += fmt.Sprintf("_softcap%g", softcap)
 		}
 		if s.path != "" {
 			name += "_" + s.path
@@ -320,7 +343,7 @@ func kernelCases(r *rand.Rand) []kcase {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", dt, s.kvh, cc, s.d), g.Input("v", dt, s.kvh, cc, s.d)
 				la, ea := g.Input("kvlen", graph.I32, 1), g.Input("end", graph.I32, s.n)
-				return []*graph.Array{graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: s.window}, qa, ka, va, la, ea)},
+				return []*graph.Array{graph.AttentionWith(graph.AttentionOp{Scale: scale, Window: s.window, SoftCap: softcap}, qa, ka, va, la, ea)},
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.pa)}, ea: end}
 			})
 			if s.path == "split" && err == nil {
@@ -332,7 +355,7 @@ func kernelCases(r *rand.Rand) []kcase {
 			qp, kp, vp := d.alloc(b(q)), d.alloc(b(kd)), d.alloc(b(vd))
 			lp, ep := d.alloc(b([]int32{int32(s.pa)})), d.alloc(b(end))
 			if s.path != "split" {
-				l, err := attentionLaunch(out, qp, kp, vp, lp, ep, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window)
+				l, err := attentionLaunch(out, qp, kp, vp, lp, ep, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window, softcap)
 				if err != nil {
 					return nil, err
 				}
@@ -340,7 +363,7 @@ func kernelCases(r *rand.Rand) []kcase {
 				return []any{d.f32s(out)}, err
 			}
 			scratch := d.alloc(make([]byte, attnScratchBytes(s.n, s.h, s.d, attnChunks(cc))))
-			l, err := attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window)
+			l, err := attentionSplitLaunch(out, qp, kp, vp, lp, ep, scratch, dt, s.n, s.h, s.kvh, s.d, cc, scale, s.window, softcap)
 			if err != nil {
 				return nil, err
 			}
@@ -408,7 +431,7 @@ func kernelCases(r *rand.Rand) []kcase {
 			{"decode", 1, 2, 1, 160, 1030, "split", 0, 0}, {"decode", 1, 2, 1, 100, 700, "split", 0, 0},
 			{"decode", 1, 2, 1, 256, 600, "split", 0, 0},
 			{"decode", 1, 32, 4, 64, 100, "split", 2048, 0}, {"tree", 6, 4, 1, 64, 255, "split", 1024, 0}} {
-			attnCase(dt, s)
+			attnCase(dt, s, 0)
 		}
 	}
 	{ // Row reductions, with repeated values for the ties.
@@ -517,7 +540,17 @@ func kernelCases(r *rand.Rand) []kcase {
 			{"decode", 1, 4, 2, 40, 1000, "split", 0, 300}, {"decode", 1, 4, 2, 64, 2100, "walk", 0, 700},
 			{"tree", 6, 4, 1, 64, 2046, "split", 0, 260}, {"tree", 6, 4, 1, 64, 1020, "walk", 0, 3},
 			{"chain", 6, 4, 1, 33, 700, "split", 0, 400}, {"decode", 1, 32, 4, 64, 600, "split", 2048, 512}} {
-			attnCase(dt, s)
+			attnCase(dt, s, 0)
+		}
+	}
+	// Soft-capped scores (Gemma 2; last too), caps low enough to bend most
+	// of them: one chunk, split and walked, the 16-byte path (d = 64) and
+	// the element path (d = 33), with and without a window.
+	for _, dt := range []graph.DType{graph.F32, graph.F16} {
+		for _, s := range []attnKCase{{"decode", 1, 4, 2, 40, 37, "", 0, 0}, {"tree", 9, 6, 2, 33, 20, "", 0, 5},
+			{"decode", 1, 4, 2, 64, 1000, "split", 0, 0}, {"decode", 1, 4, 2, 64, 2100, "walk", 0, 700},
+			{"tree", 6, 4, 1, 64, 1020, "walk", 0, 0}} {
+			attnCase(dt, s, 0.5)
 		}
 	}
 	return cs

@@ -114,6 +114,14 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "part + (pair * u64(p) + u64(za)) * u64(d + 2)", "part + pair * u64(p) * u64(d + 2)", "Attention/f32/tree/N6_H4_KVH1_D64_past2046_window260_split"},
 		// The blocks count to the chunks from 0, not from the window's: no block is last.
 		{"attention.cu", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK - za;", "const int np = (vis + ATT_CHUNK - 1) / ATT_CHUNK;", "Attention/f16/decode/N1_H4_KVH2_D40_past1000_window300_split"},
+		// GeGLU's GELU drops a power of x from the cubic term.
+		{"elementwise.cu", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/N999"},
+		// The element path forgets the soft-cap.
+		{"attention.cu", "sc[i] = x < c1 ? att_softcap(dot, sh.softcap) : ATT_NEG;", "sc[i] = x < c1 ? dot : ATT_NEG;", "Attention/f32/tree/N9_H6_KVH2_D33_past20_window5_softcap0.5"},
+		// The 16-byte path caps with tanh(s·cap)/cap.
+		{"attention.cu", "const float sc = in ? att_softcap(dot, sh.softcap) : ATT_NEG;", "const float sc = in ? att_softcap(dot * sh.softcap * sh.softcap, sh.softcap) / (sh.softcap * sh.softcap) : ATT_NEG;", "Attention/f16/decode/N1_H4_KVH2_D64_past1000_softcap0.5_split"},
+		// SoftCap divides by the cap once too often.
+		{"elementwise.cu", "cu_exp(2.0f * x[i] / cap)", "cu_exp(2.0f * x[i] / cap / cap)", "SoftCap/N999"},
 	}
 	// Every bug's text must still be in its file, the ones make test does
 	// not plant too (a kernel edit otherwise shows only in make test-all).

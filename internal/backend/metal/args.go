@@ -52,11 +52,12 @@ type RoPEArgs struct{ M, H, D, P int32 }
 
 // AttentionArgs: q [N,H,D], k and v [KVH,C,D]; P chunks in the split
 // kernels' scratch; Vec4 as in MatmulArgs; Window the sliding window (0:
-// none).
+// none); SoftCap the scores' soft-cap (0: none).
 type AttentionArgs struct {
 	N, H, KVH, D, C int32
 	Scale           float32
 	P, Vec4, Window int32
+	SoftCap         float32
 }
 
 // KVArgs: cache [Row/D,C,D] (KV heads, positions, head dim); N rows of
@@ -65,6 +66,12 @@ type KVArgs struct{ N, Row, C, D int32 }
 
 // ElementwiseArgs: N values; binary ops broadcast NB values of b.
 type ElementwiseArgs struct{ N, NB int32 }
+
+// SoftCapArgs: N values capped at Cap (SoftCapOp).
+type SoftCapArgs struct {
+	N   int32
+	Cap float32
+}
 
 // ConcatArgs: a [M,Da] and b [M,Db].
 type ConcatArgs struct{ M, Da, Db int32 }
@@ -107,6 +114,7 @@ var argStructs = map[string]any{
 	"AttentionArgs":   AttentionArgs{},
 	"KVArgs":          KVArgs{},
 	"ElementwiseArgs": ElementwiseArgs{},
+	"SoftCapArgs":     SoftCapArgs{},
 	"ConcatArgs":      ConcatArgs{},
 	"RowArgs":         RowArgs{},
 	"GatherArgs":      GatherArgs{},

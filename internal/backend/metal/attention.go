@@ -37,7 +37,7 @@ func (e *encoder) attention(op graph.AttentionOp) error {
 	}
 	chunks := (c + attnChunk - 1) / attnChunk // a query sees at most the whole cache
 	args := AttentionArgs{N: i32(n), H: i32(h), KVH: i32(kvh), D: i32(d), C: i32(c), Scale: op.Scale,
-		P: i32(chunks), Vec4: e.vec4(d, q, k, v, out), Window: i32(op.Window)}
+		P: i32(chunks), Vec4: e.vec4(d, q, k, v, out), Window: i32(op.Window), SoftCap: op.SoftCap}
 	shared := []int{sharedBytes(attnSimdgroups * (d + 2)), sharedBytes(attnChunk + 32)}
 	scratchBytes := n * h * chunks * (d + 2) * 4
 	if chunks <= 1 || n*h >= attnSplitBelow || scratchBytes > attnScratchMax {

@@ -311,7 +311,7 @@ func (b *Backend) Supports(op graph.Op, in []graph.DType) bool {
 		return dt(0) == graph.I32 && dt(1) == graph.I32 && hasKernel("chains", "accept", dt(0))
 	case graph.AttentionOp:
 		return dt(0) == graph.F32 && dt(1) == dt(2) && hasKernel("attention", "tree", dt(1))
-	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp,
+	case graph.RMSNormOp, graph.RoPEOp, graph.SiLUOp, graph.SwiGLUOp, graph.GeGLUOp, graph.SoftCapOp, graph.AddOp, graph.MulOp,
 		graph.ConcatOp, graph.LogSoftmaxOp, graph.ArgmaxOp, graph.TopKOp, graph.TakeAlongOp:
 		return dt(0) == graph.F32
 	}

@@ -2,17 +2,23 @@ package metal
 
 import "github.com/seed9b8f47b1/redrafter/internal/graph"
 
-// SiLU, SwiGLU, Add, Mul: one thread per element.
+// SiLU, SwiGLU, GeGLU, SoftCap, Add, Mul: one thread per element.
 func (e *encoder) elementwise() error {
 	in, out := e.step.In, e.step.Out
 	n := out.Shape.Numel()
 	grid, group := groups1D(n, 256), threads1D(256)
-	switch e.step.Op.(type) {
+	switch op := e.step.Op.(type) {
+	case graph.SoftCapOp:
+		return e.launch(kernelName("elementwise", "softcap", in[0].DType), SoftCapArgs{N: i32(n), Cap: op.Cap}, grid, group, nil,
+			rd(in[0]), wr(out))
 	case graph.SiLUOp:
 		return e.launch(kernelName("elementwise", "silu", in[0].DType), ElementwiseArgs{N: i32(n)}, grid, group, nil,
 			rd(in[0]), wr(out))
 	case graph.SwiGLUOp:
 		return e.launch(kernelName("elementwise", "swiglu", in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(n)}, grid, group, nil,
+			rd(in[0]), rd(in[1]), wr(out))
+	case graph.GeGLUOp:
+		return e.launch(kernelName("elementwise", "geglu", in[0].DType), ElementwiseArgs{N: i32(n), NB: i32(n)}, grid, group, nil,
 			rd(in[0]), rd(in[1]), wr(out))
 	}
 	variant := "add"

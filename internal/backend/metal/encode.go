@@ -28,7 +28,7 @@ func (b *Backend) encodeStep(s *graph.Step) ([]*dispatch, error) {
 		err = e.kvWrite()
 	case graph.KVCompactOp:
 		err = e.kvCompact()
-	case graph.SiLUOp, graph.SwiGLUOp, graph.AddOp, graph.MulOp:
+	case graph.SiLUOp, graph.SwiGLUOp, graph.GeGLUOp, graph.SoftCapOp, graph.AddOp, graph.MulOp:
 		err = e.elementwise()
 	case graph.ConcatOp:
 		err = e.concat()

@@ -128,6 +128,12 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		{"kv.metal", "if (h < args.H + args.KVH && i < 2 * args.P) {", "if (h < args.H && i < 2 * args.P) {", "RoPEKVWrite/f32/neox=false/M5_H6_KVH2_D64_P32_at40", ""},
 		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
+		// GeGLU's GELU drops a power of x from the cubic term.
+		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", ""},
+		// Attention forgets the soft-cap.
+		{"attention.metal", "sc[i] = vi < c1 ? attn_softcap(dot, args.softcap) : -FLT_MAX;", "sc[i] = vi < c1 ? dot : -FLT_MAX;", "Attention/f32/tree/N9_H4_KVH2_D40_past270_softcap0.8", ""},
+		// SoftCap leaves the factor 2 out of the exponent.
+		{"elementwise.metal", "exp(2.0f * float(x[tpig.x]) / c)", "exp(float(x[tpig.x]) / c)", "SoftCap/n257", ""},
 	}
 	// Every bug's text must still be in its file, the ones make test does
 	// not plant too (a kernel edit otherwise shows only in make test-all).

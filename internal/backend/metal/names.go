@@ -32,6 +32,8 @@ var kernelFamilies = append([]kernelEntry{
 	{"kv", "ropeadjacent", []graph.DType{graph.F32, graph.F16}},
 	{"elementwise", "silu", []graph.DType{graph.F32}},
 	{"elementwise", "swiglu", []graph.DType{graph.F32}},
+	{"elementwise", "geglu", []graph.DType{graph.F32}},
+	{"elementwise", "softcap", []graph.DType{graph.F32}},
 	{"elementwise", "add", []graph.DType{graph.F32}},
 	{"elementwise", "mul", []graph.DType{graph.F32}},
 	{"elementwise", "concat", []graph.DType{graph.F32}},

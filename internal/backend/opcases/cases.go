@@ -133,7 +133,7 @@ func All(r *rand.Rand) []Case {
 	for _, family := range []func(*rand.Rand) []Case{
 		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
 		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
-		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases,
+		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases, attentionSoftCapCases, softCapCases,
 	} {
 		cs = append(cs, family(r)...)
 	}
@@ -236,7 +236,8 @@ type attentionSpec struct {
 	n, h, kvh, d, past int
 	kind               string // "decode", "chain" or "tree"
 	cache              graph.DType
-	window             int // sliding window; 0: none
+	window             int     // sliding window; 0: none
+	softcap            float32 // the scores' soft-cap; 0: none
 }
 
 // attentionCases returns the cases of Attention over f32 and f16 caches.
@@ -244,17 +245,17 @@ func attentionCases(r *rand.Rand) []Case {
 	// Attention: decode, causal prefill, trees; GQA; head dims around 32
 	// and the largest.
 	return attentionSpecCases(r, []attentionSpec{
-		{1, 2, 2, 8, 0, "decode", graph.F32, 0}, {1, 4, 2, 64, 40, "decode", graph.F32, 0}, {5, 3, 1, 33, 0, "chain", graph.F32, 0},
-		{6, 4, 2, 100, 9, "chain", graph.F32, 0}, {7, 2, 1, 16, 5, "tree", graph.F32, 0}, {9, 4, 4, 64, 30, "tree", graph.F32, 0},
-		{13, 6, 2, 32, 3, "tree", graph.F32, 0},
-		{1, 4, 2, 64, 40, "decode", graph.F16, 0}, {9, 4, 2, 40, 30, "tree", graph.F16, 0}, {5, 3, 1, 33, 0, "chain", graph.F16, 0},
-		{1, 2, 1, 256, 20, "decode", graph.F32, 0},
+		{1, 2, 2, 8, 0, "decode", graph.F32, 0, 0}, {1, 4, 2, 64, 40, "decode", graph.F32, 0, 0}, {5, 3, 1, 33, 0, "chain", graph.F32, 0, 0},
+		{6, 4, 2, 100, 9, "chain", graph.F32, 0, 0}, {7, 2, 1, 16, 5, "tree", graph.F32, 0, 0}, {9, 4, 4, 64, 30, "tree", graph.F32, 0, 0},
+		{13, 6, 2, 32, 3, "tree", graph.F32, 0, 0},
+		{1, 4, 2, 64, 40, "decode", graph.F16, 0, 0}, {9, 4, 2, 40, 30, "tree", graph.F16, 0, 0}, {5, 3, 1, 33, 0, "chain", graph.F16, 0, 0},
+		{1, 2, 1, 256, 20, "decode", graph.F32, 0, 0},
 		// Caches of more than one ATTN_CHUNK: few (head, query) pairs take
 		// the split kernels (D a multiple of 4 or not, f32 and f16)...
-		{1, 4, 2, 64, 300, "decode", graph.F32, 0}, {1, 2, 1, 128, 600, "decode", graph.F16, 0},
-		{9, 4, 2, 40, 270, "tree", graph.F32, 0}, {5, 3, 1, 33, 260, "chain", graph.F16, 0},
+		{1, 4, 2, 64, 300, "decode", graph.F32, 0, 0}, {1, 2, 1, 128, 600, "decode", graph.F16, 0, 0},
+		{9, 4, 2, 40, 270, "tree", graph.F32, 0, 0}, {5, 3, 1, 33, 260, "chain", graph.F16, 0, 0},
 		// ... and many walk the chunks in one threadgroup each.
-		{128, 4, 1, 8, 200, "chain", graph.F32, 0},
+		{128, 4, 1, 8, 200, "chain", graph.F32, 0, 0},
 	})
 }
 
@@ -265,10 +266,22 @@ func attentionCases(r *rand.Rand) []Case {
 // families' inputs stay what they were.)
 func attentionWindowCases(r *rand.Rand) []Case {
 	return attentionSpecCases(r, []attentionSpec{
-		{1, 2, 2, 8, 20, "decode", graph.F32, 7}, {9, 4, 2, 40, 5, "tree", graph.F32, 8},
-		{13, 6, 2, 32, 3, "tree", graph.F16, 2}, {6, 4, 2, 64, 9, "chain", graph.F32, 4},
-		{1, 4, 2, 64, 600, "decode", graph.F16, 300}, {9, 4, 2, 40, 700, "tree", graph.F32, 260},
-		{5, 3, 1, 33, 560, "chain", graph.F32, 100}, {128, 4, 1, 8, 300, "chain", graph.F16, 200},
+		{1, 2, 2, 8, 20, "decode", graph.F32, 7, 0}, {9, 4, 2, 40, 5, "tree", graph.F32, 8, 0},
+		{13, 6, 2, 32, 3, "tree", graph.F16, 2, 0}, {6, 4, 2, 64, 9, "chain", graph.F32, 4, 0},
+		{1, 4, 2, 64, 600, "decode", graph.F16, 300, 0}, {9, 4, 2, 40, 700, "tree", graph.F32, 260, 0},
+		{5, 3, 1, 33, 560, "chain", graph.F32, 100, 0}, {128, 4, 1, 8, 300, "chain", graph.F16, 200, 0},
+	})
+}
+
+// attentionSoftCapCases returns the cases of soft-capped Attention (Gemma
+// 2), with caps low enough to bend most scores: decode, chain and tree, f32
+// and f16, one chunk, split and walked, with and without a window. (Last
+// in All, as the window's.)
+func attentionSoftCapCases(r *rand.Rand) []Case {
+	return attentionSpecCases(r, []attentionSpec{
+		{1, 4, 2, 64, 40, "decode", graph.F32, 0, 0.5}, {9, 4, 2, 40, 30, "tree", graph.F16, 0, 0.7},
+		{6, 4, 2, 100, 9, "chain", graph.F32, 4, 0.6}, {1, 2, 1, 128, 600, "decode", graph.F16, 0, 0.5},
+		{9, 4, 2, 40, 270, "tree", graph.F32, 0, 0.8}, {128, 4, 1, 8, 300, "chain", graph.F16, 200, 0.4},
 	})
 }
 
@@ -295,12 +308,15 @@ func attentionSpecCases(r *rand.Rand, specs []attentionSpec) []Case {
 		if s.window > 0 {
 			name += fmt.Sprintf("_window%d", s.window)
 		}
+		if s.softcap > 0 {
+			name += fmt.Sprintf("_softcap%g", s.softcap)
+		}
 		cs.add(name, TolF32,
 			func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 				qa := g.Input("q", graph.F32, s.n, s.h, s.d)
 				ka, va := g.Input("k", s.cache, s.kvh, c, s.d), g.Input("v", s.cache, s.kvh, c, s.d)
 				la, ea := g.Input("kvLen", graph.I32, 1), g.Input("end", graph.I32, s.n)
-				op := graph.AttentionOp{Scale: scale, Window: s.window}
+				op := graph.AttentionOp{Scale: scale, Window: s.window, SoftCap: s.softcap}
 				return []*graph.Array{graph.AttentionWith(op, qa, ka, va, la, ea)},
 					map[*graph.Array]any{qa: q, ka: kd, va: vd, la: []int32{int32(s.past)}, ea: end}
 			})
@@ -352,7 +368,7 @@ func kvCompactCases(r *rand.Rand) []Case {
 	return cs
 }
 
-// activationCases returns the cases of SiLU and SwiGLU.
+// activationCases returns the cases of SiLU, SwiGLU and GeGLU.
 func activationCases(r *rand.Rand) []Case {
 	var cs cases
 	for _, n := range []int{1, 255, 257, 1000} {
@@ -364,6 +380,25 @@ func activationCases(r *rand.Rand) []Case {
 		cs.add(fmt.Sprintf("SwiGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
 			return []*graph.Array{graph.SwiGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
+		})
+		// Same draws as SwiGLU's: the cases after these keep their inputs.
+		cs.add(fmt.Sprintf("GeGLU/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			ga, ua := g.Input("gate", graph.F32, n), g.Input("up", graph.F32, n)
+			return []*graph.Array{graph.GeGLU(ga, ua)}, map[*graph.Array]any{ga: x, ua: y}
+		})
+	}
+	return cs
+}
+
+// softCapCases returns the cases of SoftCap (Gemma 2's final logits), the
+// values well past the cap both ways. (Last in All.)
+func softCapCases(r *rand.Rand) []Case {
+	var cs cases
+	for _, n := range []int{1, 257, 1000} {
+		x := RandF32(r, n, 40)
+		cs.add(fmt.Sprintf("SoftCap/n%d", n), TolF32, func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			xa := g.Input("x", graph.F32, n)
+			return []*graph.Array{graph.SoftCap(xa, 15)}, map[*graph.Array]any{xa: x}
 		})
 	}
 	return cs

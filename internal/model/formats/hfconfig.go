@@ -26,7 +26,10 @@ type HFConfig struct {
 	RopeTheta             float64      `json:"rope_theta"`          // default 10000
 	RopeScaling           *RopeScaling `json:"rope_scaling"`        // nil: none
 	MaxPositionEmbeddings int          `json:"max_position_embeddings"`
-	VocabSize             int          `json:"vocab_size"`
+	// OriginalMaxPositionEmbeddings is Phi-3's top-level pretrained
+	// context, which its longrope scaling is relative to (0 when absent).
+	OriginalMaxPositionEmbeddings int `json:"original_max_position_embeddings"`
+	VocabSize                     int `json:"vocab_size"`
 	// TieWordEmbeddings: there is no lm_head.weight; the output projection
 	// reuses model.embed_tokens.weight.
 	TieWordEmbeddings bool `json:"tie_word_embeddings"`
@@ -46,6 +49,14 @@ type HFConfig struct {
 	// UseSlidingWindow is Qwen2's switch for SlidingWindow (false there by
 	// default); Mistral has no switch and uses the window when it is set.
 	UseSlidingWindow *bool `json:"use_sliding_window"`
+	// Gemma 2 and 3's keys; nil (or empty) when absent.
+	HiddenActivation      string   `json:"hidden_activation"` // "gelu_pytorch_tanh"
+	QueryPreAttnScalar    *float64 `json:"query_pre_attn_scalar"`
+	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping"`
+	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping"`
+	SlidingWindowPattern  *int     `json:"sliding_window_pattern"`
+	LayerTypes            []string `json:"layer_types"` // "sliding_attention" or "full_attention" per layer
+	RopeLocalBaseFreq     *float64 `json:"rope_local_base_freq"`
 	// Quantization is "quantization", or else "quantization_config"; nil if
 	// neither is present.
 	Quantization *Quantization `json:"-"`
@@ -57,7 +68,13 @@ type RopeScaling struct {
 	Factor                        float64 `json:"factor"`
 	LowFreqFactor                 float64 `json:"low_freq_factor"`                  // llama3
 	HighFreqFactor                float64 `json:"high_freq_factor"`                 // llama3
-	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"` // llama3, yarn
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"` // llama3, yarn, longrope
+	// longrope ("su" in older Phi-3 files): per-dimension divisors of the
+	// frequencies for short and long contexts, and the factor cos and sin
+	// are multiplied by (nil: derived from the contexts).
+	ShortFactor     []float64 `json:"short_factor"`
+	LongFactor      []float64 `json:"long_factor"`
+	AttentionFactor *float64  `json:"attention_factor"`
 }
 
 // UnmarshalJSON accepts the type under "rope_type" or "type".
@@ -165,7 +182,8 @@ func (q *Quantization) Module(path string) (groupSize, bits int, ok bool) {
 // UnmarshalJSON decodes config.json without applying defaults: it handles
 // eos_token_id as an int or a list, "dtype" for "torch_dtype", the two names
 // of the quantization block, and the "rope_parameters" block of newer
-// transformers releases (which holds rope_theta and the scaling).
+// transformers releases (which holds rope_theta, the scaling and
+// partial_rotary_factor).
 func (c *HFConfig) UnmarshalJSON(b []byte) error {
 	type plain HFConfig
 	aux := struct {
@@ -199,7 +217,8 @@ func (c *HFConfig) UnmarshalJSON(b []byte) error {
 	}
 	if len(aux.RopeParameters) > 0 && string(aux.RopeParameters) != "null" {
 		var rp struct {
-			RopeTheta float64 `json:"rope_theta"`
+			RopeTheta           float64  `json:"rope_theta"`
+			PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
 		}
 		var rs RopeScaling
 		if err := json.Unmarshal(aux.RopeParameters, &rp); err != nil {
@@ -210,6 +229,9 @@ func (c *HFConfig) UnmarshalJSON(b []byte) error {
 		}
 		if c.RopeTheta == 0 {
 			c.RopeTheta = rp.RopeTheta
+		}
+		if c.PartialRotaryFactor == nil {
+			c.PartialRotaryFactor = rp.PartialRotaryFactor
 		}
 		if c.RopeScaling == nil && rs.Type != "" && rs.Type != "default" {
 			c.RopeScaling = &rs

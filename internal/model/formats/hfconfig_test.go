@@ -83,6 +83,16 @@ func TestReadHFConfig(t *testing.T) {
 			RopeScaling: llama3Rope(8), MaxPositionEmbeddings: 2048, VocabSize: 100,
 			BOSTokenID: ptr(1), EOSTokenIDs: []int{2}, TorchDType: "bfloat16", HiddenAct: "silu",
 		}},
+		// transformers v5 keeps longrope's parameters and Phi-4-mini's
+		// partial_rotary_factor in rope_parameters.
+		{"synthetic-phi3-longrope-v5.json", HFConfig{
+			Architectures: []string{"Phi3ForCausalLM"}, ModelType: "phi3", HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2,
+			NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, RMSNormEps: 1e-6, RopeTheta: 10000,
+			RopeScaling: &RopeScaling{Type: "longrope", OriginalMaxPositionEmbeddings: 512,
+				ShortFactor: []float64{1, 1.5, 2, 2.5, 3, 3.5}, LongFactor: []float64{1, 2, 4, 8, 16, 32}, AttentionFactor: ptr(1.25)},
+			MaxPositionEmbeddings: 4096, VocabSize: 100, TorchDType: "bfloat16", HiddenAct: "silu",
+			SlidingWindow: ptr(262144), PartialRotaryFactor: ptr(0.75),
+		}},
 	}
 	for _, c := range cases {
 		got, err := ReadHFConfig(filepath.Join("testdata", "hfconfig", c.file))

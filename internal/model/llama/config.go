@@ -1,5 +1,5 @@
 // Package llama is the Llama-family architecture (Llama 2/3, Vicuna,
-// TinyLlama, Mistral, Qwen2, Qwen3): its configuration, weights bound by checkpoint
+// TinyLlama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and 3): its configuration, weights bound by checkpoint
 // name, and the graph builder for prefill, decode and tree verification,
 // which are one forward pass over N new tokens with different attention
 // trees.
@@ -13,7 +13,7 @@ import (
 // Config is the architecture of a loaded model, normalised from a GGUF
 // file's metadata or an HF config.json.
 type Config struct {
-	Arch       string  // "llama", "mistral", "qwen2" or "qwen3"
+	Arch       string  // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2" or "gemma3"
 	Vocab      int     // vocabulary size
 	Dim        int     // hidden size
 	FFN        int     // intermediate size of the SwiGLU MLP
@@ -32,19 +32,82 @@ type Config struct {
 	TiedOutput bool // the output projection is the embedding table
 	// SlidingWindow, when positive, limits each query to the keys of the
 	// last SlidingWindow positions, itself included (Mistral's
-	// sliding_window). The KV cache stays full-length: the window is a mask.
+	// sliding_window), in the layers Window says. The KV cache stays
+	// full-length: the window is a mask.
 	SlidingWindow int
+
+	// Gemma (gemma.go); zero values for every other architecture.
+	//
+	// SlidingPattern, when positive, makes every SlidingPattern-th layer
+	// global (no window): layer i slides unless (i+1)%SlidingPattern == 0
+	// (Gemma 3's sliding_window_pattern 6). 0: every layer slides.
+	SlidingPattern int
+	// RopeLocalTheta, when positive, is the RoPE base of the sliding
+	// layers, unscaled (Gemma 3's rope_local_base_freq); RopeTheta and
+	// RopeScale are the global layers'. 0: one table for every layer.
+	RopeLocalTheta float64
+	// EmbedScale, when positive, multiplies the embeddings (Gemma's
+	// normalizer, √Dim; see gemmaEmbedScale for its rounding).
+	EmbedScale float32
+	// AttnScale, when positive, is attention's scale (Gemma's
+	// query_pre_attn_scalar^-½); 0 is 1/√HeadDim.
+	AttnScale float64
+	PostNorms bool // RMSNorm on the attention's and the MLP's outputs before each residual add
+	GeGLU     bool // the MLP is GELU(gate)·up (tanh approximation), not SiLU(gate)·up
+	// AttnSoftCap and FinalSoftCap, when positive, cap the attention
+	// scores and the logits as cap·tanh(x/cap) (Gemma 2's
+	// attn_logit_softcapping and final_logit_softcapping).
+	AttnSoftCap, FinalSoftCap float32
+}
+
+// Window is layer i's attention window, 0 for none.
+func (c *Config) Window(i int) int {
+	if c.SlidingPattern > 0 && (i+1)%c.SlidingPattern == 0 {
+		return 0
+	}
+	return c.SlidingWindow
+}
+
+// localRoPE reports whether layer i rotates with the sliding layers' own
+// table (LocalInvFreq) rather than InvFreq's.
+func (c *Config) localRoPE(i int) bool { return c.RopeLocalTheta > 0 && c.Window(i) > 0 }
+
+// LocalInvFreq is the RoPE inverse frequencies of the sliding layers when
+// they have a base of their own (RopeLocalTheta): unscaled, as Gemma 3's
+// rotary_emb_local. Without one it is InvFreq.
+func (c *Config) LocalInvFreq() []float32 {
+	if c.RopeLocalTheta <= 0 {
+		return c.InvFreq()
+	}
+	l := *c
+	l.RopeTheta, l.RopeScale = c.RopeLocalTheta, RopeScaling{}
+	return l.InvFreq()
+}
+
+// attentionScale is AttnScale, or 1/√HeadDim.
+func (c *Config) attentionScale() float32 {
+	if c.AttnScale > 0 {
+		return float32(c.AttnScale)
+	}
+	return float32(1 / math.Sqrt(float64(c.HeadDim)))
 }
 
 // RopeScaling adjusts RoPE frequencies for long contexts.
 type RopeScaling struct {
-	Type   string  // "", "linear" or "llama3"
+	Type   string  // "", "linear", "llama3" or "longrope"
 	Factor float64 // linear and llama3
 	// llama3 only.
 	LowFreqFactor, HighFreqFactor float64
-	OriginalContext               int
+	// OriginalContext is the pretrained context (llama3, longrope).
+	OriginalContext int
 	// FreqFactors divide the frequencies one by one (GGUF rope_freqs.weight).
 	FreqFactors []float32
+	// longrope only (see rope.go): ShortFactors divide the frequencies one
+	// by one when the context run with is at most OriginalContext,
+	// LongFactors when it is longer; AttnFactor multiplies the rotated
+	// dimensions of queries and keys (transformers' cos and sin).
+	ShortFactors, LongFactors []float32
+	AttnFactor                float64
 }
 
 // maxConfigSize bounds every count in a config, as GGUF's readers do.
@@ -78,11 +141,18 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// InvFreq returns the RoPE inverse frequencies with scaling applied.
-func (c *Config) InvFreq() []float32 {
+// InvFreq returns the RoPE inverse frequencies with scaling applied, for
+// the model's whole context (InvFreqFor).
+func (c *Config) InvFreq() []float32 { return c.InvFreqFor(c.Context) }
+
+// InvFreqFor returns the RoPE inverse frequencies with scaling applied
+// for a run of at most context tokens: only longrope depends on it
+// (longropeFactors).
+func (c *Config) InvFreqFor(context int) []float32 {
 	half := c.RopeDims / 2
 	inv := make([]float32, half)
 	s := c.RopeScale
+	ext := c.longropeFactors(context)
 	for j := range half {
 		f := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.RopeDims))
 		switch s.Type {
@@ -104,6 +174,9 @@ func (c *Config) InvFreq() []float32 {
 		}
 		if j < len(s.FreqFactors) {
 			f /= float64(s.FreqFactors[j])
+		}
+		if j < len(ext) {
+			f /= float64(ext[j])
 		}
 		inv[j] = float32(f)
 	}

@@ -47,14 +47,34 @@ func (s *State) AddForward(g *graph.Graph, tokens, pos, kvLen, end, rows *graph.
 	m := r.Model
 	n := tokens.Shape()[0]
 	f := &forwardGraph{tokens: tokens, pos: pos, kvLen: kvLen, end: end, rows: rows}
-	x := graph.Embed(r.weight(g, &m.Embed), f.tokens) // x = embed_tokens(tokens)      [n, dim]
+	x := r.embed(g, f.tokens) // x = embed_tokens(tokens)      [n, dim]
 	for i := range m.Layers {
 		x = r.addLayer(g, x, f.pos, i, []segment{{lo: 0, hi: n, k: s.kv(g, i, 0), v: s.kv(g, i, 1), kvLen: f.kvLen, end: f.end}})
 	}
 	x = graph.GatherRows(x, f.rows)                              // only the rows asked for
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps) // hidden = norm(x)   [nOut, dim]
-	f.logits = graph.MatMul(f.hidden, r.weight(g, &m.Output))    // logits = lm_head(hidden) [nOut, vocab]
+	f.logits = r.head(g, f.hidden)                               // logits = lm_head(hidden) [nOut, vocab]
 	return f.logits, f.hidden
+}
+
+// embed is the embeddings of tokens [n], [n, dim], times Gemma's
+// normalizer where the model has one.
+func (r *Runner) embed(g *graph.Graph, tokens *graph.Array) *graph.Array {
+	x := graph.Embed(r.weight(g, &r.Model.Embed), tokens)
+	if r.embedScale.Present() {
+		x = graph.Mul(x, r.weight(g, &r.embedScale)) // x = x * normalizer (Gemma)
+	}
+	return x
+}
+
+// head is the logits of hidden states [n, dim], [n, vocab]: the output
+// projection, soft-capped where the model caps them (Gemma 2).
+func (r *Runner) head(g *graph.Graph, hidden *graph.Array) *graph.Array {
+	logits := graph.MatMul(hidden, r.weight(g, &r.Model.Output))
+	if c := r.Model.Config.FinalSoftCap; c > 0 {
+		logits = graph.SoftCap(logits, c) // logits = tanh(logits / cap) * cap
+	}
+	return logits
 }
 
 // Forward runs the model over b, writing their keys and values at

@@ -34,8 +34,12 @@ func LayersRunAs(c *Config, be graph.Backend) string {
 	switch {
 	case !fusesLayers(be):
 		return "unfused ops"
+	case c.QKNorm && c.PostNorms:
+		return "q, k, v unfused around the head norms, gate and up unfused before GeGLU; O and down unfused before their post-norms"
 	case c.QKNorm:
 		return "fused O, gate-up, down; q, k, v unfused around the head norms"
+	case c.PostNorms:
+		return "fused QKV with RoPE and cache write; gate and up unfused before GeGLU; O and down unfused before their post-norms"
 	}
 	return "fused QKV with RoPE and cache write, O, gate-up, down"
 }
@@ -87,11 +91,12 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 	out := make([]fusedLayer, len(m.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		// Qwen3's per-head norms of q and k come between the projection
-		// and RoPE, which RoPEKVWrite fuses with the cache write, and the
-		// graph has no column slice to take q and k out of a joined
-		// product: those layers keep q, k and v apart (the norm, three
-		// products, the head norms, RoPE and KVWrite), and fuse the rest.
+		// Qwen3's and Gemma 3's per-head norms of q and k come between
+		// the projection and RoPE, which RoPEKVWrite fuses with the cache
+		// write, and the graph has no column slice to take q and k out of
+		// a joined product: those layers keep q, k and v apart (the norm,
+		// three products, the head norms, RoPE and KVWrite), and fuse the
+		// rest.
 		if !m.Config.QKNorm {
 			out[i].QKV = joinRows(fmt.Sprintf("blk.%d.attn_qkv", i), &l.Q, &l.K, &l.V)
 		}
@@ -101,7 +106,11 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 				out[i].QKV = Weight{}
 			}
 		}
-		out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
+		// The fused gate·up product ends in SwiGLU only: Gemma's GeGLU
+		// layers run gate and up as two products and the GeGLU op.
+		if !m.Config.GeGLU {
+			out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
+		}
 		f := &out[i]
 		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, false) {
 			f.QKV, f.QKVBias = Weight{}, Weight{}
@@ -109,7 +118,11 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 		if f.GateUp.Present() && !linearSupported(be, &f.GateUp, &Weight{}, true) {
 			f.GateUp = Weight{}
 		}
-		f.OResidual, f.DownResidual = residualSupported(be, &l.O), residualSupported(be, &l.Down)
+		// Gemma normalises the attention's and the MLP's outputs before
+		// the residual add, so the add cannot be folded into the product.
+		if !m.Config.PostNorms {
+			f.OResidual, f.DownResidual = residualSupported(be, &l.O), residualSupported(be, &l.Down)
+		}
 	}
 	return out
 }
@@ -166,13 +179,18 @@ type segment struct {
 // caches: one segment for a State's pass, one per request in a joint pass.
 // Fused layers (a GPU backend) take six ops; unfused ones seventeen, each
 // with its PyTorch equivalent in the comments. Qwen3's head norms add two
-// ops, and keep its q, k and v unfused on a GPU too (joinLayers).
+// ops, and keep its q, k and v unfused on a GPU too (joinLayers); Gemma's
+// post-norms add two more and keep O, gate·up and down unfused.
 func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []segment) *graph.Array {
 	c := &r.Model.Config
 	l := &r.Model.Layers[i]
 	n := x.Shape()[0]
+	invFreq := r.invFreq
+	if c.localRoPE(i) {
+		invFreq = r.localInvFreq // Gemma 3's sliding layers: rotary_emb_local
+	}
 	attention := func(q *graph.Array, s segment) *graph.Array { // sdpa(q, k, v, tree mask) [n, heads*hd]
-		a := graph.AttentionWith(graph.AttentionOp{Scale: r.scale, Window: c.SlidingWindow}, q, s.k, s.v, s.kvLen, s.end)
+		a := graph.AttentionWith(graph.AttentionOp{Scale: r.scale, Window: c.Window(i), SoftCap: c.AttnSoftCap}, q, s.k, s.v, s.kvLen, s.end)
 		return graph.Reshape(a, 1, (s.hi-s.lo)*c.Heads*c.HeadDim)
 	}
 	var a *graph.Array
@@ -181,10 +199,13 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 		// cache.update(k, v) in one op.
 		qkv := graph.Linear(x, r.weight(g, &f[i].QKV), graph.Fusion{Norm: r.weight(g, &l.AttnNorm), Eps: c.NormEps,
 			Bias: r.optWeight(g, &f[i].QKVBias)})
+		if r.ropeGainQKV.Present() {
+			qkv = graph.Mul(qkv, r.weight(g, &r.ropeGainQKV)) // longrope: cos·f, sin·f (rope.go)
+		}
 		parts := make([]*graph.Array, len(segs))
 		for j, s := range segs {
 			q := graph.RoPEKVWrite(slice(qkv, s.lo, s.hi, n), slice(pos, s.lo, s.hi, n), s.k, s.v, s.kvLen,
-				c.Heads, c.KVHeads, r.invFreq, c.RopeNeoX)
+				c.Heads, c.KVHeads, invFreq, c.RopeNeoX)
 			parts[j] = attention(q, s)
 		}
 		a = graph.Reshape(concatAll(parts), n, c.Heads*c.HeadDim)
@@ -204,8 +225,12 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 			q = headNorm(q, r.weight(g, &l.QNorm), c.NormEps) // q = q_norm(q)  (Qwen3)
 			k = headNorm(k, r.weight(g, &l.KNorm), c.NormEps) // k = k_norm(k)
 		}
-		q = graph.RoPE(q, pos, r.invFreq, c.RopeNeoX)
-		k = graph.RoPE(k, pos, r.invFreq, c.RopeNeoX)
+		if r.ropeGain.Present() {
+			q = graph.Mul(q, r.weight(g, &r.ropeGain)) // longrope: cos·f, sin·f (rope.go)
+			k = graph.Mul(k, r.weight(g, &r.ropeGain))
+		}
+		q = graph.RoPE(q, pos, invFreq, c.RopeNeoX)
+		k = graph.RoPE(k, pos, invFreq, c.RopeNeoX)
 		v = graph.Reshape(v, n, c.KVHeads, c.HeadDim)
 		parts := make([]*graph.Array, len(segs))
 		for j, s := range segs {
@@ -217,6 +242,9 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 	}
 	if f := r.fused; f != nil && f[i].OResidual {
 		x = graph.Linear(a, r.weight(g, &l.O), graph.Fusion{Residual: x}) // x = x + o_proj(a)
+	} else if c.PostNorms {
+		o := graph.RMSNorm(graph.MatMul(a, r.weight(g, &l.O)), r.weight(g, &l.PostAttnNorm), c.NormEps)
+		x = graph.Add(x, o) // x = x + post_attention_layernorm(o_proj(a))  (Gemma)
 	} else {
 		x = graph.Add(x, graph.MatMul(a, r.weight(g, &l.O)))
 	}
@@ -226,12 +254,25 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 		if f[i].DownResidual {
 			return graph.Linear(gu, r.weight(g, &l.Down), graph.Fusion{Residual: x})
 		}
-		return graph.Add(x, graph.MatMul(gu, r.weight(g, &l.Down)))
+		return graph.Add(x, r.postFFN(g, graph.MatMul(gu, r.weight(g, &l.Down)), l))
 	}
-	h := graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x)
+	h := graph.RMSNorm(x, r.weight(g, &l.FFNNorm), c.NormEps) // h = post_attention_layernorm(x) (Gemma: pre_feedforward_layernorm)
 	gate := graph.MatMul(h, r.weight(g, &l.Gate))
 	up := graph.MatMul(h, r.weight(g, &l.Up))
-	return graph.Add(x, graph.MatMul(graph.SwiGLU(gate, up), r.weight(g, &l.Down))) // x = x + down(silu(gate(h)) * up(h))
+	act := graph.SwiGLU // silu(gate(h)) * up(h)
+	if c.GeGLU {
+		act = graph.GeGLU // gelu_pytorch_tanh(gate(h)) * up(h)  (Gemma)
+	}
+	return graph.Add(x, r.postFFN(g, graph.MatMul(act(gate, up), r.weight(g, &l.Down)), l)) // x = x + down(act)
+}
+
+// postFFN is Gemma's post_feedforward_layernorm of the MLP's output, or
+// the output itself for models without post-norms.
+func (r *Runner) postFFN(g *graph.Graph, mlp *graph.Array, l *Layer) *graph.Array {
+	if c := &r.Model.Config; c.PostNorms {
+		return graph.RMSNorm(mlp, r.weight(g, &l.PostFFNNorm), c.NormEps)
+	}
+	return mlp
 }
 
 // headNorm is RMSNorm over each head of x [n, heads, headDim] with one

@@ -62,9 +62,9 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, errors.New("gguf metadata has no general.architecture")
 	}
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
 	default:
-		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
+		return nil, fmt.Errorf("unsupported architecture %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)", arch)
 	}
 	num := func(key string, def int) (int, error) {
 		v, ok := g.Uint(arch + "." + key)
@@ -123,31 +123,24 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	if v, ok := g.Float(arch + ".rope.freq_base"); ok {
 		c.RopeTheta = v
 	}
-	if t, ok := g.String(arch + ".rope.scaling.type"); ok && t == "linear" {
-		f, _ := g.Float(arch + ".rope.scaling.factor")
-		c.RopeScale = RopeScaling{Type: "linear", Factor: f}
-	}
 	// llama.cpp's converter permutes the Q/K rows of llama/mistral so that
 	// RoPE rotates adjacent pairs. q·k is unchanged by a permutation applied
 	// to both, so we keep the weights as they are and rotate adjacent pairs
 	// too: no copy at load time. It leaves Qwen's rows as HF has them.
 	c.RopeNeoX = arch == "qwen2" || arch == "qwen3" || arch == "phi3" // llama.cpp: LLAMA_ROPE_TYPE_NEOX for phi3
-	if w, err := num("attention.sliding_window", 0); err != nil {
+	if arch == "phi3" {
+		// As transformers, not llama.cpp (see phi3.go). The converter
+		// writes 0 for Phi-4 (no window).
+		if c.SlidingWindow, err = num("attention.sliding_window", 0); err != nil {
+			return nil, err
+		}
+		c.SlidingWindow = phi3Window(c.SlidingWindow, c.Context)
+	}
+	// Partial rotary (rope.dimension_count below the head dimension,
+	// Phi-4-mini's 3/4) needs nothing more: RoPE rotates each head's
+	// first RopeDims dimensions, as llama.cpp does for every architecture.
+	if err := ggufRopeScaling(g, arch, &c); err != nil {
 		return nil, err
-	} else if arch == "phi3" && w > 0 && w < c.Context {
-		// As for config.json's sliding_window (configFromHF): the context
-		// stops where the window would begin to matter. llama.cpp's
-		// converter writes 0 for Phi-4 (no window).
-		c.Context = w
-	}
-	if arch == "phi3" && c.RopeDims != c.HeadDim {
-		// Phi-4-mini rotates 3/4 of each head; not checked here yet.
-		return nil, fmt.Errorf("phi3 with rope.dimension_count %d of head dimension %d (partial rotary) is not supported yet", c.RopeDims, c.HeadDim)
-	}
-	if _, long := g.Tensor("rope_factors_long.weight"); long {
-		// Phi-3's longrope (per-dimension short and long factors chosen by
-		// the context, and a scaled cos/sin) is not implemented yet.
-		return nil, errors.New("longrope (rope_factors_long.weight / rope_factors_short.weight) is not supported yet")
 	}
 	emb, ok := g.Tensor("token_embd.weight")
 	if !ok {
@@ -157,6 +150,11 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 		return nil, fmt.Errorf("tensor token_embd.weight has shape %v", emb.Shape)
 	}
 	c.Vocab = emb.Shape[0]
+	if isGemma(arch) {
+		if err := gemmaFromGGUF(g, &c); err != nil {
+			return nil, err
+		}
+	}
 	if rf, ok := g.Tensor("rope_freqs.weight"); ok {
 		w, err := WeightOf(rf)
 		if err != nil {
@@ -246,7 +244,13 @@ func openHF(dir string) (*Checkpoint, error) {
 	if c.Arch == "phi3" {
 		find, badFused = c.fusedLookup("st", find)
 	}
+	if isGemma(c.Arch) {
+		find = gemmaNormShift(find)
+	}
 	err = bindWeights(m, "st", find)
+	if err == nil && isGemma(c.Arch) {
+		gemmaBound(m)
+	}
 	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
 	} else if *badFused != nil {
@@ -262,9 +266,11 @@ func openHF(dir string) (*Checkpoint, error) {
 func configFromHF(h *formats.HFConfig) (Config, error) {
 	arch := h.ModelType
 	switch arch {
-	case "llama", "mistral", "qwen2", "qwen3", "phi3":
+	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
+	case "gemma3":
+		return Config{}, errGemmaMultimodal
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -277,14 +283,22 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	}
 	c.RopeDims = c.HeadDim
 	if f := h.PartialRotaryFactor; f != nil && *f != 1 {
-		// Rotating part of each head (Phi-4-mini's 0.75) is not checked
-		// against a reference on any backend yet: refuse rather than guess.
-		return Config{}, fmt.Errorf("partial_rotary_factor %g is not supported yet (only 1)", *f)
+		// transformers rotates int(head_dim·f) dimensions. Of the
+		// architectures here only Phi-3's modeling code rotates part of a
+		// head (the others would fail on the shapes): refused for them.
+		if arch != "phi3" {
+			return Config{}, fmt.Errorf("partial_rotary_factor %g is only supported for phi3", *f)
+		}
+		if !(*f > 0 && *f <= 1) {
+			return Config{}, fmt.Errorf("partial_rotary_factor %g", *f)
+		}
+		c.RopeDims = int(float64(c.HeadDim) * *f)
 	}
-	// Mistral uses sliding_window whenever it is set (null or absent: no
-	// window). Qwen2's is off unless use_sliding_window, and then only for
-	// some layers, which we do not run: refused.
-	if w := h.SlidingWindow; w != nil && arch == "mistral" {
+	// Mistral and Phi-3 use sliding_window whenever it is set (null or
+	// absent: no window; see phi3.go). Qwen2's is off unless
+	// use_sliding_window, and then only for some layers, which we do not
+	// run: refused.
+	if w := h.SlidingWindow; w != nil && (arch == "mistral" || arch == "phi3") {
 		if *w < 0 {
 			return Config{}, fmt.Errorf("sliding_window %d", *w)
 		}
@@ -296,24 +310,16 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
-	if w := h.SlidingWindow; arch == "phi3" && w != nil && *w > 0 && *w < c.Context {
-		// transformers masks Phi-3's attention to the last sliding_window
-		// positions; sliding-window attention is not implemented for phi3
-		// here, so the context stops where the window would begin to matter.
-		c.Context = *w
-	}
-	if rs := h.RopeScaling; rs != nil {
-		switch rs.Type {
-		case "linear", "llama3":
-			c.RopeScale = RopeScaling{Type: rs.Type, Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor,
-				HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalMaxPositionEmbeddings}
-		case "", "default":
-		case "longrope", "su":
-			// Phi-3's per-dimension short/long factors with a scaled cos/sin.
-			return Config{}, fmt.Errorf("rope_scaling type %q (Phi-3 longrope) is not supported yet", rs.Type)
-		default:
-			return Config{}, fmt.Errorf("rope_scaling type %q is not supported", rs.Type)
+	if arch == "gemma3_text" || arch == "gemma2" {
+		if err := gemmaFromHF(h, &c); err != nil {
+			return Config{}, err
 		}
+	}
+	if arch == "phi3" {
+		c.SlidingWindow = phi3Window(c.SlidingWindow, c.Context)
+	}
+	if err := hfRopeScaling(h, &c); err != nil {
+		return Config{}, err
 	}
 	return c, c.validate()
 }

@@ -307,7 +307,7 @@ func (r *Runner) buildJoint(reqs []*Request, n, nOut int) (*jointGraph, error) {
 		at += len(q.Batch.Tokens)
 	}
 	f.starts = append(f.starts, at)
-	x := graph.Embed(r.weight(g, &m.Embed), f.tokens)
+	x := r.embed(g, f.tokens)
 	for i := range m.Layers {
 		segs := make([]segment, len(f.states))
 		for j, s := range f.states {
@@ -319,7 +319,7 @@ func (r *Runner) buildJoint(reqs []*Request, n, nOut int) (*jointGraph, error) {
 	}
 	x = graph.GatherRows(x, f.rows)
 	f.hidden = graph.RMSNorm(x, r.weight(g, &m.Norm), c.NormEps)
-	f.logits = graph.MatMul(f.hidden, r.weight(g, &m.Output))
+	f.logits = r.head(g, f.hidden)
 	p, err := graph.Compile(r.Backend, f.logits, f.hidden)
 	if err != nil {
 		return nil, err

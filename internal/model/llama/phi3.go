@@ -20,6 +20,27 @@ import (
 // for every model (joinRows), so memory and bytes per token equal those of
 // the same model stored unfused.
 
+// Phi-3's sliding_window (Phi-3-mini-4k: 2047 of 4096; the 128k models
+// and Phi-3.5: 262144, beyond their context) is used as transformers uses
+// it: Phi3Model masks with create_sliding_window_causal_mask whenever the
+// config has one, and masking_utils' sliding_window_overlay keeps key
+// kv_idx for query q_idx iff kv_idx > q_idx - sliding_window, the last
+// sliding_window positions with the query's own: the same mask as
+// Mistral's, and as Config.SlidingWindow's. llama.cpp ignores the window
+// for phi3 ("Phi SWA is currently disabled", llama-model.cpp), so past
+// the window its logits differ from transformers' and ours. Longrope
+// (the 128k models, Phi-3.5, Phi-4-mini) and partial rotary (Phi-4-mini):
+// see rope.go.
+
+// phi3Window is a Phi-3 sliding window as the Config holds it: 0 for none,
+// or for one that never binds (at least the context).
+func phi3Window(w, context int) int {
+	if w >= context {
+		return 0
+	}
+	return w
+}
+
 // fusedParts maps an unfused tensor name of a phi3 checkpoint to the fused
 // tensor holding it and which of its equal or q/kv-sized row ranges it is.
 func (c *Config) fusedPart(tag, name string) (fused string, start, rows int, ok bool) {

@@ -3,14 +3,12 @@ package llama
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
@@ -40,14 +38,25 @@ func phi3Config() Config {
 		HeadDim: s.HeadDim, NormEps: s.NormEps, RopeTheta: s.RopeTheta, RopeDims: s.HeadDim, RopeNeoX: true, Context: s.Context}
 }
 
-// phi3Forward is an independent float64 forward pass of a Phi-3 without
-// longrope, written from transformers' src/transformers/models/phi3/
-// modeling_phi3.py (v4.48): Phi3Attention projects with the fused qkv_proj
-// and takes q, k and v as consecutive row ranges; rotate_half RoPE over the
-// whole head (partial_rotary_factor 1); Phi3MLP chunks gate_up_proj's
+// phi3Forward is an independent float64 forward pass of a Phi-3, written
+// from transformers' src/transformers/models/phi3/modeling_phi3.py
+// (v4.48): Phi3Attention projects with the fused qkv_proj and takes q, k
+// and v as consecutive row ranges; RoPE is rotate_half over each head's
+// first rotary_dim = RopeDims dimensions (partial_rotary_factor; the rest
+// pass through), with cos and sin multiplied by the attention factor
+// (Phi3RotaryEmbedding's attention_scaling); Phi3MLP chunks gate_up_proj's
 // output in two, up_states * silu(gate); RMSNorm before each block and at
-// the end; lm_head untied. It reads the fused weights as stored.
+// the end; lm_head untied; with a sliding window, query q sees key k iff
+// q - window < k <= q (masking_utils' sliding_window_overlay). It reads
+// the fused weights as stored. See phi3ForwardRope for the rope arguments.
 func phi3Forward(c Config, w map[string][]float64, tokens []int) [][]float64 {
+	return phi3ForwardRope(c, w, tokens, nil, 1)
+}
+
+// phi3ForwardRope is phi3Forward with longrope's factors (ext: one divisor
+// per rotated pair, as _compute_longrope_parameters: inv_freq[j] =
+// 1 / (ext[j] · base^(2j/rotary_dim)); nil for none) and attention factor.
+func phi3ForwardRope(c Config, w map[string][]float64, tokens []int, ext []float64, attn float64) [][]float64 {
 	d, hd, nq, nkv := c.Dim, c.HeadDim, c.Heads, c.KVHeads
 	matvec := func(x []float64, name string) []float64 {
 		m := w[name]
@@ -71,12 +80,17 @@ func phi3Forward(c Config, w map[string][]float64, tokens []int) [][]float64 {
 		}
 		return y
 	}
+	rot := c.RopeDims // q_rot, q_pass = q[..., :rot], q[..., rot:]
 	rotate := func(h []float64, pos int) {
-		for j := range hd / 2 {
-			ang := float64(pos) * math.Pow(c.RopeTheta, -float64(2*j)/float64(hd))
-			cs, sn := math.Cos(ang), math.Sin(ang)
-			a, b := h[j], h[j+hd/2]
-			h[j], h[j+hd/2] = a*cs-b*sn, b*cs+a*sn
+		for j := range rot / 2 {
+			inv := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(rot))
+			if ext != nil {
+				inv = 1 / (ext[j] * math.Pow(c.RopeTheta, float64(2*j)/float64(rot)))
+			}
+			ang := float64(pos) * inv
+			cs, sn := math.Cos(ang)*attn, math.Sin(ang)*attn
+			a, b := h[j], h[j+rot/2]
+			h[j], h[j+rot/2] = a*cs-b*sn, b*cs+a*sn
 		}
 	}
 	n := len(tokens)
@@ -105,6 +119,10 @@ func phi3Forward(c Config, w map[string][]float64, tokens []int) [][]float64 {
 				sc := make([]float64, t+1)
 				top := math.Inf(-1)
 				for s := range t + 1 {
+					if c.SlidingWindow > 0 && s <= t-c.SlidingWindow {
+						sc[s] = math.Inf(-1) // outside the window
+						continue
+					}
 					for j := range hd {
 						sc[s] += qs[t][h*hd+j] * ks[s][kh*hd+j]
 					}
@@ -175,107 +193,6 @@ func TestPhi3MatchesReference(t *testing.T) {
 		seq = append(seq, best)
 	}
 	checkMatchesReference(t, ck, c, tokens, want, prompt, wantTokens)
-}
-
-// What the Phi-3 loader does not run yet it refuses by name, rather than
-// computing something else: longrope (the 128k Phi-3 models, Phi-3.5)
-// and partial rotary (Phi-4-mini).
-func TestPhi3RefusesLongropeAndPartialRotary(t *testing.T) {
-	for _, tc := range []struct {
-		key  string
-		val  any
-		want string
-	}{
-		{"rope_scaling", map[string]any{"type": "longrope", "short_factor": []float64{1}, "long_factor": []float64{2}}, `rope_scaling type "longrope"`},
-		{"rope_scaling", map[string]any{"type": "su", "short_factor": []float64{1}, "long_factor": []float64{2}}, `rope_scaling type "su"`},
-		{"partial_rotary_factor", 0.75, "partial_rotary_factor 0.75"},
-	} {
-		ck := writePhi3(t)
-		path := filepath.Join(ck.HF, "config.json")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cfg map[string]any
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			t.Fatal(err)
-		}
-		cfg[tc.key] = tc.val
-		if b, err = json.Marshal(cfg); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err := Open(ck.HF)
-		if err == nil {
-			m.Close()
-			t.Errorf("%s %v: loaded", tc.key, tc.val)
-		} else if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s %v: error %q lacks %q", tc.key, tc.val, err, tc.want)
-		}
-	}
-}
-
-// Phi-3-mini's config.json has a sliding_window below its context: the
-// context stops at the window, where sliding-window attention (not
-// implemented for phi3) would begin to differ from full attention.
-func TestPhi3SlidingWindowCapsContext(t *testing.T) {
-	ck := writePhi3(t)
-	path := filepath.Join(ck.HF, "config.json")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["sliding_window"] = 47
-	if b, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Open(ck.HF)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if got := m.Model.Config.Context; got != 47 {
-		t.Errorf("context %d, want the window's 47", got)
-	}
-	// The GGUF file: llama.cpp's converter writes the window as
-	// phi3.attention.sliding_window.
-	g, err := formats.OpenGGUF(ck.GGUF)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	var kvs []formats.KV
-	for _, kv := range g.KVs() {
-		if kv.Key == "phi3.attention.sliding_window" {
-			kv.Value = uint32(47)
-		}
-		kvs = append(kvs, kv)
-	}
-	var buf bytes.Buffer
-	if err := formats.WriteGGUF(&buf, kvs, g.Tensors, 32); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "window.gguf")
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mg, err := Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	if got := mg.Model.Config.Context; got != 47 {
-		t.Errorf("gguf: context %d, want the window's 47", got)
-	}
 }
 
 // A phi3 GGUF whose fused tensors are quantized (Q8_0, Q4_0 and Q4_K become

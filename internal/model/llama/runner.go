@@ -21,7 +21,17 @@ type Runner struct {
 	// attention reads, at a rounding of keys and values to halves.
 	KVCache graph.DType
 	invFreq []float32
-	scale   float32 // attention's, 1/√headDim
+	// localInvFreq is the sliding layers' RoPE table when they have a base
+	// of their own (Config.RopeLocalTheta), else invFreq.
+	localInvFreq []float32
+	// embedScale is Config.EmbedScale repeated over the hidden size, the
+	// Mul that scales Gemma's embeddings; absent for other models.
+	embedScale Weight
+	// ropeGain and ropeGainQKV multiply q and k (one head's worth), or the
+	// fused q·k·v rows, by longrope's attention factor on their rotated
+	// dimensions before RoPE (rope.go); absent when the factor is 1.
+	ropeGain, ropeGainQKV Weight
+	scale                 float32 // attention's (Config.attentionScale)
 	// fused holds each layer's joined weights when the backend runs fused
 	// layers (fusesLayers); nil builds the unfused graph.
 	fused []fusedLayer
@@ -48,9 +58,23 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq(),
-		scale: float32(1 / math.Sqrt(float64(m.Config.HeadDim)))}
+	r := &Runner{Binding: NewBinding(be), Model: m, invFreq: m.Config.InvFreq(), localInvFreq: m.Config.LocalInvFreq(),
+		scale: m.Config.attentionScale()}
 	ws := m.weightsOf()
+	if s := m.Config.EmbedScale; s > 0 {
+		v := make([]float32, m.Config.Dim)
+		for i := range v {
+			v[i] = s
+		}
+		r.embedScale = Weight{Name: "embed_scale", DType: graph.F32, Shape: graph.Shape{m.Config.Dim}, Data: graph.AsBytes(v)}
+		ws = append(ws, &r.embedScale)
+	}
+	c := &m.Config
+	r.ropeGain = c.ropeGain("rope_gain", 1, 0)
+	if r.ropeGain.Present() {
+		r.ropeGainQKV = c.ropeGain("rope_gain_qkv", c.Heads+c.KVHeads, c.KVHeads)
+		ws = append(ws, &r.ropeGain, &r.ropeGainQKV)
+	}
 	if fused {
 		r.fused = m.joinLayers(be)
 		joined := map[*Weight]bool{}
@@ -77,6 +101,14 @@ func BindFused(m *Model, be graph.Backend, fused bool) (*Runner, error) {
 	}
 	return r, nil
 }
+
+// UseContext picks the RoPE frequencies for runs of at most n tokens,
+// the context the engine runs with; Bind picks them for the model's whole
+// context. Only longrope depends on it (its short factors up to the
+// pretrained context, the long ones beyond: see rope.go). Call it before
+// any State is made: their plans keep the frequencies they were built
+// with.
+func (r *Runner) UseContext(n int) { r.invFreq = r.Model.Config.InvFreqFor(n) }
 
 // Fused reports whether the runner builds fused layers.
 func (r *Runner) Fused() bool { return r.fused != nil }

@@ -47,23 +47,31 @@ type Model struct {
 
 // Layer is one transformer block.
 type Layer struct {
-	AttnNorm Weight `st:"input_layernorm.weight" gguf:"attn_norm.weight"`         // [dim]
-	Q        Weight `st:"self_attn.q_proj.weight" gguf:"attn_q.weight"`           // [heads*headDim, dim]
-	K        Weight `st:"self_attn.k_proj.weight" gguf:"attn_k.weight"`           // [kvHeads*headDim, dim]
-	V        Weight `st:"self_attn.v_proj.weight" gguf:"attn_v.weight"`           // [kvHeads*headDim, dim]
-	O        Weight `st:"self_attn.o_proj.weight" gguf:"attn_output.weight"`      // [dim, heads*headDim]
-	QBias    Weight `st:"self_attn.q_proj.bias" gguf:"attn_q.bias" opt:"bias"`    // [heads*headDim]
-	KBias    Weight `st:"self_attn.k_proj.bias" gguf:"attn_k.bias" opt:"bias"`    // [kvHeads*headDim]
-	VBias    Weight `st:"self_attn.v_proj.bias" gguf:"attn_v.bias" opt:"bias"`    // [kvHeads*headDim]
-	FFNNorm  Weight `st:"post_attention_layernorm.weight" gguf:"ffn_norm.weight"` // [dim]
-	Gate     Weight `st:"mlp.gate_proj.weight" gguf:"ffn_gate.weight"`            // [ffn, dim]
-	Up       Weight `st:"mlp.up_proj.weight" gguf:"ffn_up.weight"`                // [ffn, dim]
-	Down     Weight `st:"mlp.down_proj.weight" gguf:"ffn_down.weight"`            // [dim, ffn]
+	AttnNorm Weight `st:"input_layernorm.weight" gguf:"attn_norm.weight"`                                                         // [dim]
+	Q        Weight `st:"self_attn.q_proj.weight" gguf:"attn_q.weight"`                                                           // [heads*headDim, dim]
+	K        Weight `st:"self_attn.k_proj.weight" gguf:"attn_k.weight"`                                                           // [kvHeads*headDim, dim]
+	V        Weight `st:"self_attn.v_proj.weight" gguf:"attn_v.weight"`                                                           // [kvHeads*headDim, dim]
+	O        Weight `st:"self_attn.o_proj.weight" gguf:"attn_output.weight"`                                                      // [dim, heads*headDim]
+	QBias    Weight `st:"self_attn.q_proj.bias" gguf:"attn_q.bias" opt:"bias"`                                                    // [heads*headDim]
+	KBias    Weight `st:"self_attn.k_proj.bias" gguf:"attn_k.bias" opt:"bias"`                                                    // [kvHeads*headDim]
+	VBias    Weight `st:"self_attn.v_proj.bias" gguf:"attn_v.bias" opt:"bias"`                                                    // [kvHeads*headDim]
+	FFNNorm  Weight `st:"post_attention_layernorm.weight" gguf:"ffn_norm.weight" st_postnorms:"pre_feedforward_layernorm.weight"` // [dim]
+	Gate     Weight `st:"mlp.gate_proj.weight" gguf:"ffn_gate.weight"`                                                            // [ffn, dim]
+	Up       Weight `st:"mlp.up_proj.weight" gguf:"ffn_up.weight"`                                                                // [ffn, dim]
+	Down     Weight `st:"mlp.down_proj.weight" gguf:"ffn_down.weight"`                                                            // [dim, ffn]
 
 	// Qwen3 (Config.QKNorm): RMSNorm gains over each head of q and of k,
 	// one vector shared by the heads.
 	QNorm Weight `st:"self_attn.q_norm.weight" gguf:"attn_q_norm.weight" opt:"qknorm"` // [headDim]
 	KNorm Weight `st:"self_attn.k_norm.weight" gguf:"attn_k_norm.weight" opt:"qknorm"` // [headDim]
+
+	// Gemma (Config.PostNorms): RMSNorm gains of the attention's output
+	// and of the MLP's, applied before each joins the residual stream.
+	// Gemma's HF checkpoints call the attention's post_attention_layernorm
+	// and the MLP's input norm (FFNNorm) pre_feedforward_layernorm: the
+	// st_postnorms tag is FFNNorm's HF name in a model with PostNorms.
+	PostAttnNorm Weight `st:"post_attention_layernorm.weight" gguf:"post_attention_norm.weight" opt:"postnorms"` // [dim]
+	PostFFNNorm  Weight `st:"post_feedforward_layernorm.weight" gguf:"post_ffw_norm.weight" opt:"postnorms"`     // [dim]
 }
 
 // expected returns the shape a weight must have under c.
@@ -72,7 +80,7 @@ func (c *Config) expected(field string) graph.Shape {
 	switch field {
 	case "Embed", "Output":
 		return graph.Shape{c.Vocab, c.Dim}
-	case "Norm", "AttnNorm", "FFNNorm":
+	case "Norm", "AttnNorm", "FFNNorm", "PostAttnNorm", "PostFFNNorm":
 		return graph.Shape{c.Dim}
 	case "Q":
 		return graph.Shape{q, c.Dim}
@@ -107,6 +115,12 @@ func bindWeights(m *Model, tag string, find lookup) error {
 	m.Layers = nil
 	bind := func(v reflect.Value, t reflect.StructField, prefix string) error {
 		name := prefix + t.Tag.Get(tag)
+		if t.Tag.Get("opt") == "postnorms" && !c.PostNorms {
+			return nil // a Llama's post_attention_layernorm is its FFNNorm
+		}
+		if hf := t.Tag.Get("st_postnorms"); hf != "" && tag == "st" && c.PostNorms {
+			name = prefix + hf
+		}
 		w, ok := find(name)
 		if !ok {
 			if t.Tag.Get("opt") == "bias" && !c.QKVBias {
@@ -256,6 +270,9 @@ func (m *Model) weightsOf() []*Weight {
 		}
 		if m.Config.QKNorm {
 			ws = append(ws, &l.QNorm, &l.KNorm)
+		}
+		if m.Config.PostNorms {
+			ws = append(ws, &l.PostAttnNorm, &l.PostFFNNorm)
 		}
 	}
 	return ws

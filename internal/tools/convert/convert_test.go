@@ -561,3 +561,46 @@ func TestModelFromHF(t *testing.T) {
 		t.Error("--keep-fp16 lm_head not honoured")
 	}
 }
+
+// A phi3 model is refused rather than written in a form that loses what
+// config.json and the tensors cannot say here: the fused q·k·v and
+// gate·up tensors Phi-3's loader reads, longrope's factors.
+func TestConvertRefusesPhi3(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var tok []formats.KV // a GGUF without a vocabulary fails before the architecture matters
+	for _, kv := range g.KVs() {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			tok = append(tok, kv)
+		}
+	}
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "phi3", Vocab: 512, Dim: 64, FFN: 96, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 1e4, Context: 64, RopeDims: 12, LongRope: llamatest.FixedLongRope(12, 16)}, tok, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{ck.GGUF, ck.HF} {
+		if _, err := Model(in, filepath.Join(t.TempDir(), "hf"), Options{Bits: 32}); err == nil || !strings.Contains(err.Error(), "convert: phi3") {
+			t.Errorf("%s: %v, want an error naming phi3", filepath.Base(in), err)
+		}
+	}
+}
+
+// A Gemma model is refused by name (its post-norms and 1+w gains are not
+// written yet), from GGUF and from HF.
+func TestConvertRefusesGemma(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 32, Dim: 32, FFN: 48, Layers: 1, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 8}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{ck.GGUF, ck.HF} {
+		_, err := Model(in, filepath.Join(t.TempDir(), "out"), Options{Bits: 4, GroupSize: 64})
+		if err == nil || !strings.Contains(err.Error(), "gemma3 models are not supported yet") {
+			t.Errorf("convert %s: %v", in, err)
+		}
+	}
+}

@@ -118,6 +118,17 @@ func ModelContext(ctx context.Context, in, out string, opt Options) (Summary, er
 	}
 	defer ck.Close()
 	m, c := ck.Model, ck.Model.Config
+	if c.Arch == "phi3" {
+		// Written as unfused Llama tensors under model_type phi3 it would
+		// not load (Phi-3's loader reads the fused qkv_proj and
+		// gate_up_proj), and config.json here says nothing of longrope.
+		return Summary{}, fmt.Errorf("convert: phi3 models cannot be converted yet (%s)", in)
+	}
+	if c.PostNorms {
+		// Gemma's extra norms, its 1+w gains (stored w+1 in GGUF) and its
+		// config keys are not written by this converter yet.
+		return Summary{}, fmt.Errorf("convert: %s: %s models are not supported yet", in, c.Arch)
+	}
 	gguf := ck.Meta != nil
 	permuted := gguf && !c.RopeNeoX
 	if permuted && c.RopeDims != c.HeadDim {

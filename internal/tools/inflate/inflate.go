@@ -105,10 +105,18 @@ func NewPlan(c llama.Config, s Shape) (*Plan, error) {
 			s.Dim/s.Heads, s.Dim, s.Heads, c.HeadDim)
 	case c.RopeDims != c.HeadDim:
 		return nil, fmt.Errorf("inflate: partial rotary embeddings (%d of %d dimensions) are not supported", c.RopeDims, c.HeadDim)
+	case c.RopeScale.Type == "longrope":
+		// Its factor sets and attention factor are per rotated pair of the
+		// original heads; they are not remapped.
+		return nil, fmt.Errorf("inflate: longrope RoPE scaling is not supported")
 	case c.QKNorm:
 		// A head padded with zeros has a smaller RMS: its norm would
 		// change what q and k are.
 		return nil, fmt.Errorf("inflate: %s's per-head q/k norms are not supported", c.Arch)
+	case c.PostNorms || c.EmbedScale > 0:
+		// Gemma: the embeddings' scale is √dim and the post-norms see the
+		// padded width, so a wider model would compute something else.
+		return nil, fmt.Errorf("inflate: %s is not supported", c.Arch)
 	}
 	p := &Plan{From: c, To: c, ratio: s.Dim / s.Heads / c.HeadDim, group: c.Heads / c.KVHeads, group2: s.Heads / s.KVHeads}
 	t := &p.To

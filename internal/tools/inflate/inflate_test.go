@@ -308,9 +308,20 @@ func TestPlanErrors(t *testing.T) {
 			t.Errorf("NewPlan(%v) = %v, want an error containing %q", tc.s, err, tc.want)
 		}
 	}
+	g := c
+	g.Arch, g.PostNorms, g.EmbedScale = "gemma2", true, 8
+	if _, err := NewPlan(g, TinyLlama); err == nil || !strings.Contains(err.Error(), "gemma2 is not supported") {
+		t.Errorf("gemma2: %v", err)
+	}
 	c.RopeDims = 4
 	if _, err := NewPlan(c, TinyLlama); err == nil || !strings.Contains(err.Error(), "partial rotary") {
 		t.Errorf("partial rotary: %v", err)
+	}
+	c.RopeDims = 8
+	c.RopeScale = llama.RopeScaling{Type: "longrope", OriginalContext: 8, ShortFactors: []float32{1, 1, 1, 1},
+		LongFactors: []float32{1, 2, 3, 4}, AttnFactor: 1.1}
+	if _, err := NewPlan(c, TinyLlama); err == nil || !strings.Contains(err.Error(), "longrope") {
+		t.Errorf("longrope: %v", err)
 	}
 	if _, err := Model(stories, filepath.Join(t.TempDir(), "x.gguf"), TinyLlama, Options{DType: graph.BF16}); err == nil {
 		t.Error("bf16 output was accepted")

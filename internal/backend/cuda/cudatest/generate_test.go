@@ -162,9 +162,12 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 var (
 	qwen3Spec = llamatest.Spec{Arch: "qwen3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 24, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true}
-	// Fused qkv and gate_up tensors, untied output.
+	// Phi-4-mini's layout: fused qkv and gate_up tensors, untied output,
+	// RoPE over 3/4 of each head with longrope (the long factors and the
+	// attention factor: the context of 256 is past the original 64).
 	phi3Spec = llamatest.Spec{Arch: "phi3", Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
-		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256}
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 10000, Context: 256,
+		RopeDims: 12, LongRope: llamatest.FixedLongRope(12, 64)}
 )
 
 // TestPhi3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
@@ -177,6 +180,60 @@ func TestPhi3GreedyGenerationEqualsCPU(t *testing.T) {
 	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
 	checkArchGreedyEqualsCPU(t, "cuda-emu", phi3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
+
+// TestGemma3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
+// on a random Gemma 3 (make test: W3L4; make test-all: also W1L5), whose
+// 16 tokens pass its sliding layers' window of 8.
+func TestGemma3GreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t)
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkGemma3GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// checkGemma3GreedyEqualsCPU is checkArchGreedyEqualsCPU on gemma3Spec
+// drawn from seed 5, whose 16 tokens change twice (seed 7's once, then
+// repeat one token to the end).
+func checkGemma3GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
+	ck, err := llamatest.Write(t.TempDir(), gemma3Spec, storiesTokenizer(t), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRandomModelGreedyEqualsCPU(t, gpu, ck.GGUF, shapes)
+}
+
+// TestGemma2GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
+// on a random Gemma 2 (soft-capped scores and logits, every other layer
+// sliding; make test: W3L4; make test-all: also W1L5).
+func TestGemma2GreedyGenerationEqualsCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of emulated launches")
+	}
+	Builder(t)
+	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	checkGemma2GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// checkGemma2GreedyEqualsCPU is checkArchGreedyEqualsCPU on a Gemma 2 of
+// four layers (0 and 2 with a window of 8), scores capped at 1.5 and logits
+// at 10, drawn from seed 3, whose 16 tokens change twice.
+func checkGemma2GreedyEqualsCPU(t *testing.T, gpu string, shapes [][2]int) {
+	spec := llamatest.Spec{Arch: "gemma2", Vocab: 512, Dim: 64, FFN: 96, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 16,
+		NormEps: 1e-6, RopeTheta: 10000, Context: 256, Tied: true, SlidingWindow: 8, AttnSoftCap: 1.5, FinalSoftCap: 10}
+	ck, err := llamatest.Write(t.TempDir(), spec, storiesTokenizer(t), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRandomModelGreedyEqualsCPU(t, gpu, ck.GGUF, shapes)
+}
+
+// gemma3Spec: embeddings × √hidden, four norms a layer, q/k head norms,
+// GeGLU, tied embeddings; six layers, five sliding (a window of 8, their
+// own RoPE base) and the sixth global.
+var gemma3Spec = llamatest.Spec{Arch: "gemma3", Vocab: 512, Dim: 64, FFN: 96, Layers: 6,
+	Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 256, Tied: true, SlidingWindow: 8}
 
 // checkArchGreedyEqualsCPU is TestQwen3GreedyGenerationEqualsCPU's check
 // on the registered backend named gpu, for a random model of spec (with

@@ -55,6 +55,20 @@ func TestQwen3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
 	checkArchGreedyEqualsCPU(t, "cuda", qwen3Spec, [][2]int{{3, 4}, {1, 5}})
 }
 
+// TestGemma3GreedyGenerationEqualsCPUOnGPU is TestGemma3GreedyGenerationEqualsCPU
+// on the real GPU, at both beam shapes.
+func TestGemma3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
+	openGPU(t).Close()
+	checkGemma3GreedyEqualsCPU(t, "cuda", [][2]int{{3, 4}, {1, 5}})
+}
+
+// TestGemma2GreedyGenerationEqualsCPUOnGPU is TestGemma2GreedyGenerationEqualsCPU
+// on the real GPU, at both beam shapes.
+func TestGemma2GreedyGenerationEqualsCPUOnGPU(t *testing.T) {
+	openGPU(t).Close()
+	checkGemma2GreedyEqualsCPU(t, "cuda", [][2]int{{3, 4}, {1, 5}})
+}
+
 // TestPhi3GreedyGenerationEqualsCPUOnGPU is TestPhi3GreedyGenerationEqualsCPU
 // on the real GPU, at both beam shapes.
 func TestPhi3GreedyGenerationEqualsCPUOnGPU(t *testing.T) {

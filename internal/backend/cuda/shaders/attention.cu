@@ -78,7 +78,15 @@ struct att_shared {
 	int rows[ATT_CHUNK];
 	int scan[ATT_WARPS];
 	int last;
+	float softcap; // the scores' soft-cap (0: none), set with the query
 };
+
+// att_softcap is Gemma 2's soft-cap of a score, cap·tanh(s/cap), with
+// tanh(u) as 1 - 2/(1 + e^(2u)) (±1 where e^(2u) over- or underflows); s
+// itself when cap is 0.
+DEVICE float att_softcap(float s, float cap) {
+	return cap > 0.0f ? cap - 2.0f * cap / (1.0f + cu_exp(2.0f * s / cap)) : s;
+}
 
 DEVICE int att_min(int a, int b) { return a < b ? a : b; }
 DEVICE int att_max(int a, int b) { return a > b ? a : b; }
@@ -193,7 +201,7 @@ ALWAYS_INLINE DEVICE void att_chunk1(const T *k, const T *v, int kh, int d, int 
 				}
 			}
 			dot = warp_sum(dot);
-			sc[i] = x < c1 ? dot : ATT_NEG;
+			sc[i] = x < c1 ? att_softcap(dot, sh.softcap) : ATT_NEG;
 		}
 		float bm = sc[0];
 		for (int i = 1; i < ATT_BLOCK; i++) bm = cu_fmax(bm, sc[i]);
@@ -332,7 +340,7 @@ ALWAYS_INLINE DEVICE void att_chunk8(const T *k, const T *v, int kh, int d, int 
 			}
 		}
 		const float dot = ((dp[0] + dp[1]) + (dp[2] + dp[3])) + ((dp[4] + dp[5]) + (dp[6] + dp[7]));
-		const float sc = in ? dot : ATT_NEG;
+		const float sc = in ? att_softcap(dot, sh.softcap) : ATT_NEG;
 		const float mnew = cu_fmax(mx, warp_max(sc));
 		const float corr = cu_exp(mx - mnew);
 		const float p = in ? cu_exp(sc - mnew) : 0.0f;
@@ -396,11 +404,13 @@ DEVICE void att_merge(float &m, float &l, float (&o)[ATT_DPT], float mp, float l
 	m = mn;
 }
 
-// att_query puts the query, pre-scaled, in sh.q (zero past d); the
-// barriers of att_visible, which every caller runs next, publish it.
-DEVICE void att_query(const float *q, int qi, int hh, int h, int d, float scale, int tid, att_shared &sh) {
+// att_query puts the query, pre-scaled, in sh.q (zero past d), and the
+// soft-cap in sh.softcap; the barriers of att_visible, which every caller
+// runs next, publish them.
+DEVICE void att_query(const float *q, int qi, int hh, int h, int d, float scale, float softcap, int tid, att_shared &sh) {
 	const float *qr = q + (u64(qi) * u64(h) + u64(hh)) * u64(d);
 	for (int c = tid; c < ATT_MAXD; c += ATT_THREADS) sh.q[c] = c < d ? qr[c] * scale : 0.0f;
+	if (tid == 0) sh.softcap = softcap;
 }
 
 // att_store writes the normalized result of (head hh, query qi).
@@ -414,14 +424,14 @@ DEVICE void att_store(float *out, int qi, int hh, int h, int d, int tid, float l
 
 template <class T>
 DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int n, int h, int kvh, int d, int cap,
-                           float scale, int window) {
+                           float scale, int window, float softcap) {
 	SHARED att_shared sh;
 	const int hh = int(blockIdx.x), qi = int(blockIdx.y);
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
 	const int kvlen = kvlen_p[0];
 	const int kh = hh / (h / kvh);
 	const bool fast8 = att_fast8(k, v, d);
-	att_query(q, qi, hh, h, d, scale, tid, sh);
+	att_query(q, qi, hh, h, d, scale, softcap, tid, sh);
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
 	float m = ATT_NEG, l = 0.0f, o[ATT_DPT];
 	for (int i = 0; i < ATT_DPT; i++) o[i] = 0.0f;
@@ -440,7 +450,7 @@ DEVICE void attention_tree(float *out, const float *q, const T *k, const T *v, c
 // zero again for the next run), part [n][h][p][d+2].
 template <class T>
 DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, const int *kvlen_p, const int *end, int *count, float *part, int n, int h,
-                            int kvh, int d, int cap, int p, float scale, int window) {
+                            int kvh, int d, int cap, int p, float scale, int window, float softcap) {
 	SHARED att_shared sh;
 	const int hh = int(blockIdx.x), qi = int(blockIdx.y), z = int(blockIdx.z);
 	const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -459,7 +469,7 @@ DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, 
 	const int kh = hh / (h / kvh);
 	const u64 pair = u64(qi) * u64(h) + u64(hh);
 	const bool fast8 = att_fast8(k, v, d);
-	att_query(q, qi, hh, h, d, scale, tid, sh);
+	att_query(q, qi, hh, h, d, scale, softcap, tid, sh);
 	const int vis = att_visible(end, qi, kvlen, sh, tid, warp, lane);
 	const int lo = window > 0 ? att_max(0, vis - window) : 0; // the window's first visible key
 	if (z0 >= vis || z0 + ATT_CHUNK <= lo) return; // the block's condition too: empty, counted by nobody
@@ -533,18 +543,18 @@ DEVICE void attention_split(float *out, const float *q, const T *k, const T *v, 
 }
 
 KERNEL void attention_tree_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap,
-                               float scale, int window) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window);
+                               float scale, int window, float softcap) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window, softcap);
 }
 KERNEL void attention_tree_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int n, int h, int kvh, int d, int cap,
-                               float scale, int window) {
-	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window);
+                               float scale, int window, float softcap) {
+	attention_tree(out, q, k, v, kvlen, end, n, h, kvh, d, cap, scale, window, softcap);
 }
 KERNEL void attention_split_f32(float *out, const float *q, const float *k, const float *v, const int *kvlen, const int *end, int *count, float *part, int n, int h,
-                                int kvh, int d, int cap, int p, float scale, int window) {
-	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window);
+                                int kvh, int d, int cap, int p, float scale, int window, float softcap) {
+	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window, softcap);
 }
 KERNEL void attention_split_f16(float *out, const float *q, const f16_t *k, const f16_t *v, const int *kvlen, const int *end, int *count, float *part, int n,
-                                int h, int kvh, int d, int cap, int p, float scale, int window) {
-	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window);
+                                int h, int kvh, int d, int cap, int p, float scale, int window, float softcap) {
+	attention_split(out, q, k, v, kvlen, end, count, part, n, h, kvh, d, cap, p, scale, window, softcap);
 }

@@ -98,6 +98,7 @@ struct AttentionArgs {
 	int P;
 	int vec4;
 	int window; // sliding window in positions; 0: none
+	float softcap; // scores become softcap·tanh(score/softcap); 0: none
 };
 
 // cache [C,row]; N rows written (KVWrite) or kept (KVCompact).
@@ -112,6 +113,12 @@ struct KVArgs {
 struct ElementwiseArgs {
 	int n;
 	int nb;
+};
+
+// n values, each becoming cap·tanh(x/cap) (SoftCap).
+struct SoftCapArgs {
+	int n;
+	float cap;
 };
 
 // Concat of a [M,Da] and b [M,Db].

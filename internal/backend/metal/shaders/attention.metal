@@ -105,6 +105,13 @@ inline void attn_rows(device const int *end, int qi, int past, int c0, int c1, t
 	}
 }
 
+// attn_softcap is Gemma 2's soft-cap of a score, cap·tanh(s/cap), with
+// tanh(u) as 1 - 2/(1 + e^(2u)) (±1 where e^(2u) over- or underflows); s
+// itself when cap is 0.
+inline float attn_softcap(float s, float cap) {
+	return cap > 0.0f ? cap - 2.0f * cap / (1.0f + exp(2.0f * s / cap)) : s;
+}
+
 // attn_chunk computes the partial of visible keys [c0, c1) (c0 < c1): on
 // return every thread has the chunk's maximum m and sum l, and o[i] for
 // its dims d = tiitg + ATTN_THREADS·i (unnormalized). qv is this lane's
@@ -146,7 +153,7 @@ inline void attn_chunk(constant AttentionArgs &args, device const KV *k, device 
 				}
 			}
 			dot = simd_sum(dot);
-			sc[i] = vi < c1 ? dot : -FLT_MAX;
+			sc[i] = vi < c1 ? attn_softcap(dot, args.softcap) : -FLT_MAX;
 		}
 		float bm = sc[0];
 		for (int i = 1; i < ATTN_BLOCK; i++) {

@@ -1,4 +1,4 @@
-// elementwise.metal: SiLU, SwiGLU, Add and Mul (b broadcast over a's leading
+// elementwise.metal: SiLU, SwiGLU, GeGLU, Add and Mul (b broadcast over a's leading
 // dims), and Concat along the last dim. One thread per output element.
 // Grid: (ceil(n/256)); threadgroup: 256.
 #include "common.h"
@@ -23,6 +23,40 @@ kernel void elementwise_swiglu(
 		uint3 tpig [[thread_position_in_grid]]) {
 	if (tpig.x < uint(args.n)) {
 		out[tpig.x] = T(silu(float(gate[tpig.x])) * float(up[tpig.x]));
+	}
+}
+
+// gelu is GELU with PyTorch's tanh approximation (Gemma's
+// gelu_pytorch_tanh), tanh(u) taken as 1 - 2/(1 + e^(2u)), which is ±1
+// where e^(2u) over- or underflows.
+inline float gelu(float x) {
+	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+	return 0.5f * x * (2.0f - 2.0f / (1.0f + exp(2.0f * u)));
+}
+
+template <typename T>
+kernel void elementwise_geglu(
+		constant ElementwiseArgs &args [[buffer(0)]],
+		device const T *gate [[buffer(1)]],
+		device const T *up [[buffer(2)]],
+		device T *out [[buffer(3)]],
+		uint3 tpig [[thread_position_in_grid]]) {
+	if (tpig.x < uint(args.n)) {
+		out[tpig.x] = T(gelu(float(gate[tpig.x])) * float(up[tpig.x]));
+	}
+}
+
+// elementwise_softcap is cap·tanh(x/cap) (Gemma 2's final logits), tanh
+// as in gelu.
+template <typename T>
+kernel void elementwise_softcap(
+		constant SoftCapArgs &args [[buffer(0)]],
+		device const T *x [[buffer(1)]],
+		device T *out [[buffer(2)]],
+		uint3 tpig [[thread_position_in_grid]]) {
+	if (tpig.x < uint(args.n)) {
+		const float c = args.cap;
+		out[tpig.x] = T(c - 2.0f * c / (1.0f + exp(2.0f * float(x[tpig.x]) / c)));
 	}
 }
 
@@ -61,6 +95,8 @@ kernel void elementwise_concat(
 
 instantiate_kernel("elementwise_silu_f32", elementwise_silu, float)
 instantiate_kernel("elementwise_swiglu_f32", elementwise_swiglu, float)
+instantiate_kernel("elementwise_geglu_f32", elementwise_geglu, float)
+instantiate_kernel("elementwise_softcap_f32", elementwise_softcap, float)
 instantiate_kernel("elementwise_add_f32", elementwise_binary, float, 0)
 instantiate_kernel("elementwise_mul_f32", elementwise_binary, float, 1)
 instantiate_kernel("elementwise_concat_f32", elementwise_concat, float)

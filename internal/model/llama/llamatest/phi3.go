@@ -3,7 +3,9 @@ package llamatest
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
+	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
 
@@ -12,7 +14,8 @@ import (
 // v) and gate and up into one (GGUF blk.N.ffn_up, HF mlp.gate_up_proj;
 // rows gate, then up), as llama.cpp's converter (Phi3MiniModel, which
 // keeps them fused) and transformers' Phi-3 checkpoints store them. No
-// biases, untied output, no longrope. Weights holds the fused HF names.
+// biases, untied output; partial rotary and longrope where s says so.
+// Weights holds the fused HF names.
 func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
 	if s.Tied {
 		return nil, fmt.Errorf("llamatest: phi3 has no tied embeddings")
@@ -40,31 +43,55 @@ func writePhi3(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint,
 		return nil, fmt.Errorf("llamatest: phi3's head_dim is hidden_size / num_attention_heads")
 	}
 	a := "phi3."
+	rot, orig := s.HeadDim, s.Context
+	if s.RopeDims > 0 {
+		rot = s.RopeDims
+	}
+	if s.LongRope != nil {
+		orig = s.LongRope.OriginalContext
+	}
+	window := s.Context
+	if s.SlidingWindow > 0 {
+		window = s.SlidingWindow
+	}
 	kvs := []formats.KV{
 		{Key: "general.architecture", Value: "phi3"},
 		{Key: a + "context_length", Value: uint32(s.Context)},
-		{Key: a + "rope.scaling.original_context_length", Value: uint32(s.Context)},
+		{Key: a + "rope.scaling.original_context_length", Value: uint32(orig)},
 		{Key: a + "embedding_length", Value: uint32(s.Dim)},
 		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
 		{Key: a + "block_count", Value: uint32(s.Layers)},
 		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
-		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.dimension_count", Value: uint32(rot)},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-		{Key: a + "attention.sliding_window", Value: uint32(s.Context)},
+		{Key: a + "attention.sliding_window", Value: uint32(window)},
+	}
+	// Longrope as llama.cpp's converter writes it (Phi3MiniModel): the
+	// attention factor and the two factor tensors, no scaling type.
+	var ropeScaling map[string]any
+	if l := s.LongRope; l != nil {
+		if len(l.Short) != rot/2 || len(l.Long) != rot/2 {
+			return nil, fmt.Errorf("llamatest: longrope has %d and %d factors for %d rotated dimensions", len(l.Short), len(l.Long), rot)
+		}
+		kvs = append(kvs, formats.KV{Key: a + "rope.scaling.attn_factor", Value: float32(l.AttnFactor(s.Context))})
+		t.gguf = append(t.gguf,
+			formats.Tensor{Name: "rope_factors_long.weight", DType: formats.F32, Shape: []int{rot / 2}, Data: graph.AsBytes(slices.Clone(l.Long))},
+			formats.Tensor{Name: "rope_factors_short.weight", DType: formats.F32, Shape: []int{rot / 2}, Data: graph.AsBytes(slices.Clone(l.Short))})
+		ropeScaling = map[string]any{"type": "longrope", "short_factor": l.Short, "long_factor": l.Long}
 	}
 	kvs = append(kvs, meta...)
 	// config.json as Phi-3's model cards have it, less what no loader
-	// here reads (sliding_window equal to the context: it never binds).
+	// here reads.
 	cfg := map[string]any{
 		"architectures": []string{"Phi3ForCausalLM"}, "model_type": "phi3",
 		"hidden_size": s.Dim, "intermediate_size": s.FFN, "num_hidden_layers": s.Layers,
 		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
-		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": nil,
-		"max_position_embeddings": s.Context, "original_max_position_embeddings": s.Context,
+		"rms_norm_eps": s.NormEps, "rope_theta": s.RopeTheta, "rope_scaling": ropeScaling,
+		"max_position_embeddings": s.Context, "original_max_position_embeddings": orig,
 		"vocab_size": s.Vocab, "tie_word_embeddings": false, "hidden_act": "silu",
-		"torch_dtype": "float32", "sliding_window": s.Context, "partial_rotary_factor": 1.0,
+		"torch_dtype": "float32", "sliding_window": window, "partial_rotary_factor": float64(rot) / float64(s.HeadDim),
 	}
 	if err := writeCheckpoint(ck, kvs, cfg, t); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // Write: "qwen3", "phi3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
+	Arch                    string // Write: "qwen3", "phi3", "gemma2", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
@@ -29,6 +30,33 @@ type Spec struct {
 	Context                 int
 	Tied                    bool // no output projection: the embedding table is it
 	RopeFreqs               bool // Llama 3's rope_freqs.weight (WriteLlamaLikeGGUF only)
+	// RopeDims is the rotated dimensions of each head (0: HeadDim); phi3
+	// only, written as Phi-4-mini's partial_rotary_factor.
+	RopeDims int
+	// SlidingWindow is a phi3's sliding_window (0: the context, which
+	// never binds), or Gemma's (gemma2, gemma3).
+	SlidingWindow int
+	// Gemma 2's attn_logit_softcapping and final_logit_softcapping.
+	AttnSoftCap, FinalSoftCap float64
+	// LongRope, when set, is a phi3's longrope scaling: Context is the
+	// extended context (max_position_embeddings).
+	LongRope *LongRope
+}
+
+// LongRope is Phi-3's longrope scaling as a checkpoint states it.
+type LongRope struct {
+	OriginalContext int       // the pretrained context
+	Short, Long     []float32 // one factor per rotated pair
+}
+
+// AttnFactor is the attention factor llama.cpp's converter writes and
+// transformers derives: √(1 + ln(s)/ln(original)), s = context/original.
+func (l *LongRope) AttnFactor(context int) float64 {
+	s := float64(context) / float64(l.OriginalContext)
+	if s <= 1 {
+		return 1
+	}
+	return math.Sqrt(1 + math.Log(s)/math.Log(float64(l.OriginalContext)))
 }
 
 // Checkpoint is a random model written in both formats.
@@ -44,11 +72,14 @@ type Checkpoint struct {
 // float32. meta is added to the GGUF file's metadata after the
 // architecture's keys (a tokenizer's tokenizer.* keys, say).
 func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, error) {
-	if s.Arch == "phi3" {
+	switch s.Arch {
+	case "phi3":
 		return writePhi3(dir, s, meta, seed)
-	}
-	if s.Arch != "qwen3" {
-		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3)", s.Arch)
+	case "gemma2", "gemma3":
+		return writeGemma(dir, s, meta, seed)
+	case "qwen3":
+	default:
+		return nil, fmt.Errorf("llamatest: architecture %q is not one this package writes (qwen3, phi3, gemma2, gemma3)", s.Arch)
 	}
 	t := newTensors(seed, 0x71e3)
 	add := t.add
@@ -146,6 +177,21 @@ func (t *tensors) add(gguf, hf string, scale float64, shape ...int) {
 	t.hf = append(t.hf, formats.Tensor{Name: hf, DType: formats.F32, Shape: shape, Data: data})
 }
 
+// addShifted draws a Gemma norm gain w ~ N(0, scale²) (the gain applied is
+// 1+w): the HF tensor holds w, the GGUF tensor float32(1+w), as llama.cpp's
+// converter adds the 1 (data_torch + 1, in float32 for these files).
+func (t *tensors) addShifted(gguf, hf string, scale float64, n int) {
+	v, shifted, f := make([]float32, n), make([]float32, n), make([]float64, n)
+	for i := range v {
+		v[i] = float32(t.r.NormFloat64() * scale)
+		shifted[i] = 1 + v[i]
+		f[i] = float64(v[i])
+	}
+	t.gguf = append(t.gguf, formats.Tensor{Name: gguf, DType: formats.F32, Shape: []int{n}, Data: graph.AsBytes(shifted)})
+	t.hf = append(t.hf, formats.Tensor{Name: hf, DType: formats.F32, Shape: []int{n}, Data: graph.AsBytes(v)})
+	t.values[hf] = f
+}
+
 // writeGGUF writes t's GGUF tensors with the metadata kvs to path.
 func writeGGUF(path string, kvs []formats.KV, t *tensors) error {
 	var buf bytes.Buffer
@@ -184,4 +230,17 @@ func writeCheckpoint(ck *Checkpoint, kvs []formats.KV, cfg map[string]any, t *te
 		return fmt.Errorf("llamatest: %w", err)
 	}
 	return nil
+}
+
+// FixedLongRope is a longrope scaling from original tokens for rot rotated
+// dimensions with fixed factors, short ones near 1 and long ones up to
+// ~rot, as Phi-3's grow: for checks that need a longrope model but not
+// particular factors.
+func FixedLongRope(rot, original int) *LongRope {
+	l := &LongRope{OriginalContext: original}
+	for j := range rot / 2 {
+		l.Short = append(l.Short, 1+0.05*float32(j))
+		l.Long = append(l.Long, 1+2*float32(j))
+	}
+	return l
 }
