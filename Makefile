@@ -11,7 +11,7 @@ PKGS    := ./...
 # processes; delete .cache/emu to empty it.
 export REDRAFTER_EMU_CACHE ?= $(CURDIR)/.cache/emu
 
-.PHONY: build demo demo-speedup test test-all test-full test-short test-clients cuda-tag deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
+.PHONY: build demo demo-speedup test test-go test-side test-all test-full test-short test-clients cuda-tag deps lint check check-tidy check-generate cross bench fuzz clean lib test-lib
 
 build:
 	$(GO) build -o $(BIN) ./cmd/redrafter
@@ -65,9 +65,20 @@ test-lib:
 # W × L × dtype matrices here; `make test-all` runs them whole.
 # TEST_TIMEOUT bounds each test binary, sized for a machine loaded 4 times
 # over (Go's default, 10 minutes, is not).
+#
+# The packages' tests (test-go) and the rest (test-side) run side by side:
+# go test ./... leaves a core idle for much of its run (its longest
+# packages run their emulated kernels one process at a time, at its end
+# alone), and the race, client and cross-build stages fill it. Output is
+# synchronised by line.
 TEST_TIMEOUT ?= 30m
 test: deps
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-go test-side
+
+test-go:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test-side:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestConcurrent.*|TestGroup.*)$$' .
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/server
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags noasm ./internal/backend/cpu/...
@@ -89,6 +100,7 @@ test-full:
 	# module graph (Kubernetes' client libraries) costs ~3.5 minutes to
 	# compile on 2 cores from a cold cache, too much for make test.
 	cd tests/deploy && $(GO) test -count=1 -timeout $(FULL_TIMEOUT) ./picker
+	$(MAKE) --no-print-directory cross CROSS_ARCHS=amd64
 
 # The official OpenAI clients against `redrafter serve` on loopback: the Go
 # one (tests/openai-go, a module of its own, which `go test ./...` above
@@ -128,16 +140,17 @@ cuda-tag:
 	$(GO) build -tags cuda $(PKGS)
 	$(GO) test -count=1 -tags cuda -run '^(TestRealDriverWithoutGPU|TestLoadMissingLibrary|TestOpenWithoutGPU|TestAutoFallsBackToCPU)$$' ./internal/backend/cuda/...
 
-# Type-check, build and compile the tests of every package for macOS
-# (the Metal target) from any machine, without cgo.
+# Type-check, build and link the tests of every package for macOS (the
+# Metal target) from any machine, without cgo: the test binaries are built
+# together and "run" by true(1). make test checks darwin/arm64 (Apple
+# silicon), make test-all darwin/amd64 too.
+CROSS_ARCHS ?= arm64
 cross:
-	@for arch in arm64 amd64; do \
-		echo "darwin/$$arch: vet, build, test -c"; \
+	@for arch in $(CROSS_ARCHS); do \
+		echo "darwin/$$arch: vet, build, link every test binary"; \
 		CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) vet $(PKGS) || exit 1; \
 		CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) build $(PKGS) || exit 1; \
-		for p in $$($(GO) list $(PKGS)); do \
-			CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) test -c -o /dev/null $$p || exit 1; \
-		done; \
+		out=$$(CGO_ENABLED=0 GOOS=darwin GOARCH=$$arch $(GO) test -count=1 -vet=off -exec true $(PKGS) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
 bench:

@@ -153,8 +153,11 @@ func NewBuilder(dir string, headers map[string]string) (*Builder, error) {
 // that run at once (go test runs packages in parallel): a file another
 // process may be reading is never rewritten in place, and every scratch
 // file a build writes has this process's own name (scratch), renamed into
-// place when whole. Two processes building the same program both build
-// it; the second rename replaces the first's identical file.
+// place when whole. A build holds a lock file beside its program
+// (lockFile), so that a second process wanting the same program waits for
+// it rather than building it too (in make test's cold start, cuda's and
+// cudatest's tests both want quant.cu first); where there is no lock, both
+// build it and the second rename replaces the first's identical file.
 
 // writeShared writes data to path unless path already holds it, through a
 // scratch file and a rename, so that no reader sees it half written.
@@ -223,6 +226,16 @@ func (b *Builder) Compile(u Unit) (string, error) {
 	b.mu.Unlock()
 	r.once.Do(func() {
 		if _, err := os.Stat(path); err == nil {
+			r.path = path
+			return
+		}
+		unlock, err := lockFile(path + ".lock")
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer unlock()
+		if _, err := os.Stat(path); err == nil { // built by another process while this one waited
 			r.path = path
 			return
 		}

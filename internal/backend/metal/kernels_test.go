@@ -27,7 +27,11 @@ func seed(t *testing.T) uint64 { return testenv.Seed(t) }
 // within tolerance of the reference either way), each dispatch run in the
 // default thread orders (forward, reverse, random), whose results must
 // agree bit for bit.
-var kernelModes = []emuMode{{contract: emu.ContractOff}, {contract: emu.ContractFast}}
+//
+// make test runs contraction off only (the programs the emulated
+// generations build anyway); make test-all (REDRAFTER_TEST_FULL) adds fast,
+// every file compiled a second time (a minute of a 2-core machine).
+var kernelModes = testenv.Subset([]emuMode{{contract: emu.ContractOff}, {contract: emu.ContractFast}}, 0)
 
 // TestKernels runs every op case through the Metal backend's encoder and
 // the emulated kernels, against the CPU reference backend, in each of

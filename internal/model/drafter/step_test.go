@@ -10,6 +10,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 	"github.com/seed9b8f47b1/redrafter/internal/sample"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // graph.AcceptChains (the CPU reference op) is the reference's greedy rule
@@ -116,8 +117,9 @@ func tokensTo(tr *Tree, u int) []int32 {
 // the same tokens emitted, the same hidden state for the next draft, the
 // same cache length, for the bundled head (which gets drafts accepted, so
 // the beams laid out by BeamChains must be the searched ones) and a random
-// one (mostly rejected), at W ∈ {1, 2, 4} and L ∈ {3, 5}. Both end equal
-// to greedy decoding, since the host loop is.
+// one (mostly rejected), at W ∈ {1, 2, 4} and L ∈ {3, 5} (the random head
+// at two of them in make test). Both end equal to greedy decoding, since
+// the host loop is.
 func TestDeviceStepEqualsHostStep(t *testing.T) {
 	ck, err := llama.Open("../../../models/stories260K/stories260K.gguf")
 	if err != nil {
@@ -143,7 +145,15 @@ func TestDeviceStepEqualsHostStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, shape := range [][2]int{{1, 3}, {1, 5}, {2, 3}, {2, 5}, {4, 3}, {4, 5}} {
+		shapes := [][2]int{{1, 3}, {1, 5}, {2, 3}, {2, 5}, {4, 3}, {4, 5}}
+		if hi == 1 {
+			// The random head's drafts are mostly rejected, so it takes
+			// a step per token, on the reference backend: make test runs
+			// two of its shapes (each width once is the bundled head's
+			// job), make test-all all six (45 of the test's 73 s).
+			shapes = testenv.Subset(shapes, 0, 3)
+		}
+		for _, shape := range shapes {
 			w, l := shape[0], shape[1]
 			t.Run(fmt.Sprintf("head%d/W%dL%d", hi, w, l), func(t *testing.T) {
 				var states [2]*llama.State

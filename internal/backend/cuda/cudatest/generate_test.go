@@ -152,9 +152,20 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of emulated launches")
 	}
+	metalInMakeTest(t)
 	Builder(t) // skips or fails here, on t's goroutine
 	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
 	checkArchGreedyEqualsCPU(t, "cuda-emu", qwen3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+}
+
+// metalInMakeTest skips t outside make test-all (REDRAFTER_TEST_FULL):
+// make test checks each architecture on one emulated GPU, to keep its
+// time (Qwen3 and Gemma 3 on emulated Metal, in tests/; Phi-3, Mistral and
+// Gemma 2 on emulated CUDA, here), and make test-all on both.
+func metalInMakeTest(t *testing.T) {
+	if !testenv.Full() {
+		t.Skip("SKIPPED, NOT PASSED: make test-all runs it; make test runs this architecture's check on emulated Metal (tests/)")
+	}
 }
 
 // qwen3Spec and phi3Spec are the random models of the architecture checks:
@@ -188,6 +199,7 @@ func TestGemma3GreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of emulated launches")
 	}
+	metalInMakeTest(t)
 	Builder(t)
 	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
 	checkGemma3GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))

@@ -3,9 +3,11 @@
 // generates from them, checked in under ptx/ and embedded, so a server
 // needs no CUDA toolkit: the driver's JIT compiles the PTX for its GPU.
 //
-// After editing a .cu file, run `go generate ./backend/cuda/shaders` (it
-// needs clang-16: scripts/install-cuda-tools.sh); a test fails while the
-// checked-in PTX differs from what clang writes.
+// After editing a .cu file, run `go generate ./internal/backend/cuda/shaders`
+// (it needs clang-16: scripts/install-cuda-tools.sh). It writes ptx/SUMS
+// too, the sums of each file's inputs and PTX: make test fails while they
+// do not match the sources (TestPTXSums), and make test-all while the
+// checked-in PTX differs from what clang writes (TestPTXUpToDate).
 package shaders
 
 //go:generate go run gen_ptx.go
