@@ -69,11 +69,12 @@ test-lib:
 # The packages' tests (test-go) and the rest (test-side) run side by side:
 # go test ./... leaves a core idle for much of its run (its longest
 # packages run their emulated kernels one process at a time, at its end
-# alone), and the race, client and cross-build stages fill it. Output is
-# synchronised by line.
+# alone), and the race, client and cross-build stages fill it. Their lines
+# interleave as they come (make's --output-sync would hold go test's until
+# it ends).
 TEST_TIMEOUT ?= 30m
 test: deps
-	@$(MAKE) --no-print-directory -j2 --output-sync=line test-go test-side
+	@$(MAKE) --no-print-directory -j2 test-go test-side
 
 test-go:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
