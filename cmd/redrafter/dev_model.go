@@ -28,7 +28,7 @@ import (
 func newRandomModelCmd() *cobra.Command {
 	var (
 		shape, arch, tokFrom, out string
-		layers                    int
+		layers, window            int
 		seed                      uint64
 	)
 	var names []string
@@ -57,6 +57,12 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 				return fmt.Errorf("--layers %d: want at least 1", layers)
 			}
 			s.Layers = layers
+			if window != 0 {
+				if window < 0 || s.SlidingWindow == 0 {
+					return fmt.Errorf("--window %d: want a positive window, for a shape that has one (gemma2-2b, phi3-mini)", window)
+				}
+				s.SlidingWindow = window
+			}
 			if err := checkModelPath("--tokenizer-from", tokFrom); err != nil {
 				return err
 			}
@@ -99,8 +105,9 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&shape, "shape", "tinyllama", "layer widths of: "+strings.Join(names, ", "))
-	f.StringVar(&arch, "arch", "", "architecture written (default the shape's: llama or qwen2; also mistral)")
+	f.StringVar(&arch, "arch", "", "architecture written (default the shape's: llama, qwen2, gemma2 or phi3; also mistral for llama's shapes)")
 	f.IntVar(&layers, "layers", 2, "transformer blocks")
+	f.IntVar(&window, "window", 0, "sliding window of a gemma2 or phi3 shape, in tokens (default the real model's)")
 	f.StringVar(&tokFrom, "tokenizer-from", "", "GGUF model whose tokenizer (and vocabulary size) to copy (required)")
 	f.StringVar(&out, "out", "", "the model to write (.gguf, required)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the weights")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 )
 
@@ -132,5 +133,101 @@ func TestRandomModelAndLogits(t *testing.T) {
 	_, _, err = run(t, "", "dev", "logits", "--model", model, "--prompts", prompts, "--out", free)
 	if err == nil || !strings.Contains(err.Error(), "token id 512 is outside the vocabulary of 512") {
 		t.Errorf("token 512: %v", err)
+	}
+}
+
+// dev random-model writes Gemma-2-2B's and Phi-3-mini's widths (one layer)
+// under llama.cpp's keys and tensor names (src/llama-arch.cpp's
+// LLM_ARCH_GEMMA2 and LLM_ARCH_PHI3 tables, shapes as llama-model.cpp
+// creates them, outermost first) and a general.name llama.cpp accepts,
+// redrafter reads them as the real models' configurations, and their
+// logits spread as the scales promise.
+func TestRandomModelGemma2Phi3(t *testing.T) {
+	for _, tc := range []struct {
+		shape   string
+		tensors map[string][]int // blk.0's and the model's
+		check   func(c llama.Config) bool
+	}{
+		{"gemma2-2b", map[string][]int{
+			"token_embd.weight": {512, 2304}, "output_norm.weight": {2304},
+			"blk.0.attn_norm.weight": {2304}, "blk.0.attn_q.weight": {2048, 2304}, "blk.0.attn_k.weight": {1024, 2304},
+			"blk.0.attn_v.weight": {1024, 2304}, "blk.0.attn_output.weight": {2304, 2048},
+			"blk.0.post_attention_norm.weight": {2304}, "blk.0.ffn_norm.weight": {2304},
+			"blk.0.ffn_gate.weight": {9216, 2304}, "blk.0.ffn_up.weight": {9216, 2304}, "blk.0.ffn_down.weight": {2304, 9216},
+			"blk.0.post_ffw_norm.weight": {2304},
+		}, func(c llama.Config) bool {
+			return c.Arch == "gemma2" && c.Dim == 2304 && c.FFN == 9216 && c.Heads == 8 && c.KVHeads == 4 && c.HeadDim == 256 &&
+				c.SlidingWindow == 4096 && c.SlidingPattern == 2 && c.AttnSoftCap == 50 && c.FinalSoftCap == 30 &&
+				c.AttnScale == 1.0/16 && c.EmbedScale == 48 && c.TiedOutput && c.PostNorms && c.GeGLU && c.RopeNeoX &&
+				c.NormEps == 1e-6 && c.RopeTheta == 10000
+		}},
+		{"phi3-mini", map[string][]int{
+			"token_embd.weight": {512, 3072}, "output_norm.weight": {3072}, "output.weight": {512, 3072},
+			"blk.0.attn_norm.weight": {3072}, "blk.0.attn_qkv.weight": {9216, 3072}, "blk.0.attn_output.weight": {3072, 3072},
+			"blk.0.ffn_norm.weight": {3072}, "blk.0.ffn_up.weight": {16384, 3072}, "blk.0.ffn_down.weight": {3072, 8192},
+		}, func(c llama.Config) bool {
+			return c.Arch == "phi3" && c.Dim == 3072 && c.FFN == 8192 && c.Heads == 32 && c.KVHeads == 32 && c.HeadDim == 96 &&
+				c.RopeDims == 96 && c.SlidingWindow == 2047 && !c.TiedOutput && c.RopeNeoX && c.NormEps == 1e-5 &&
+				c.RopeTheta == 10000 && c.Context == 4096 && c.RopeScale.Type == ""
+		}},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			dir := t.TempDir()
+			model := filepath.Join(dir, "m.gguf")
+			if _, stderr, err := run(t, "", "dev", "random-model", "--shape", tc.shape, "--layers", "1",
+				"--tokenizer-from", stories, "--out", model); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			g, err := formats.OpenGGUF(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// llama.cpp looks up Phi-3's own special tokens when the name
+			// holds "phi3", and fails to load the borrowed vocabulary.
+			if name, _ := g.String("general.name"); strings.Contains(strings.ToLower(name), "phi") {
+				t.Errorf("general.name %q", name)
+			}
+			got := map[string][]int{}
+			for _, ts := range g.Tensors {
+				got[ts.Name] = ts.Shape
+			}
+			g.Close()
+			if len(got) != len(tc.tensors) {
+				t.Errorf("%d tensors, want %d: %v", len(got), len(tc.tensors), got)
+			}
+			for name, shape := range tc.tensors {
+				if !slices.Equal(got[name], shape) {
+					t.Errorf("%s: shape %v, want %v", name, got[name], shape)
+				}
+			}
+			ck, err := llama.Open(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := ck.Model.Config
+			ck.Close()
+			if c.Layers != 1 || c.Vocab != 512 || !tc.check(c) {
+				t.Fatalf("config %+v", c)
+			}
+			prompts := filepath.Join(dir, "prompts.txt")
+			if err := os.WriteFile(prompts, []byte("1 88 326 122 421 433\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out")
+			if _, stderr, err := run(t, "", "--backend", "cpu", "dev", "logits", "--model", model, "--prompts", prompts,
+				"--tokens", "1", "--out", out); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			_, row := readDump(t, out, "0")
+			var sum, sq float64
+			for _, v := range row {
+				sum += float64(v)
+				sq += float64(v) * float64(v)
+			}
+			n := float64(len(row))
+			if sd := math.Sqrt(sq/n - (sum/n)*(sum/n)); len(row) != 512 || sd < 2.5 || sd > 6 {
+				t.Errorf("%d logits, standard deviation %.2f: want 512 of about 4", len(row), sd)
+			}
+		})
 	}
 }

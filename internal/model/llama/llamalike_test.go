@@ -12,7 +12,9 @@ import (
 // The random models of llamatest.WriteLlamaLikeGGUF load as the
 // architecture they name, with what differs: Llama 3's frequency factors
 // (1 for short wavelengths, 32 for long ones, between in between), an
-// explicit head size, Qwen2's biases, NeoX pairs and tied output; and
+// explicit head size, Qwen2's biases, NeoX pairs and tied output, Gemma
+// 2's window, soft-caps, embedding and attention scales, post-norms and
+// GeGLU, Phi-3's fused tensors and window; and
 // their logits spread as the scales promise (a standard deviation near 4)
 // and do not favour repeating the input token.
 func TestLlamaLikeGGUF(t *testing.T) {
@@ -23,6 +25,10 @@ func TestLlamaLikeGGUF(t *testing.T) {
 			RopeTheta: 1e6, Context: 128},
 		{Arch: "qwen2", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-6,
 			RopeTheta: 1e6, Context: 128, Tied: true},
+		{Arch: "gemma2", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, NormEps: 1e-6,
+			RopeTheta: 10000, Context: 128, Tied: true, SlidingWindow: 6, AttnSoftCap: 50, FinalSoftCap: 30},
+		{Arch: "phi3", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5,
+			RopeTheta: 10000, Context: 128, SlidingWindow: 6},
 	} {
 		path := filepath.Join(t.TempDir(), s.Arch+".gguf")
 		if err := llamatest.WriteLlamaLikeGGUF(path, s, nil, 5); err != nil {
@@ -35,8 +41,14 @@ func TestLlamaLikeGGUF(t *testing.T) {
 		c := ck.Model.Config
 		if c.Arch != s.Arch || c.Dim != s.Dim || c.FFN != s.FFN || c.Layers != s.Layers || c.Heads != s.Heads ||
 			c.KVHeads != s.KVHeads || c.HeadDim != s.HeadDim || c.Vocab != s.Vocab || c.QKVBias != (s.Arch == "qwen2") ||
-			c.RopeNeoX != (s.Arch == "qwen2") || c.TiedOutput != s.Tied || c.RopeTheta != s.RopeTheta {
+			c.RopeNeoX != (s.Arch != "llama" && s.Arch != "mistral") || c.TiedOutput != s.Tied || c.RopeTheta != s.RopeTheta ||
+			c.SlidingWindow != s.SlidingWindow {
 			t.Errorf("%s: config %+v", s.Arch, c)
+		}
+		gemma := s.Arch == "gemma2"
+		if gemma != (c.PostNorms && c.GeGLU && c.SlidingPattern == 2 && c.AttnSoftCap == float32(s.AttnSoftCap) &&
+			c.FinalSoftCap == float32(s.FinalSoftCap) && c.EmbedScale == 8 && c.AttnScale == 1/math.Sqrt(32)) {
+			t.Errorf("%s: gemma's config %+v", s.Arch, c)
 		}
 		ff := c.RopeScale.FreqFactors
 		if s.RopeFreqs {

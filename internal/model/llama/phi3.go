@@ -26,9 +26,11 @@ import (
 // config has one, and masking_utils' sliding_window_overlay keeps key
 // kv_idx for query q_idx iff kv_idx > q_idx - sliding_window, the last
 // sliding_window positions with the query's own: the same mask as
-// Mistral's, and as Config.SlidingWindow's. llama.cpp ignores the window
-// for phi3 ("Phi SWA is currently disabled", llama-model.cpp), so past
-// the window its logits differ from transformers' and ours. Longrope
+// Mistral's, and as Config.SlidingWindow's. llama.cpp c392e50 masks with
+// it as we do (checked with a binding window, docs/FORMATS.md); later
+// llama.cpp ignores it for phi3 ("Phi SWA is currently disabled",
+// llama-model.cpp), so past the window those versions' logits differ
+// from transformers' and ours. Longrope
 // (the 128k models, Phi-3.5, Phi-4-mini) and partial rotary (Phi-4-mini):
 // see rope.go.
 

@@ -32,10 +32,21 @@ var Shapes = map[string]Spec{
 	// Written as "llama", as llama.cpp's converter writes Mistral.
 	"mistral-half": {Arch: "llama", Dim: 2048, FFN: 7168, Heads: 16, KVHeads: 4, HeadDim: 128,
 		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
+	// Gemma-2-2B (google/gemma-2-2b's config.json): heads of 256 (8 × 256
+	// is not the hidden 2304), GQA 8/4, every other layer sliding over
+	// 4096, soft-caps 50 and 30, query_pre_attn_scalar 256 (llama.cpp's
+	// 1/√key_length), tied embeddings.
+	"gemma2-2b": {Arch: "gemma2", Dim: 2304, FFN: 9216, Heads: 8, KVHeads: 4, HeadDim: 256,
+		NormEps: 1e-6, RopeTheta: 10000, Context: 8192, Tied: true, SlidingWindow: 4096,
+		AttnSoftCap: 50, FinalSoftCap: 30},
+	// Phi-3-mini-4k (microsoft/Phi-3-mini-4k-instruct): 32 heads of 96,
+	// no GQA, fused qkv and gate·up, sliding window 2047, NeoX RoPE.
+	"phi3-mini": {Arch: "phi3", Dim: 3072, FFN: 8192, Heads: 32, KVHeads: 32, HeadDim: 96,
+		NormEps: 1e-5, RopeTheta: 10000, Context: 4096, SlidingWindow: 2047},
 }
 
-// WriteLlamaLikeGGUF draws a model of shape s (Arch "llama", "mistral" or
-// "qwen2") from seed and writes it to path as an f32 GGUF file under
+// WriteLlamaLikeGGUF draws a model of shape s (Arch "llama", "mistral",
+// "qwen2", "gemma2" or "phi3") from seed and writes it to path as an f32 GGUF file under
 // llama.cpp's converter's tensor names and keys, which both redrafter
 // and llama.cpp load; meta is appended to the metadata (a tokenizer's
 // tokenizer.* keys: llama.cpp refuses a file without a vocabulary).
@@ -53,12 +64,32 @@ var Shapes = map[string]Spec{
 // about 4 and the top two of a few hundred tokens are ≈1 apart on
 // average (a real model's spread; the margins a quantized comparison
 // needs are discussed in docs/FORMATS.md).
+//
+// Gemma 2 (as llama.cpp's converter writes it: four norms a layer,
+// separate gate and up, the soft-caps and window as keys, norm gains
+// stored as the 1+w they apply): embeddings N(0, (0.1/√dim)²), so that
+// the √dim-scaled stream holds the token at RMS 0.1 as tied Qwen2's does;
+// the output norm's gain 40·(1 + N(0, 0.1²)), so that the tied logits
+// have Llama's spread before the final soft-cap; the post-norms' gains
+// 1 + N(0, 0.1²) like the others. Phi-3 (llama.cpp's converter keeps
+// Phi3's fused tensors): attn_qkv holds q, k and v's rows at their scales
+// above, ffn_up gate's rows then up's; s.SlidingWindow is written as
+// phi3.attention.sliding_window (0: the context).
 func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) error {
 	switch s.Arch {
 	case "llama", "mistral", "qwen2":
+	case "gemma2":
+		if !s.Tied || s.SlidingWindow <= 0 || !(s.AttnSoftCap > 0) || !(s.FinalSoftCap > 0) || s.RopeFreqs {
+			return fmt.Errorf("llamatest: gemma2 has tied embeddings, a sliding window, both soft-caps and no rope_freqs")
+		}
+	case "phi3":
+		if s.Tied || s.Heads*s.HeadDim != s.Dim || s.RopeFreqs {
+			return fmt.Errorf("llamatest: phi3 has an output projection, heads of hidden/heads and no rope_freqs")
+		}
 	default:
-		return fmt.Errorf("llamatest: WriteLlamaLikeGGUF writes llama, mistral or qwen2, not %q", s.Arch)
+		return fmt.Errorf("llamatest: WriteLlamaLikeGGUF writes llama, mistral, qwen2, gemma2 or phi3, not %q", s.Arch)
 	}
+	gemma := s.Arch == "gemma2"
 	r := rand.New(rand.NewPCG(seed, 0x11a3a))
 	var ts []formats.Tensor
 	add := func(name string, mean, scale float64, shape ...int) {
@@ -67,6 +98,21 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 			v[i] = float32(mean + r.NormFloat64()*scale)
 		}
 		ts = append(ts, formats.Tensor{Name: name, DType: formats.F32, Shape: shape, Data: graph.AsBytes(v)})
+	}
+	// fused draws one tensor of stacked row blocks, each of its own scale
+	// (Phi-3's qkv and gate·up), in the order given.
+	fused := func(name string, cols int, rows []int, scales []float64) {
+		n := 0
+		for _, nr := range rows {
+			n += nr
+		}
+		v := make([]float32, 0, n*cols)
+		for i, nr := range rows {
+			for range nr * cols {
+				v = append(v, float32(r.NormFloat64()*scales[i]))
+			}
+		}
+		ts = append(ts, formats.Tensor{Name: name, DType: formats.F32, Shape: []int{n, cols}, Data: graph.AsBytes(v)})
 	}
 	q, kv := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
@@ -78,6 +124,10 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 	embScale := 1.0
 	if s.Tied {
 		embScale = 0.1
+	}
+	if gemma {
+		// The table is multiplied by √dim on the way in.
+		embScale *= inv(s.Dim)
 	}
 	add("token_embd.weight", 0, embScale, s.Vocab, s.Dim)
 	add("output_norm.weight", 1, 0.1, s.Dim)
@@ -91,9 +141,13 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 	for l := range s.Layers {
 		g := fmt.Sprintf("blk.%d.", l)
 		add(g+"attn_norm.weight", 1, 0.1, s.Dim)
-		add(g+"attn_q.weight", 0, 1.5*inv(s.Dim), q, s.Dim)
-		add(g+"attn_k.weight", 0, 1.5*inv(s.Dim), kv, s.Dim)
-		add(g+"attn_v.weight", 0, inv(s.Dim), kv, s.Dim)
+		if s.Arch == "phi3" {
+			fused(g+"attn_qkv.weight", s.Dim, []int{q, kv, kv}, []float64{1.5 * inv(s.Dim), 1.5 * inv(s.Dim), inv(s.Dim)})
+		} else {
+			add(g+"attn_q.weight", 0, 1.5*inv(s.Dim), q, s.Dim)
+			add(g+"attn_k.weight", 0, 1.5*inv(s.Dim), kv, s.Dim)
+			add(g+"attn_v.weight", 0, inv(s.Dim), kv, s.Dim)
+		}
 		if s.Arch == "qwen2" {
 			add(g+"attn_q.bias", 0, 0.5, q)
 			add(g+"attn_k.bias", 0, 0.5, kv)
@@ -102,10 +156,20 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 			add(g+"attn_v.bias", 0, 0.1, kv)
 		}
 		add(g+"attn_output.weight", 0, inv(q), s.Dim, q)
+		if gemma {
+			add(g+"post_attention_norm.weight", 1, 0.1, s.Dim)
+		}
 		add(g+"ffn_norm.weight", 1, 0.1, s.Dim)
-		add(g+"ffn_gate.weight", 0, inv(s.Dim), s.FFN, s.Dim)
-		add(g+"ffn_up.weight", 0, inv(s.Dim), s.FFN, s.Dim)
+		if s.Arch == "phi3" {
+			fused(g+"ffn_up.weight", s.Dim, []int{s.FFN, s.FFN}, []float64{inv(s.Dim), inv(s.Dim)})
+		} else {
+			add(g+"ffn_gate.weight", 0, inv(s.Dim), s.FFN, s.Dim)
+			add(g+"ffn_up.weight", 0, inv(s.Dim), s.FFN, s.Dim)
+		}
 		add(g+"ffn_down.weight", 0, inv(s.FFN), s.Dim, s.FFN)
+		if gemma {
+			add(g+"post_ffw_norm.weight", 1, 0.1, s.Dim)
+		}
 	}
 	if s.Tied {
 		// The embedding table is the output projection: give it the
@@ -124,7 +188,10 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 	a := s.Arch + "."
 	kvs := []formats.KV{
 		{Key: "general.architecture", Value: s.Arch},
-		{Key: "general.name", Value: fmt.Sprintf("random %s %dx%d", s.Arch, s.Layers, s.Dim)},
+		// Not the architecture's name: llama.cpp gives Phi-3's special
+		// tokens (<|end|> …) their attributes when general.name holds
+		// "phi3", and fails to load a vocabulary without them.
+		{Key: "general.name", Value: fmt.Sprintf("random model, %d layers of %d", s.Layers, s.Dim)},
 		{Key: a + "vocab_size", Value: uint32(s.Vocab)},
 		{Key: a + "context_length", Value: uint32(s.Context)},
 		{Key: a + "embedding_length", Value: uint32(s.Dim)},
@@ -139,6 +206,19 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 	if s.HeadDim != s.Dim/s.Heads {
 		kvs = append(kvs, formats.KV{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
 			formats.KV{Key: a + "attention.value_length", Value: uint32(s.HeadDim)})
+	}
+	switch s.Arch {
+	case "gemma2":
+		kvs = append(kvs, formats.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)},
+			formats.KV{Key: a + "attn_logit_softcapping", Value: float32(s.AttnSoftCap)},
+			formats.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftCap)})
+	case "phi3":
+		window := s.SlidingWindow
+		if window <= 0 {
+			window = s.Context
+		}
+		kvs = append(kvs, formats.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(s.Context)},
+			formats.KV{Key: a + "attention.sliding_window", Value: uint32(window)})
 	}
 	kvs = append(kvs, meta...)
 	f, err := os.Create(path)

@@ -22,7 +22,7 @@ import (
 
 // Spec is the shape of a random model.
 type Spec struct {
-	Arch                    string // Write: "qwen3", "phi3", "gemma2", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2"
+	Arch                    string // Write: "qwen3", "phi3", "gemma2", "gemma3"; WriteLlamaLikeGGUF: "llama", "mistral", "qwen2", "gemma2", "phi3"
 	Vocab, Dim, FFN, Layers int
 	Heads, KVHeads, HeadDim int // HeadDim need not be Dim/Heads
 	NormEps                 float32
