@@ -58,9 +58,20 @@ func TestGreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("minutes of emulated launches")
 	}
+	t.Parallel()
 	Builder(t) // skips or fails here, on t's goroutine
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkGreedyEqualsCPU(t, "cuda-emu", false)
+	checkGreedyEqualsCPU(t, registerEmulated(t), false)
+}
+
+// registerEmulated registers an emulated CUDA backend under a name of t's
+// own and returns the name. The generation tests run in parallel (make
+// test's last minutes are often this package's alone, on one of two
+// cores), so none may register a name another uses: a test's cleanup
+// would remove the other's backend.
+func registerEmulated(t *testing.T) string {
+	name := "cuda-emu-" + t.Name()
+	graph.RegisterForTest(t, name, func() (graph.Backend, error) { return NewEmulated(t), nil })
+	return name
 }
 
 // checkGreedyEqualsCPU is TestGreedyGenerationEqualsCPU's check on the
@@ -74,7 +85,8 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
 	}
 	stories := filepath.Join(root, "models", "stories260K", "stories260K.gguf")
 	bundled := filepath.Join(root, "models", "stories260K", "drafter")
-	graph.RegisterForTest(t, "cpu-reference", func() (graph.Backend, error) { return cpu.NewReference(), nil })
+	reference := "cpu-reference-" + t.Name()
+	graph.RegisterForTest(t, reference, func() (graph.Backend, error) { return cpu.NewReference(), nil })
 	const n = 16
 	prompt := "Once upon a time"
 	// The CPU's fast 4-bit kernels multiply 8-bit-quantized activations (as
@@ -90,7 +102,7 @@ func checkGreedyEqualsCPU(t *testing.T, gpu string, allShapes bool) {
 		opt       convert.Options
 		kv        string
 		shapes    []int // indexes into shapes: make test's subset
-	}{{"f16", "cpu", convert.Options{Bits: 16}, "f16", []int{1, 4}}, {"4-bit", "cpu-reference", convert.Options{Bits: 4, GroupSize: 32}, "f32", []int{3}}} {
+	}{{"f16", "cpu", convert.Options{Bits: 16}, "f16", []int{1, 4}}, {"4-bit", reference, convert.Options{Bits: 4, GroupSize: 32}, "f32", []int{3}}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			model, head := filepath.Join(dir, "model"), filepath.Join(dir, "head")
@@ -153,9 +165,10 @@ func TestQwen3GreedyGenerationEqualsCPU(t *testing.T) {
 		t.Skip("a minute of emulated launches")
 	}
 	metalInMakeTest(t)
+	t.Parallel()
 	Builder(t) // skips or fails here, on t's goroutine
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkArchGreedyEqualsCPU(t, "cuda-emu", qwen3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	emu := registerEmulated(t)
+	checkArchGreedyEqualsCPU(t, emu, qwen3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
 // metalInMakeTest skips t outside make test-all (REDRAFTER_TEST_FULL):
@@ -187,9 +200,10 @@ func TestPhi3GreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of emulated launches")
 	}
+	t.Parallel()
 	Builder(t)
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkArchGreedyEqualsCPU(t, "cuda-emu", phi3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	emu := registerEmulated(t)
+	checkArchGreedyEqualsCPU(t, emu, phi3Spec, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
 // TestGemma3GreedyGenerationEqualsCPU is TestQwen3GreedyGenerationEqualsCPU
@@ -200,9 +214,10 @@ func TestGemma3GreedyGenerationEqualsCPU(t *testing.T) {
 		t.Skip("a minute of emulated launches")
 	}
 	metalInMakeTest(t)
+	t.Parallel()
 	Builder(t)
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkGemma3GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	emu := registerEmulated(t)
+	checkGemma3GreedyEqualsCPU(t, emu, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
 // checkGemma3GreedyEqualsCPU is checkArchGreedyEqualsCPU on gemma3Spec
@@ -223,9 +238,10 @@ func TestGemma2GreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of emulated launches")
 	}
+	t.Parallel()
 	Builder(t)
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
-	checkGemma2GreedyEqualsCPU(t, "cuda-emu", testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	emu := registerEmulated(t)
+	checkGemma2GreedyEqualsCPU(t, emu, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
 // checkGemma2GreedyEqualsCPU is checkArchGreedyEqualsCPU on a Gemma 2 of
@@ -266,14 +282,15 @@ func TestMistralWindowGreedyGenerationEqualsCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of emulated launches")
 	}
+	t.Parallel()
 	Builder(t) // skips or fails here, on t's goroutine
-	graph.RegisterForTest(t, "cuda-emu", func() (graph.Backend, error) { return NewEmulated(t), nil })
+	emu := registerEmulated(t)
 	model, err := llamatest.WriteMistralGGUF(t.TempDir(), llamatest.Spec{Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 1e4, Context: 256}, 8, storiesTokenizer(t), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkRandomModelGreedyEqualsCPU(t, "cuda-emu", model, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
+	checkRandomModelGreedyEqualsCPU(t, emu, model, testenv.Subset([][2]int{{3, 4}, {1, 5}}, 0))
 }
 
 // storiesTokenizer returns stories260K's tokenizer.* metadata.
