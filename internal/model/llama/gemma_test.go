@@ -12,7 +12,6 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudatest"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
@@ -365,32 +364,7 @@ func TestGemma3FusedAndGPUGraphs(t *testing.T) {
 			}
 		}
 	}
-	fake := metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}, metal.Fake{Reference: cpu.NewReference()})
-	got, _ := passesOf(t, ck.GGUF, fake, fake.FusesLayers())
-	for i := range want {
-		if !bitsEqual(got[i], want[i]) {
-			t.Errorf("metal-fake: pass %d's %s differ from the CPU reference's", i/2, [2]string{"logits", "hidden states"}[i%2])
-		}
-	}
-	if testing.Short() {
-		return
-	}
-	for _, tc := range []struct {
-		name string
-		be   func(t *testing.T) graph.Backend
-	}{
-		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }},
-		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, _ := passesOf(t, ck.GGUF, tc.be(t), true)
-			for i := 0; i < len(want); i += 2 { // the logits of each pass
-				if e := maxRel(got[i], want[i]); e > 1e-4 {
-					t.Errorf("pass %d: logits differ from the CPU reference's by %g", i/2, e)
-				}
-			}
-		})
-	}
+	checkGPUPasses(t, ck.GGUF, want)
 }
 
 // A joint pass over sequences of every shape (the server's batching) gives

@@ -192,32 +192,7 @@ func TestQwen3FusedAndGPUGraphs(t *testing.T) {
 			t.Errorf("%s: a fused decode step has %d steps, want %d (unfused %d)", be.Name(), steps, w, unfused)
 		}
 	}
-	fake := metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}, metal.Fake{Reference: cpu.NewReference()})
-	got, _ := passesOf(t, ck.GGUF, fake, fake.FusesLayers())
-	for i := range want {
-		if !bitsEqual(got[i], want[i]) {
-			t.Errorf("metal-fake: pass %d's %s differ from the CPU reference's", i/2, [2]string{"logits", "hidden states"}[i%2])
-		}
-	}
-	if testing.Short() {
-		return
-	}
-	for _, tc := range []struct {
-		name string
-		be   func(t *testing.T) graph.Backend
-	}{
-		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }},
-		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, _ := passesOf(t, ck.GGUF, tc.be(t), true)
-			for i := 0; i < len(want); i += 2 { // the logits of each pass
-				if e := maxRel(got[i], want[i]); e > 1e-4 {
-					t.Errorf("pass %d: logits differ from the CPU reference's by %g", i/2, e)
-				}
-			}
-		})
-	}
+	checkGPUPasses(t, ck.GGUF, want)
 }
 
 // A joint pass over sequences of every shape (the server's batching) gives
@@ -275,5 +250,38 @@ func checkMatchesReference(t *testing.T, ck *llamatest.Checkpoint, c Config, tok
 		if !bitsEqual(logits[0], logits[1]) {
 			t.Errorf("on %s: GGUF and HF logits differ by %g", be.Name(), maxRel(logits[0], logits[1]))
 		}
+	}
+}
+
+// checkGPUPasses checks model's passes (passesOf) on Metal's fake device
+// (its fused layers bit for bit the CPU reference's want) and, unless
+// -short, with Metal's and CUDA's kernels emulated (logits within 1e-4).
+func checkGPUPasses(t *testing.T, model string, want [][]float32) {
+	t.Helper()
+	fake := metal.NewFake(metal.Policy{FirstCommit: 4, OpsPerBuffer: 16, MatvecMaxRows: 4}, metal.Fake{Reference: cpu.NewReference()})
+	got, _ := passesOf(t, model, fake, fake.FusesLayers())
+	for i := range want {
+		if !bitsEqual(got[i], want[i]) {
+			t.Errorf("metal-fake: pass %d's %s differ from the CPU reference's", i/2, [2]string{"logits", "hidden states"}[i%2])
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	for _, tc := range []struct {
+		name string
+		be   func(t *testing.T) graph.Backend
+	}{
+		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }},
+		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := passesOf(t, model, tc.be(t), true)
+			for i := 0; i < len(want); i += 2 { // the logits of each pass
+				if e := maxRel(got[i], want[i]); e > 1e-4 {
+					t.Errorf("pass %d: logits differ from the CPU reference's by %g", i/2, e)
+				}
+			}
+		})
 	}
 }
