@@ -61,20 +61,7 @@ func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint
 	// GGUF: the keys llama.cpp's converter writes for Gemma 2 and 3 (q
 	// and k rows unpermuted: llama.cpp rotates them as NeoX pairs).
 	a := s.Arch + "."
-	kvs := []formats.KV{
-		{Key: "general.architecture", Value: s.Arch},
-		{Key: a + "context_length", Value: uint32(s.Context)},
-		{Key: a + "embedding_length", Value: uint32(s.Dim)},
-		{Key: a + "block_count", Value: uint32(s.Layers)},
-		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
-		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
-		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
-		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
-		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-		{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)},
-		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
-	}
+	kvs := append(commonKVs(s.Arch, s), formats.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
 	if !gemma3 {
 		kvs = append(kvs, formats.KV{Key: a + "attn_logit_softcapping", Value: float32(s.AttnSoftCap)},
 			formats.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftCap)})

@@ -33,20 +33,7 @@ func WriteMistralGGUF(dir string, s Spec, window int, meta []formats.KV, seed ui
 		add(g+"ffn_down.weight", 0.3, s.Dim, s.FFN)
 	}
 	a := "mistral."
-	kvs := []formats.KV{
-		{Key: "general.architecture", Value: "mistral"},
-		{Key: a + "context_length", Value: uint32(s.Context)},
-		{Key: a + "embedding_length", Value: uint32(s.Dim)},
-		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
-		{Key: a + "block_count", Value: uint32(s.Layers)},
-		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
-		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
-		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
-		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
-		{Key: a + "attention.sliding_window", Value: uint32(window)},
-		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-	}
+	kvs := append(commonKVs("mistral", s), formats.KV{Key: a + "attention.sliding_window", Value: uint32(window)})
 	kvs = append(kvs, meta...)
 	path := filepath.Join(dir, "model.gguf")
 	if err := writeGGUF(path, kvs, t); err != nil {

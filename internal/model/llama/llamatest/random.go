@@ -109,20 +109,7 @@ func Write(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint, err
 
 	// GGUF: the keys llama.cpp's converter writes for Qwen3 (Qwen3's q and
 	// k rows are not permuted: llama.cpp rotates them as NeoX pairs).
-	a := s.Arch + "."
-	kvs := []formats.KV{
-		{Key: "general.architecture", Value: s.Arch},
-		{Key: a + "context_length", Value: uint32(s.Context)},
-		{Key: a + "embedding_length", Value: uint32(s.Dim)},
-		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
-		{Key: a + "block_count", Value: uint32(s.Layers)},
-		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
-		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
-		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
-		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
-		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-	}
+	kvs := commonKVs(s.Arch, s)
 	kvs = append(kvs, meta...)
 	// config.json as Qwen3's model cards have it, less what no
 	// loader here reads.
@@ -243,4 +230,23 @@ func FixedLongRope(rot, original int) *LongRope {
 		l.Long = append(l.Long, 1+2*float32(j))
 	}
 	return l
+}
+
+// commonKVs are the GGUF keys of s's widths that llama.cpp's converters
+// write for every architecture here, under arch's prefix.
+func commonKVs(arch string, s Spec) []formats.KV {
+	a := arch + "."
+	return []formats.KV{
+		{Key: "general.architecture", Value: arch},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Dim)},
+		{Key: a + "feed_forward_length", Value: uint32(s.FFN)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+		{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.value_length", Value: uint32(s.HeadDim)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+	}
 }
