@@ -132,10 +132,18 @@ func TestBadInput(t *testing.T) {
 		{name: "inflate a directory", args: []string{"dev", "inflate", "--model", "FIX/hf", "--out", "FIX/big.gguf"}, want: ".gguf"},
 		{name: "unknown command", args: []string{"launch"}, want: `unknown command "launch"`},
 	}
+	// The cases run in parallel: each is a process of its own in
+	// directories of its own, and the fixtures are only read (each case
+	// checks that they are unchanged).
 	start := time.Now()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runBadCase(t, fix, c) })
-	}
+	t.Run("cases", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				runBadCase(t, fix, c)
+			})
+		}
+	})
 	t.Logf("%d cases in %v", len(cases), time.Since(start).Round(time.Millisecond))
 }
 

@@ -68,6 +68,7 @@ func logSteps(t *testing.T, be string, w, l int, st *redrafter.DraftStats) {
 // 12 tokens per shape, at W1L3 and W4L5 under make test (every shape
 // under make test-all, REDRAFTER_TEST_FULL); -short skips it.
 func TestGreedyDeviceStepEqualsAutoregressive(t *testing.T) {
+	t.Parallel()
 	const n, emuTokens = 40, 12
 	prompt := "Once upon a time"
 	shapes := [][2]int{{1, 3}, {1, 5}, {2, 3}, {2, 5}, {4, 3}, {4, 5}}
@@ -81,11 +82,12 @@ func TestGreedyDeviceStepEqualsAutoregressive(t *testing.T) {
 				continue // the f16 kernels' exactness is TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend's
 			}
 			t.Run(be.name+"/"+kv, func(t *testing.T) {
+				backend := be.name
 				if be.name == "metal-emu" {
 					if testing.Short() {
 						t.Skip("emulated dispatches take minutes")
 					}
-					emulated(t)
+					backend = emulated(t)
 				}
 				run := shapes
 				if be.name == "metal-emu" {
@@ -95,7 +97,7 @@ func TestGreedyDeviceStepEqualsAutoregressive(t *testing.T) {
 				}
 				for _, s := range run {
 					t.Run(fmt.Sprintf("W%dL%d", s[0], s[1]), func(t *testing.T) {
-						res := generate(t, be.name, kv, storiesHead, s[0], s[1], prompt, be.n)
+						res := generate(t, backend, kv, storiesHead, s[0], s[1], prompt, be.n)
 						if !slices.Equal(res.Tokens, want[:be.n]) {
 							t.Errorf("ReDrafter: %v\nautoregressive on the cpu: %v", res.Tokens, want[:be.n])
 						}

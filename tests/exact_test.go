@@ -97,13 +97,20 @@ func randomHead(t *testing.T) string {
 	return dir
 }
 
-// emulated registers "metal-emu" for t: the Metal backend over the fake
-// device with every dispatch run by its kernel, compiled as C++ and run on
-// the CPU (metaltest). Without clang++ t is skipped, or fails under CI.
-func emulated(t *testing.T) {
+// emulated marks t parallel and registers for it the Metal backend over
+// the fake device with every dispatch run by its kernel, compiled as C++
+// and run on the CPU (metaltest), under a name of t's own, which it
+// returns. Emulated runs are most of this package's time, and make test's
+// last minutes are often this package's alone on one of two cores: they
+// run in parallel, so none may share a name (a test's cleanup would remove
+// another's backend). Without clang++ t is skipped, or fails under CI.
+func emulated(t *testing.T) string {
 	t.Helper()
+	t.Parallel()
 	metaltest.NewEmulator(t, nil) // skips or fails here, on t's goroutine
-	graph.RegisterForTest(t, "metal-emu", func() (graph.Backend, error) { return metaltest.NewEmulated(t), nil })
+	name := "metal-emu-" + t.Name()
+	graph.RegisterForTest(t, name, func() (graph.Backend, error) { return metaltest.NewEmulated(t), nil })
+	return name
 }
 
 // Greedy ReDrafter equals greedy autoregressive decoding on the CPU, token
@@ -115,6 +122,7 @@ func emulated(t *testing.T) {
 // type under make test (all four under make test-all,
 // REDRAFTER_TEST_FULL); -short skips them.
 func TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend(t *testing.T) {
+	t.Parallel()
 	const n, emuTokens = 48, 16
 	prompt := "Once upon a time"
 	random := randomHead(t)
@@ -128,14 +136,15 @@ func TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend(t *testing.T) {
 			n    int
 		}{{"cpu", n}, {"cpu-1threads", n}, {"cpu-3threads", n}, {"metal-fake", n}, {"metal-emu", emuTokens}} {
 			t.Run(be.name+"/"+kv, func(t *testing.T) {
+				backend := be.name
 				if be.name == "metal-emu" {
 					if testing.Short() {
 						t.Skip("about 20 s of emulated dispatches")
 					}
-					emulated(t)
+					backend = emulated(t)
 				}
 				want := want[:be.n]
-				if got := generate(t, be.name, kv, "", 0, 0, prompt, be.n).Tokens; !slices.Equal(got, want) {
+				if got := generate(t, backend, kv, "", 0, 0, prompt, be.n).Tokens; !slices.Equal(got, want) {
 					t.Errorf("autoregressive: %v\ncpu: %v", got, want)
 				}
 				drafts := []struct {
@@ -153,7 +162,7 @@ func TestGreedyReDrafterEqualsAutoregressiveOnEveryBackend(t *testing.T) {
 				}
 				for _, c := range drafts {
 					t.Run(fmt.Sprintf("%s/W%dL%d", filepath.Base(c.head), c.w, c.l), func(t *testing.T) {
-						res := generate(t, be.name, kv, c.head, c.w, c.l, prompt, be.n)
+						res := generate(t, backend, kv, c.head, c.w, c.l, prompt, be.n)
 						if !slices.Equal(res.Tokens, want) {
 							t.Errorf("ReDrafter: %v\nautoregressive on the cpu: %v", res.Tokens, want)
 						}

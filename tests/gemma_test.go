@@ -30,6 +30,7 @@ func gemma3Model(t *testing.T) string {
 // at W3L4; make test-all: also W1L5). CUDA's emulated kernels run the same
 // check in internal/backend/cuda/cudatest (TestGemma3GreedyGenerationEqualsCPU).
 func TestGemma3GreedyReDrafterEqualsGreedy(t *testing.T) {
+	t.Parallel()
 	model := gemma3Model(t)
 	trained := trainedHead(t, model)
 	random := randomHead(t)
@@ -59,6 +60,7 @@ func gemma2Model(t *testing.T) string {
 // emulated kernels run it in internal/backend/cuda/cudatest
 // (TestGemma2GreedyGenerationEqualsCPU).
 func TestGemma2GreedyReDrafterEqualsGreedy(t *testing.T) {
+	t.Parallel()
 	model := gemma2Model(t)
 	trained := trainedHead(t, model)
 	random := randomHead(t)

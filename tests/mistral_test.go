@@ -12,6 +12,7 @@ import (
 // and with Metal's kernels emulated (16 tokens, past the window too)
 // against the CPU's autoregressive tokens.
 func TestMistralWindowGreedyReDrafterEqualsGreedy(t *testing.T) {
+	t.Parallel()
 	model, err := llamatest.WriteMistralGGUF(t.TempDir(), llamatest.Spec{Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
 		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 1e4, Context: 256}, 8, storiesTokenizer(t), 2)
 	if err != nil {

@@ -34,6 +34,7 @@ func phi3Model(t *testing.T) string {
 // W1L5). CUDA's emulated kernels run the same check in
 // internal/backend/cuda/cudatest (TestPhi3GreedyGenerationEqualsCPU).
 func TestPhi3GreedyReDrafterEqualsGreedy(t *testing.T) {
+	t.Parallel()
 	model := phi3Model(t)
 	trained := trainedHead(t, model)
 	random := randomHead(t)

@@ -114,6 +114,7 @@ func generateWith(t *testing.T, model, backend, head string, w, l int, prompt st
 // the same check in internal/backend/cuda/cudatest
 // (TestQwen3GreedyGenerationEqualsCPU), whose binary builds them anyway.
 func TestQwen3GreedyReDrafterEqualsGreedy(t *testing.T) {
+	t.Parallel()
 	model := qwen3Model(t)
 	trained := trainedHead(t, model)
 	random := randomHead(t)
@@ -160,6 +161,7 @@ func checkReDrafterEqualsGreedy(t *testing.T, model, trained string, runs []back
 	}
 	for _, be := range runs {
 		t.Run(be.name, func(t *testing.T) {
+			backend := be.name
 			if be.name == "metal-emu" {
 				if testing.Short() {
 					t.Skip("emulated dispatches")
@@ -167,15 +169,15 @@ func checkReDrafterEqualsGreedy(t *testing.T, model, trained string, runs []back
 				if be.cudaInMakeTest && !testenv.Full() {
 					t.Skip("SKIPPED, NOT PASSED: make test-all runs it; make test runs this architecture's check on emulated CUDA (internal/backend/cuda/cudatest)")
 				}
-				emulated(t)
+				backend = emulated(t)
 			}
 			want := want[:be.n]
-			if got := generateWith(t, model, be.name, "", 0, 0, prompt, be.n).Tokens; !slices.Equal(got, want) {
+			if got := generateWith(t, model, backend, "", 0, 0, prompt, be.n).Tokens; !slices.Equal(got, want) {
 				t.Errorf("autoregressive: %v\ncpu: %v", got, want)
 			}
 			for _, d := range be.drafts {
 				t.Run(fmt.Sprintf("%s/W%dL%d", filepath.Base(d.head), d.w, d.l), func(t *testing.T) {
-					res := generateWith(t, model, be.name, d.head, d.w, d.l, prompt, be.n)
+					res := generateWith(t, model, backend, d.head, d.w, d.l, prompt, be.n)
 					if !slices.Equal(res.Tokens, want) {
 						t.Errorf("ReDrafter: %v\nautoregressive on the cpu: %v", res.Tokens, want)
 					}
