@@ -138,8 +138,9 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	if vocab.ChatTemplate == "" && ck.Dir != "" {
-		// A checkpoint with only tokenizer.model may still have its template.
-		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir); err != nil {
+		// A checkpoint with only tokenizer.model may still have its template
+		// (in tokenizer_config.json or a template file).
+		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplate(ck.Dir); err != nil {
 			return fail(fmt.Errorf("%s: %w", path, err))
 		}
 	}

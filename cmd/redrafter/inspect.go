@@ -91,7 +91,7 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		}
 		if err == nil && vocab.ChatTemplate == "" {
 			// As Load reads it for a checkpoint with only tokenizer.model.
-			vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir)
+			vocab.ChatTemplate, err = tokenizer.ReadChatTemplate(ck.Dir)
 		}
 	}
 	if err != nil {
