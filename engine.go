@@ -105,6 +105,9 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ck.Ignored != "" {
+		log.Info(ck.Ignored, "model", path)
+	}
 	e := &Engine{cfg: ck.Model.Config, be: be, ckpt: ck, log: log, generating: map[*Session]chan struct{}{}}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
