@@ -105,6 +105,9 @@ func Load(path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ck.Ignored != "" {
+		log.Info(ck.Ignored, "model", path)
+	}
 	e := &Engine{cfg: ck.Model.Config, be: be, ckpt: ck, log: log, generating: map[*Session]chan struct{}{}}
 	fail := func(err error) (*Engine, error) {
 		e.Close()
@@ -138,8 +141,9 @@ func Load(path string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("%s: %w", path, err))
 	}
 	if vocab.ChatTemplate == "" && ck.Dir != "" {
-		// A checkpoint with only tokenizer.model may still have its template.
-		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir); err != nil {
+		// A checkpoint with only tokenizer.model may still have its template
+		// (in tokenizer_config.json or a template file).
+		if vocab.ChatTemplate, err = tokenizer.ReadChatTemplate(ck.Dir); err != nil {
 			return fail(fmt.Errorf("%s: %w", path, err))
 		}
 	}

@@ -323,3 +323,27 @@ func TestInspectPhi3(t *testing.T) {
 		}
 	}
 }
+
+// inspect on an image-text Gemma 3 checkpoint shows its text model and
+// says which tensors it does not read.
+func TestInspectGemma3ImageText(t *testing.T) {
+	ck, err := llamatest.Write(t.TempDir(), llamatest.Spec{Arch: "gemma3", Vocab: 32, Dim: 32, FFN: 48, Layers: 2, Heads: 4,
+		KVHeads: 2, HeadDim: 16, NormEps: 1e-6, RopeTheta: 1e6, Context: 64, Tied: true, SlidingWindow: 16}, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "it")
+	if err := llamatest.WriteGemma3ImageText(ck, dir, false); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "", "inspect", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture: gemma3", "a global layer (no window) every 6 layers",
+		"note:         image-text Gemma 3: the text model (language_model.model.*) is loaded", "vision_tower.* (2)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -54,6 +54,9 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 	c := ck.Model.Config
 	fmt.Fprintf(w, "model:        %s\n", path)
 	fmt.Fprintf(w, "architecture: %s\n", c.Arch)
+	if ck.Ignored != "" {
+		fmt.Fprintf(w, "note:         %s\n", ck.Ignored)
+	}
 	fmt.Fprintf(w, "layers %d, dim %d, ffn %d, heads %d (kv %d, head dim %d), vocab %d, context %d\n",
 		c.Layers, c.Dim, c.FFN, c.Heads, c.KVHeads, c.HeadDim, c.Vocab, c.Context)
 	fmt.Fprintf(w, "rope base %g, dims %d, pairs %s, scaling %q; rms eps %g; tied output %v; qkv bias %v\n",
@@ -91,7 +94,7 @@ func inspect(w io.Writer, path string, listTensors bool) error {
 		}
 		if err == nil && vocab.ChatTemplate == "" {
 			// As Load reads it for a checkpoint with only tokenizer.model.
-			vocab.ChatTemplate, err = tokenizer.ReadChatTemplateFile(ck.Dir)
+			vocab.ChatTemplate, err = tokenizer.ReadChatTemplate(ck.Dir)
 		}
 	}
 	if err != nil {

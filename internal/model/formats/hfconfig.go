@@ -3,16 +3,23 @@ package formats
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
 // HFConfig is a Hugging Face config.json of a Llama-family model (Llama 1-3,
-// Vicuna, TinyLlama, Mistral, Qwen2, Qwen3), by its config.json names. ReadHFConfig
-// and ParseHFConfig fill in the defaults listed at ReadHFConfig; unknown keys
-// are ignored.
+// Vicuna, TinyLlama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2 and 3), by its
+// config.json names. ReadHFConfig and ParseHFConfig fill in the defaults
+// listed at ReadHFConfig; unknown keys are ignored.
+//
+// An image-text Gemma 3 (model_type "gemma3", Gemma3ForConditionalGeneration)
+// keeps its text model's settings under text_config: its HFConfig has
+// Architectures, ModelType, TorchDType, Quantization and the special token
+// ids of the file's top level, and the text model in TextConfig.
 type HFConfig struct {
 	Architectures         []string     `json:"architectures"` // e.g. ["LlamaForCausalLM"]
 	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2", "qwen3"
@@ -60,7 +67,50 @@ type HFConfig struct {
 	// Quantization is "quantization", or else "quantization_config"; nil if
 	// neither is present.
 	Quantization *Quantization `json:"-"`
+	// SlidingRope is transformers 5's rope_parameters["sliding_attention"]
+	// where rope_parameters is keyed by layer type (Gemma 3; its
+	// rope_theta is also RopeLocalBaseFreq); nil otherwise. The
+	// "full_attention" entry fills RopeTheta, RopeScaling and
+	// PartialRotaryFactor as a rope_parameters of one dict does.
+	SlidingRope *RopeParameters `json:"-"`
+	// TextConfig is an image-text Gemma 3's text_config, with
+	// transformers' Gemma3TextConfig defaults for the keys it leaves out
+	// (see gemma3TextDefaults); nil for every other model.
+	TextConfig *HFConfig `json:"-"`
 }
+
+// RopeParameters is one dict of transformers 5's rope_parameters
+// (modeling_rope_utils.py, RopeParameters): the base, the part of each head
+// rotated and the scaling, whose Type is "default" (or "") for none.
+type RopeParameters struct {
+	RopeTheta           float64
+	PartialRotaryFactor *float64
+	Scaling             RopeScaling
+}
+
+// parseRopeParameters reads one rope_parameters dict.
+func parseRopeParameters(raw json.RawMessage) (*RopeParameters, error) {
+	var rp struct {
+		RopeTheta           float64  `json:"rope_theta"`
+		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+	}
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		return nil, err
+	}
+	p := &RopeParameters{RopeTheta: rp.RopeTheta, PartialRotaryFactor: rp.PartialRotaryFactor}
+	if err := json.Unmarshal(raw, &p.Scaling); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// scaled reports whether p's rope_type is one that scales.
+func (p *RopeParameters) scaled() bool { return p.Scaling.Type != "" && p.Scaling.Type != "default" }
+
+// ropeLayerTypes are the layer types transformers 5 may key rope_parameters
+// by (standardize_rope_params: keys that are all layer types make a dict per
+// layer type); the ones of the models here.
+var ropeLayerTypes = []string{"full_attention", "sliding_attention"}
 
 // RopeScaling is config.json "rope_scaling".
 type RopeScaling struct {
@@ -216,26 +266,77 @@ func (c *HFConfig) UnmarshalJSON(b []byte) error {
 		c.Quantization = aux.QuantizationConfig
 	}
 	if len(aux.RopeParameters) > 0 && string(aux.RopeParameters) != "null" {
-		var rp struct {
-			RopeTheta           float64  `json:"rope_theta"`
-			PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
-		}
-		var rs RopeScaling
-		if err := json.Unmarshal(aux.RopeParameters, &rp); err != nil {
+		if err := c.readRopeParameters(aux.RopeParameters); err != nil {
 			return fmt.Errorf("rope_parameters: %w", err)
 		}
-		if err := json.Unmarshal(aux.RopeParameters, &rs); err != nil {
-			return fmt.Errorf("rope_parameters: %w", err)
+	}
+	return nil
+}
+
+// readRopeParameters reads transformers 5's rope_parameters (per
+// modeling_rope_utils.py's standardize_rope_params): one dict with
+// rope_theta, rope_type and that type's keys (and partial_rotary_factor
+// where the model has one), or, where every key is a layer type (Gemma 3's
+// Gemma3TextConfig.convert_rope_params_to_dict), one such dict per layer
+// type: "full_attention" for the global layers, "sliding_attention" for the
+// sliding ones. rope_scaling, where a file also has it, wins over the
+// dict's scaling, as transformers 5 lets it (convert_rope_params_to_dict);
+// a top-level rope_theta or rope_local_base_freq that disagrees with the
+// dict's is an error rather than a guess.
+func (c *HFConfig) readRopeParameters(raw json.RawMessage) error {
+	var byKey map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &byKey); err != nil {
+		return err
+	}
+	nested := len(byKey) > 0
+	for k := range byKey {
+		nested = nested && slices.Contains(ropeLayerTypes, k)
+	}
+	global := raw
+	if nested {
+		global = byKey["full_attention"]
+		if s, ok := byKey["sliding_attention"]; ok {
+			p, err := parseRopeParameters(s)
+			if err != nil {
+				return fmt.Errorf("sliding_attention: %w", err)
+			}
+			if err := agree(&c.RopeLocalBaseFreq, p.RopeTheta, "rope_local_base_freq", "sliding_attention's rope_theta"); err != nil {
+				return err
+			}
+			c.SlidingRope = p
 		}
-		if c.RopeTheta == 0 {
-			c.RopeTheta = rp.RopeTheta
+		if global == nil {
+			return nil
 		}
-		if c.PartialRotaryFactor == nil {
-			c.PartialRotaryFactor = rp.PartialRotaryFactor
-		}
-		if c.RopeScaling == nil && rs.Type != "" && rs.Type != "default" {
-			c.RopeScaling = &rs
-		}
+	}
+	p, err := parseRopeParameters(global)
+	if err != nil {
+		return err
+	}
+	if c.RopeTheta != 0 && p.RopeTheta != 0 && c.RopeTheta != p.RopeTheta {
+		return fmt.Errorf("rope_theta %g and rope_parameters' rope_theta %g disagree", c.RopeTheta, p.RopeTheta)
+	}
+	if p.RopeTheta != 0 {
+		c.RopeTheta = p.RopeTheta
+	}
+	if c.PartialRotaryFactor == nil {
+		c.PartialRotaryFactor = p.PartialRotaryFactor
+	}
+	if c.RopeScaling == nil && p.scaled() {
+		c.RopeScaling = &p.Scaling
+	}
+	return nil
+}
+
+// agree sets *dst to v (when v is not 0), or fails when *dst is already
+// set to another value.
+func agree(dst **float64, v float64, name, from string) error {
+	switch {
+	case v == 0:
+	case *dst == nil:
+		*dst = &v
+	case **dst != v:
+		return fmt.Errorf("%s %g and %s %g disagree", name, **dst, from, v)
 	}
 	return nil
 }
@@ -271,6 +372,10 @@ func tokenIDs(raw json.RawMessage) ([]int, error) {
 //	max_position_embeddings  2048 (transformers' LlamaConfig default)
 //	hidden_act               "silu"
 //	quantization             group_size 64, bits 4, mode "affine" (MLX blocks: no quant_method)
+//
+// A gemma3_text config, alone or as an image-text Gemma 3's text_config,
+// first gets transformers' Gemma3TextConfig defaults for what it leaves out
+// (gemma3TextDefaults; rope_theta 1e6, rope_local_base_freq 1e4).
 func ReadHFConfig(path string) (*HFConfig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "config.json")
@@ -285,18 +390,120 @@ func ReadHFConfig(path string) (*HFConfig, error) {
 // ParseHFConfig parses config.json text as ReadHFConfig does. path is used in
 // errors only.
 func ParseHFConfig(path string, data []byte) (*HFConfig, error) {
-	var present map[string]json.RawMessage
-	if err := json.Unmarshal(data, &present); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
-	}
-	c := new(HFConfig)
-	if err := json.Unmarshal(data, c); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
-	}
-	if err := c.setDefaults(present); err != nil {
+	c, err := parseHFConfig(data)
+	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	return c, nil
+}
+
+func parseHFConfig(data []byte) (*HFConfig, error) {
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(data, &present); err != nil {
+		return nil, err
+	}
+	var modelType string
+	json.Unmarshal(present["model_type"], &modelType) // a wrong type fails below
+	if modelType == "gemma3_text" {
+		var err error
+		if data, err = withDefaults(present, gemma3TextDefaults); err != nil {
+			return nil, err
+		}
+	}
+	c := new(HFConfig)
+	if err := json.Unmarshal(data, c); err != nil {
+		return nil, err
+	}
+	switch modelType {
+	case "gemma3":
+		return c, c.readTextConfig(present)
+	case "gemma3_text":
+		// Gemma3TextConfig's bases (default_theta in transformers 5),
+		// where neither rope_theta nor rope_parameters gives them.
+		if c.RopeTheta == 0 {
+			c.RopeTheta = 1e6
+		}
+		if c.RopeLocalBaseFreq == nil {
+			c.RopeLocalBaseFreq = ptrTo(10000.0)
+		}
+	}
+	if err := c.setDefaults(present); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// gemma3TextDefaults are the defaults of transformers' Gemma3TextConfig
+// (models/gemma3/configuration_gemma3.py, Gemma3TextConfig.__init__: the
+// same values from 4.50 to 5's modular_gemma3.py) for the keys read here.
+// The image-text checkpoints' text_config leaves most of them out
+// (gemma-3-4b-it's states only hidden_size, intermediate_size,
+// num_hidden_layers, rope_scaling and sliding_window), and transformers
+// fills them in; so do we, for every gemma3_text config. rope_theta (1e6)
+// and rope_local_base_freq (1e4) are filled in after rope_parameters is
+// read; sliding_window_pattern (6) is left to the loader, which derives the
+// pattern from layer_types where a file has them.
+var gemma3TextDefaults = map[string]any{
+	"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+	"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+	"hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+	"bos_token_id": 2, "eos_token_id": 1, "tie_word_embeddings": true,
+	"query_pre_attn_scalar": 256, "sliding_window": 4096,
+}
+
+// withDefaults adds to present each default whose key it lacks and
+// returns the result as JSON.
+func withDefaults(present map[string]json.RawMessage, defaults map[string]any) ([]byte, error) {
+	for k, v := range defaults {
+		if _, ok := present[k]; ok {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		present[k] = b
+	}
+	return json.Marshal(present)
+}
+
+// readTextConfig reads an image-text Gemma 3's text_config into
+// c.TextConfig, as a gemma3_text config (its default model_type). What the
+// text model shares with the whole file and text_config may leave to the
+// top level — the dtype, the quantization block, the special token ids —
+// is taken from there.
+func (c *HFConfig) readTextConfig(present map[string]json.RawMessage) error {
+	raw, ok := present["text_config"]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return errors.New(`model_type "gemma3" (image-text) has no text_config`)
+	}
+	var text map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return fmt.Errorf("text_config: %w", err)
+	}
+	if _, ok := text["model_type"]; !ok {
+		text["model_type"] = json.RawMessage(`"gemma3_text"`)
+	}
+	for _, keys := range [][]string{{"torch_dtype", "dtype"}, {"quantization", "quantization_config"}, {"bos_token_id"}, {"eos_token_id"}} {
+		if slices.ContainsFunc(keys, func(k string) bool { _, ok := text[k]; return ok }) {
+			continue
+		}
+		for _, k := range keys {
+			if v, ok := present[k]; ok {
+				text[k] = v
+			}
+		}
+	}
+	b, err := json.Marshal(text)
+	if err != nil {
+		return err
+	}
+	if c.TextConfig, err = parseHFConfig(b); err != nil {
+		return fmt.Errorf("text_config: %w", err)
+	}
+	return nil
 }
 
 // setDefaults checks the required keys and derives every default listed at

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -185,5 +186,85 @@ func TestHFConfigErrors(t *testing.T) {
 	writeFile(t, dir, "config.json", []byte(`{`+base+`}`))
 	if c, err := ReadHFConfig(dir); err != nil || c.HeadDim != 16 {
 		t.Errorf("ReadHFConfig(dir) = %+v, %v", c, err)
+	}
+}
+
+// An image-text Gemma 3's config.json (google/gemma-3-4b-it's layout, and
+// the same model as transformers 5 writes it: rope_parameters keyed by
+// layer type) reads its text model from text_config, with Gemma3TextConfig's
+// defaults for the keys text_config leaves out (the 4B's real heads, head
+// size, vocabulary, bases and attention scalar are those defaults) and the
+// dtype and stop ids from the top level.
+func TestReadHFConfigGemma3ImageText(t *testing.T) {
+	text := HFConfig{
+		ModelType: "gemma3_text", HiddenSize: 2560, IntermediateSize: 10240, NumHiddenLayers: 34,
+		NumAttentionHeads: 8, NumKeyValueHeads: 4, HeadDim: 256, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		RopeScaling: &RopeScaling{Type: "linear", Factor: 8}, MaxPositionEmbeddings: 131072, VocabSize: 262208,
+		TieWordEmbeddings: true, BOSTokenID: ptr(2), EOSTokenIDs: []int{1, 106}, TorchDType: "bfloat16",
+		HiddenAct: "silu", SlidingWindow: ptr(1024), HiddenActivation: "gelu_pytorch_tanh",
+		QueryPreAttnScalar: ptr(256.0), RopeLocalBaseFreq: ptr(10000.0),
+	}
+	for _, file := range []string{"gemma-3-4b-it.json", "synthetic-gemma-3-4b-it-v5.json"} {
+		got, err := ReadHFConfig(filepath.Join("testdata", "hfconfig", file))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		want := text
+		if strings.Contains(file, "v5") {
+			want.SlidingRope = &RopeParameters{RopeTheta: 10000, Scaling: RopeScaling{Type: "default"}}
+		}
+		if got.ModelType != "gemma3" || !slices.Equal(got.Architectures, []string{"Gemma3ForConditionalGeneration"}) ||
+			got.TextConfig == nil || !reflect.DeepEqual(*got.TextConfig, want) {
+			g, _ := json.Marshal(got.TextConfig)
+			w, _ := json.Marshal(&want)
+			t.Errorf("%s: model_type %q, %v; text config\n%s\nwant\n%s", file, got.ModelType, got.Architectures, g, w)
+		}
+	}
+	if _, err := ParseHFConfig("c.json", []byte(`{"model_type": "gemma3", "vision_config": {}}`)); err == nil || !strings.Contains(err.Error(), "has no text_config") {
+		t.Errorf("gemma3 without text_config: %v", err)
+	}
+	if _, err := ParseHFConfig("c.json", []byte(`{"model_type": "gemma3", "text_config": {"num_hidden_layers": 0}}`)); err == nil || !strings.Contains(err.Error(), "text_config: num_hidden_layers is 0") {
+		t.Errorf("gemma3 with 0 layers: %v", err)
+	}
+}
+
+// transformers 5's rope_parameters: one dict, or one per layer type; a
+// top-level value that contradicts it is refused.
+func TestHFConfigRopeParameters(t *testing.T) {
+	base := `"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 7`
+	for _, tc := range []struct {
+		json string
+		want func(c *HFConfig) bool
+		err  string
+	}{
+		{`"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}`,
+			func(c *HFConfig) bool { return c.RopeTheta == 5e5 && c.RopeScaling == nil && c.SlidingRope == nil }, ""},
+		{`"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500000.0}`,
+			func(c *HFConfig) bool {
+				return c.RopeTheta == 5e5 && reflect.DeepEqual(*c.RopeScaling, RopeScaling{Type: "linear", Factor: 2})
+			}, ""},
+		{`"rope_theta": 500000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}`,
+			func(c *HFConfig) bool { return c.RopeTheta == 5e5 }, ""},
+		{`"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}`,
+			func(c *HFConfig) bool {
+				return c.RopeTheta == 1e6 && reflect.DeepEqual(*c.RopeScaling, RopeScaling{Type: "linear", Factor: 8}) && *c.RopeLocalBaseFreq == 20000 &&
+					c.SlidingRope.RopeTheta == 20000 && c.SlidingRope.Scaling.Type == "default"
+			}, ""},
+		{`"rope_theta": 10000.0, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}`, nil,
+			"rope_theta 10000 and rope_parameters' rope_theta 500000 disagree"},
+		{`"rope_local_base_freq": 10000.0, "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}`, nil,
+			"rope_local_base_freq 10000 and sliding_attention's rope_theta 20000 disagree"},
+	} {
+		c, err := ParseHFConfig("c.json", []byte("{"+base+", "+tc.json+"}"))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.json, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.json, err)
+		case !tc.want(c):
+			t.Errorf("%s: got %+v (scaling %+v, sliding %+v)", tc.json, c, c.RopeScaling, c.SlidingRope)
+		}
 	}
 }

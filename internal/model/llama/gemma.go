@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -240,6 +239,62 @@ func gemmaBound(m *Model) {
 	}
 }
 
-// errGemmaMultimodal refuses a Gemma 3 checkpoint with a vision tower,
-// whose text model sits under language_model and text_config.
-var errGemmaMultimodal = errors.New(`model_type "gemma3" (image-text) is not supported: only the text model, "gemma3_text" (a GGUF of any Gemma 3 holds the text model alone)`)
+// gemmaTextLayouts are the names an image-text Gemma 3 checkpoint
+// (Gemma3ForConditionalGeneration) gives its text model: transformers
+// before 4.52 saved it as language_model.model.* with the head at
+// language_model.lm_head, later ones as model.language_model.* with the
+// head at lm_head (modeling_gemma3.py's _checkpoint_conversion_mapping maps
+// the first onto the second). The head is tied to the embeddings in every
+// released model and then absent.
+var gemmaTextLayouts = []struct{ model, head string }{
+	{"language_model.model.", "language_model.lm_head.weight"},
+	{"model.language_model.", "lm_head.weight"},
+}
+
+// gemmaTextNames finds which of gemmaTextLayouts an image-text Gemma 3
+// checkpoint has and returns the map from the text model's names, as a
+// Gemma3ForCausalLM has them (Model's st tags), to the checkpoint's, and
+// a summary of the tensors left unread (the vision tower's and the
+// projector's) for the caller to log.
+func gemmaTextNames(ck *formats.Checkpoint) (rename func(string) string, ignored string, err error) {
+	for _, l := range gemmaTextLayouts {
+		if _, ok := ck.Tensor(l.model + "embed_tokens.weight"); !ok {
+			continue
+		}
+		rename = func(name string) string {
+			if name == "lm_head.weight" {
+				return l.head
+			}
+			if rest, ok := strings.CutPrefix(name, "model."); ok {
+				return l.model + rest
+			}
+			return name
+		}
+		// The rest, by module: the name up to its first component
+		// other than "model" (vision_tower, model.multi_modal_projector).
+		groups := map[string]int{}
+		for name := range ck.Tensors {
+			if strings.HasPrefix(name, l.model) || name == l.head {
+				continue
+			}
+			rest, module := name, ""
+			for strings.HasPrefix(rest, "model.") {
+				rest, module = rest[len("model."):], module+"model."
+			}
+			first, _, _ := strings.Cut(rest, ".")
+			groups[module+first+".*"]++
+		}
+		var names []string
+		for g, n := range groups {
+			names = append(names, fmt.Sprintf("%s (%d)", g, n))
+		}
+		slices.Sort(names)
+		if len(names) > 0 {
+			ignored = fmt.Sprintf("image-text Gemma 3: the text model (%s*) is loaded for chat of text; its other tensors are not read: %s",
+				l.model, strings.Join(names, ", "))
+		}
+		return rename, ignored, nil
+	}
+	return nil, "", fmt.Errorf(`model_type "gemma3" (image-text): the checkpoint has neither %sembed_tokens.weight nor %sembed_tokens.weight`,
+		gemmaTextLayouts[0].model, gemmaTextLayouts[1].model)
+}

@@ -298,7 +298,7 @@ func TestGemma3FeaturesMatter(t *testing.T) {
 
 // The two Gemma 3 files name their norms as their converters do; an HF
 // checkpoint missing post_feedforward_layernorm fails to load naming it,
-// and a config.json of the image-text model_type, or with a soft-cap, or
+// and a config.json of the image-text model_type without a text_config, or with a soft-cap, or
 // with layer_types not of the pattern, is refused by name.
 func TestGemma3Refusals(t *testing.T) {
 	ck := writeGemma3(t)
@@ -308,7 +308,7 @@ func TestGemma3Refusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ from, to, want string }{
-		{`"model_type": "gemma3_text"`, `"model_type": "gemma3"`, `"gemma3" (image-text) is not supported`},
+		{`"model_type": "gemma3_text"`, `"model_type": "gemma3"`, `model_type "gemma3" (image-text) has no text_config`},
 		{`"attn_logit_softcapping": null`, `"attn_logit_softcapping": 50`, "attn_logit_softcapping 50 is not supported"},
 		{`"hidden_activation": "gelu_pytorch_tanh"`, `"hidden_activation": "silu"`, `hidden_activation "silu" is not supported`},
 		{`"sliding_window_pattern": 6`, `"layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]`,

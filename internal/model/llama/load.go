@@ -18,8 +18,12 @@ type Checkpoint struct {
 	// chat template are read from it.
 	Meta map[string]any
 	// Dir is the HF checkpoint directory ("" for GGUF).
-	Dir    string
-	closer io.Closer
+	Dir string
+	// Ignored says which tensors of the checkpoint are not part of the
+	// model loaded ("" when it holds no others): an image-text Gemma 3's
+	// vision tower and projector. Callers log it.
+	Ignored string
+	closer  io.Closer
 }
 
 // Close unmaps the checkpoint; its weights must no longer be used.
@@ -183,7 +187,7 @@ func modelFromGGUF(g *formats.GGUF) (*Model, error) {
 	if arch == "phi3" {
 		find, badFused = c.fusedLookup("gguf", find)
 	}
-	err = bindWeights(m, "gguf", find)
+	err = bindWeights(m, "gguf", nil, find)
 	if bad != nil { // the cause, rather than the shape check it failed
 		err = bad
 	} else if *badFused != nil {
@@ -231,6 +235,13 @@ func openHF(dir string) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	rename, ignored := func(name string) string { return name }, ""
+	if hc.TextConfig != nil {
+		if rename, ignored, err = gemmaTextNames(ck); err != nil {
+			ck.Close()
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
 	m := &Model{Config: c}
 	var bad error
 	var find lookup = func(name string) (Weight, bool) {
@@ -247,7 +258,7 @@ func openHF(dir string) (*Checkpoint, error) {
 	if isGemma(c.Arch) {
 		find = gemmaNormShift(find)
 	}
-	err = bindWeights(m, "st", find)
+	err = bindWeights(m, "st", rename, find)
 	if err == nil && isGemma(c.Arch) {
 		gemmaBound(m)
 	}
@@ -260,7 +271,7 @@ func openHF(dir string) (*Checkpoint, error) {
 		ck.Close()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return &Checkpoint{Model: m, Dir: dir, closer: ck}, nil
+	return &Checkpoint{Model: m, Dir: dir, Ignored: ignored, closer: ck}, nil
 }
 
 func configFromHF(h *formats.HFConfig) (Config, error) {
@@ -268,9 +279,13 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 	switch arch {
 	case "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text":
 	case "gemma3":
-		return Config{}, errGemmaMultimodal
+		// An image-text Gemma 3: its text model, as the gemma3_text it is.
+		if t := h.TextConfig; t == nil || t.ModelType != "gemma3_text" {
+			return Config{}, errors.New(`model_type "gemma3" (image-text) without a text_config of model_type "gemma3_text"`)
+		}
+		return configFromHF(h.TextConfig)
 	default:
-		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text)", arch)
+		return Config{}, fmt.Errorf("unsupported model_type %q (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3 (its text model))", arch)
 	}
 	c := Config{
 		Arch: arch, Vocab: h.VocabSize, Dim: h.HiddenSize, FFN: h.IntermediateSize,
@@ -319,6 +334,9 @@ func configFromHF(h *formats.HFConfig) (Config, error) {
 		c.SlidingWindow = phi3Window(c.SlidingWindow, c.Context)
 	}
 	if err := hfRopeScaling(h, &c); err != nil {
+		return Config{}, err
+	}
+	if err := checkSlidingRope(h, arch); err != nil {
 		return Config{}, err
 	}
 	return c, c.validate()

@@ -183,7 +183,7 @@ func hfRopeScaling(h *formats.HFConfig, c *Config) error {
 		return nil
 	case "longrope", "su":
 	default:
-		return fmt.Errorf("rope_scaling type %q is not supported (supported: linear, llama3, longrope)", rs.Type)
+		return fmt.Errorf("rope_scaling (or rope_parameters) rope_type %q is not supported (supported: default, linear, llama3, longrope)", rs.Type)
 	}
 	// As _compute_longrope_parameters: the scale is max_position_embeddings
 	// over the config's original_max_position_embeddings when it has one
@@ -212,6 +212,28 @@ func hfRopeScaling(h *formats.HFConfig, c *Config) error {
 	}
 	c.RopeScale = s
 	return c.checkLongrope()
+}
+
+// checkSlidingRope refuses what transformers 5's rope_parameters keyed
+// by layer type may say that we do not run: scaled RoPE in the sliding
+// layers (Gemma 3 rotates them unscaled, with rope_local_base_freq, the
+// dict's rope_theta), or, for an architecture with one RoPE for every
+// layer, a sliding_attention entry other than the full_attention one.
+func checkSlidingRope(h *formats.HFConfig, arch string) error {
+	s := h.SlidingRope
+	if s == nil {
+		return nil
+	}
+	if s.Scaling.Type != "" && s.Scaling.Type != "default" {
+		return fmt.Errorf(`rope_parameters["sliding_attention"] rope_type %q is not supported (the sliding layers rotate unscaled)`, s.Scaling.Type)
+	}
+	if f := s.PartialRotaryFactor; f != nil && (h.PartialRotaryFactor == nil || *f != *h.PartialRotaryFactor) {
+		return fmt.Errorf(`rope_parameters["sliding_attention"] partial_rotary_factor %g differs from full_attention's`, *f)
+	}
+	if arch != "gemma3_text" && (s.RopeTheta != 0 && s.RopeTheta != h.RopeTheta || h.RopeScaling != nil) {
+		return fmt.Errorf(`rope_parameters["sliding_attention"] differs from full_attention's: only gemma3 has a RoPE of its own for sliding layers`)
+	}
+	return nil
 }
 
 // ropeGain is the longrope attention factor as a gain over n heads of

@@ -359,7 +359,7 @@ func TestRopeScalingLoadsAndRefusals(t *testing.T) {
 	}{
 		{map[string]any{"rope_scaling": map[string]any{"type": "longrope", "short_factor": short[:5], "long_factor": short}}, "5 short and 6 long factors"},
 		{map[string]any{"rope_scaling": map[string]any{"type": "longrope", "short_factor": short, "long_factor": []float64{1, 1, 1, 1, 1, 0}}}, "factor 0 is not a positive number"},
-		{map[string]any{"rope_scaling": map[string]any{"type": "yarn", "factor": 4}}, `rope_scaling type "yarn" is not supported`},
+		{map[string]any{"rope_scaling": map[string]any{"type": "yarn", "factor": 4}}, `rope_type "yarn" is not supported`},
 		{map[string]any{"model_type": "llama", "rope_scaling": nil, "partial_rotary_factor": 0.5}, "partial_rotary_factor 0.5 is only supported for phi3"},
 	} {
 		if _, err := hfCase(tc.edit); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -106,9 +106,13 @@ func (c *Config) expected(field string) graph.Shape {
 type lookup func(name string) (Weight, bool)
 
 // bindWeights fills m's weights from a checkpoint, using the tag key (st or
-// gguf) for names, and checks every shape against the config.
-func bindWeights(m *Model, tag string, find lookup) error {
+// gguf) for names, as rename maps them to the checkpoint's (nil: as they
+// are), and checks every shape against the config.
+func bindWeights(m *Model, tag string, rename func(string) string, find lookup) error {
 	c := &m.Config
+	if rename == nil {
+		rename = func(name string) string { return name }
+	}
 	// Layers are bound one at a time, so a config that claims more layers
 	// than the file holds fails at the first missing tensor, before its
 	// count is ever allocated.
@@ -121,6 +125,7 @@ func bindWeights(m *Model, tag string, find lookup) error {
 		if hf := t.Tag.Get("st_postnorms"); hf != "" && tag == "st" && c.PostNorms {
 			name = prefix + hf
 		}
+		name = rename(name)
 		w, ok := find(name)
 		if !ok {
 			if t.Tag.Get("opt") == "bias" && !c.QKVBias {

@@ -13,10 +13,8 @@ import (
 )
 
 // LoadHF reads a Hugging Face tokenizer directory: tokenizer.json, plus
-// tokenizer_config.json (bos_token, eos_token, add_bos_token,
-// chat_template) and, where tokenizer_config.json has no chat_template,
-// chat_template.jinja or chat_template.json ({"chat_template": "..."}, as
-// processors save it) when present.
+// tokenizer_config.json (bos_token, eos_token, add_bos_token) and the chat
+// template as ReadChatTemplate finds it.
 //
 // Two tokenizer.json forms are understood, both with model.type "BPE":
 //   - SentencePiece-style (Llama 2, Mistral): normalizer Prepend("▁") and
@@ -50,22 +48,53 @@ func LoadHF(dir string) (*Vocab, error) {
 			return nil, fmt.Errorf("tokenizer: %s: %w", cfgPath, err)
 		}
 	}
-	if v.ChatTemplate == "" {
-		if v.ChatTemplate, err = ReadChatTemplateFile(dir); err != nil {
-			return nil, err
-		}
+	if v.ChatTemplate, err = chooseChatTemplate(dir, v.ChatTemplate); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
 
-// ReadChatTemplateFile reads a checkpoint's chat template kept apart from
-// tokenizer_config.json: chat_template.jinja, else chat_template.json. It
-// is "" when there is neither.
-func ReadChatTemplateFile(dir string) (string, error) {
+// ReadChatTemplate returns the chat template of the HF checkpoint in dir
+// as transformers finds it: chat_template.jinja, which wins over
+// tokenizer_config.json's chat_template (the tokenizer's from_pretrained
+// reads the file over the config's entry: transformers'
+// test_chat_template_file_priority), else tokenizer_config.json's, else
+// chat_template.json ({"chat_template": "..."}, the processor's file, where
+// image-text repos such as Gemma 3's keep it too). It is "" when none has
+// one. LoadHF reads the template so; a checkpoint with only
+// tokenizer.model reads it here.
+func ReadChatTemplate(dir string) (string, error) {
+	path := filepath.Join(dir, "tokenizer_config.json")
+	data, err := formats.ReadFile(path)
+	fromConfig := ""
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", fmt.Errorf("tokenizer: %w", err)
+	default:
+		var c struct {
+			ChatTemplate json.RawMessage `json:"chat_template"`
+		}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return "", fmt.Errorf("tokenizer: %s: %w", path, err)
+		}
+		if fromConfig, err = parseChatTemplate(c.ChatTemplate); err != nil {
+			return "", fmt.Errorf("tokenizer: %s: %w", path, err)
+		}
+	}
+	return chooseChatTemplate(dir, fromConfig)
+}
+
+// chooseChatTemplate is ReadChatTemplate's order, given
+// tokenizer_config.json's template fromConfig ("" if none).
+func chooseChatTemplate(dir, fromConfig string) (string, error) {
 	if t, err := formats.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
 		return string(t), nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("tokenizer: %w", err)
+	}
+	if fromConfig != "" {
+		return fromConfig, nil
 	}
 	path := filepath.Join(dir, "chat_template.json")
 	data, err := formats.ReadFile(path)
@@ -347,30 +376,40 @@ func applyHFConfig(v *Vocab, data []byte) error {
 	if c.AddBOS != nil {
 		v.AddBOS = *c.AddBOS
 	}
-	if len(c.ChatTemplate) > 0 && string(c.ChatTemplate) != "null" {
-		var s string
-		if err := json.Unmarshal(c.ChatTemplate, &s); err == nil {
-			v.ChatTemplate = s
-		} else {
-			// A list of named templates: take "default", else the first.
-			var named []struct {
-				Name     string `json:"name"`
-				Template string `json:"template"`
-			}
-			if err := json.Unmarshal(c.ChatTemplate, &named); err != nil {
-				return fmt.Errorf("chat_template: neither a string nor a list of templates: %w", err)
-			}
-			for i, t := range named {
-				if i == 0 || t.Name == "default" {
-					v.ChatTemplate = t.Template
-				}
-				if t.Name == "default" {
-					break
-				}
-			}
-		}
+	var err error
+	if v.ChatTemplate, err = parseChatTemplate(c.ChatTemplate); err != nil {
+		return err
 	}
 	return nil
+}
+
+// parseChatTemplate reads tokenizer_config.json's chat_template: a string,
+// or a list of named templates, of which it takes "default", else the
+// first. Absent or null is "".
+func parseChatTemplate(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", fmt.Errorf("chat_template: neither a string nor a list of templates: %w", err)
+	}
+	for i, t := range named {
+		if i == 0 || t.Name == "default" {
+			s = t.Template
+		}
+		if t.Name == "default" {
+			break
+		}
+	}
+	return s, nil
 }
 
 // hfTokenText reads a token given as "text", {"content": "text", …} or null.

@@ -163,9 +163,10 @@ func BenchmarkBPEEncode(b *testing.B) {
 	}
 }
 
-// A chat template kept apart from tokenizer_config.json is read from
-// chat_template.jinja, else chat_template.json; tokenizer_config.json's
-// own wins.
+// The chat template is found as transformers finds it:
+// chat_template.jinja over tokenizer_config.json's chat_template (its
+// test_chat_template_file_priority), that over chat_template.json; and
+// ReadChatTemplate, for a checkpoint without tokenizer.json, finds the same.
 func TestHFChatTemplateFiles(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"tokenizer.json"} {
@@ -194,13 +195,50 @@ func TestHFChatTemplateFiles(t *testing.T) {
 		t.Errorf("chat_template.jinja beside chat_template.json: %q", got)
 	}
 	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(`{"chat_template": "{{ config }}"}`), 0o644)
+	if got := load(); got != "{{ jinja }}" {
+		t.Errorf("chat_template.jinja beside tokenizer_config.json's: %q", got)
+	}
+	os.Remove(filepath.Join(dir, "chat_template.jinja"))
 	if got := load(); got != "{{ config }}" {
-		t.Errorf("tokenizer_config.json's: %q", got)
+		t.Errorf("tokenizer_config.json's beside chat_template.json: %q", got)
+	}
+	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(`{"chat_template": [{"name": "tool_use", "template": "{{ tools }}"}, {"name": "default", "template": "{{ default }}"}]}`), 0o644)
+	if got := load(); got != "{{ default }}" {
+		t.Errorf("tokenizer_config.json's named templates: %q", got)
+	}
+	// Without tokenizer.json (a checkpoint with tokenizer.model alone).
+	os.Remove(filepath.Join(dir, "tokenizer.json"))
+	for _, step := range []struct{ write, remove, want string }{
+		{"", "", "{{ default }}"},
+		{"chat_template.jinja", "", "{{ jinja }}"},
+		{"", "chat_template.jinja", "{{ default }}"},
+		{"", "tokenizer_config.json", "{{ json }}"},
+		{"", "chat_template.json", ""},
+	} {
+		if step.write != "" {
+			os.WriteFile(filepath.Join(dir, step.write), []byte("{{ jinja }}"), 0o644)
+		}
+		if step.remove != "" {
+			os.Remove(filepath.Join(dir, step.remove))
+		}
+		if got, err := ReadChatTemplate(dir); err != nil || got != step.want {
+			t.Errorf("ReadChatTemplate (+%q -%q) = %q, %v; want %q", step.write, step.remove, got, err, step.want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), mustRead(t, filepath.Join("testdata", "hf", "qwen3", "tokenizer.json")), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "chat_template.json"), []byte(`{"chat_template": 3}`), 0o644)
-	os.Remove(filepath.Join(dir, "chat_template.jinja"))
-	os.Remove(filepath.Join(dir, "tokenizer_config.json"))
 	if _, err := LoadHF(dir); err == nil || !strings.Contains(err.Error(), "chat_template.json") {
 		t.Errorf("a chat_template.json without a string: %v", err)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,9 +1,13 @@
 package llamatest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 )
@@ -90,4 +94,108 @@ func writeGemma(dir string, s Spec, meta []formats.KV, seed uint64) (*Checkpoint
 		return nil, err
 	}
 	return ck, nil
+}
+
+// gemma3TextDefaults are the values of transformers' Gemma3TextConfig
+// defaults (models/gemma3/configuration_gemma3.py) that a gemma3_text
+// config.json may state; an image-text checkpoint's text_config leaves
+// them out.
+var gemma3TextDefaults = map[string]any{
+	"model_type": "gemma3_text", "rms_norm_eps": 1e-6, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+	"hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true, "sliding_window_pattern": 6.0,
+	"attention_bias": false,
+}
+
+// WriteGemma3ImageText writes into the directory dst the image-text form
+// (Gemma3ForConditionalGeneration, model_type "gemma3") of the Gemma 3
+// text checkpoint Write wrote at ck.HF, the same weights as
+// google/gemma-3-4b-it lays them out: config.json with the text model's
+// settings under text_config, stating only those that differ from
+// Gemma3TextConfig's defaults (gemma-3-4b-it's states five keys), the dtype
+// and stop ids at the top, and a vision_config; model.safetensors with the
+// text model under language_model.model.* (transformers < 4.52) or, with
+// newNames, model.language_model.* (later), and four zero tensors of a
+// vision tower and projector beside it, under vision_tower.* and
+// multi_modal_projector.* (with newNames, model.vision_tower.* and
+// model.multi_modal_projector.*).
+func WriteGemma3ImageText(ck *Checkpoint, dst string, newNames bool) error {
+	raw, err := os.ReadFile(filepath.Join(ck.HF, "config.json"))
+	if err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	var text map[string]any
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if text["model_type"] != "gemma3_text" {
+		return fmt.Errorf("llamatest: %s is not a gemma3_text checkpoint", ck.HF)
+	}
+	dtype := text["torch_dtype"]
+	delete(text, "architectures")
+	delete(text, "torch_dtype")
+	for k, v := range text {
+		if d, ok := gemma3TextDefaults[k]; v == nil || ok && v == d {
+			delete(text, k)
+		}
+	}
+	dim := int(text["hidden_size"].(float64))
+	cfg := map[string]any{
+		"architectures": []string{"Gemma3ForConditionalGeneration"}, "model_type": "gemma3",
+		"text_config": text, "torch_dtype": dtype, "eos_token_id": []int{1, 2},
+		"mm_tokens_per_image": 4, "initializer_range": 0.02,
+		"vision_config": map[string]any{"hidden_size": 8, "image_size": 8, "intermediate_size": 16,
+			"model_type": "siglip_vision_model", "num_attention_heads": 2, "num_hidden_layers": 1, "patch_size": 4},
+	}
+	st, err := formats.OpenSafetensorsDir(ck.HF)
+	if err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	defer st.Close()
+	textPrefix, other := "language_model.model.", ""
+	if newNames {
+		textPrefix, other = "model.language_model.", "model."
+	}
+	var ts []formats.Tensor
+	for name, t := range st.Tensors {
+		rest, ok := strings.CutPrefix(name, "model.")
+		if !ok {
+			return fmt.Errorf("llamatest: tensor %q is not under model.", name)
+		}
+		c := *t
+		c.Name = textPrefix + rest
+		ts = append(ts, c)
+	}
+	for _, v := range []struct {
+		name  string
+		shape []int
+	}{
+		{"vision_tower.vision_model.embeddings.patch_embedding.weight", []int{8, 3, 4, 4}},
+		{"vision_tower.vision_model.post_layernorm.weight", []int{8}},
+		{"multi_modal_projector.mm_input_projection_weight", []int{8, dim}},
+		{"multi_modal_projector.mm_soft_emb_norm.weight", []int{8}},
+	} {
+		n := 1
+		for _, d := range v.shape {
+			n *= d
+		}
+		ts = append(ts, formats.Tensor{Name: other + v.name, DType: formats.F32, Shape: v.shape, Data: make([]byte, 4*n)})
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	js, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), js, 0o644); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := formats.WriteSafetensors(&buf, ts, nil); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("llamatest: %w", err)
+	}
+	return nil
 }
