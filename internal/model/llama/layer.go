@@ -35,11 +35,11 @@ func LayersRunAs(c *Config, be graph.Backend) string {
 	case !fusesLayers(be):
 		return "unfused ops"
 	case c.QKNorm && c.PostNorms:
-		return "q, k, v unfused around the head norms, gate and up unfused before GeGLU; O and down unfused before their post-norms"
+		return "fused gate-up with " + c.glu().String() + "; q, k, v unfused around the head norms; O and down unfused before their post-norms"
 	case c.QKNorm:
 		return "fused O, gate-up, down; q, k, v unfused around the head norms"
 	case c.PostNorms:
-		return "fused QKV with RoPE and cache write; gate and up unfused before GeGLU; O and down unfused before their post-norms"
+		return "fused QKV with RoPE and cache write, gate-up with " + c.glu().String() + "; O and down unfused before their post-norms"
 	}
 	return "fused QKV with RoPE and cache write, O, gate-up, down"
 }
@@ -114,11 +114,7 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 				out[i].QKV = Weight{}
 			}
 		}
-		// The fused gate·up product ends in SwiGLU only in this model code:
-		// Gemma's GeGLU layers run gate and up as two products and the GeGLU op.
-		if !m.Config.GeGLU {
-			out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
-		}
+		out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
 		f := &out[i]
 		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, graph.NoGLU) {
 			f.QKV, f.QKVBias = Weight{}, Weight{}
