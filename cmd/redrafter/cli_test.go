@@ -187,7 +187,7 @@ func TestInspectGemma3(t *testing.T) {
 		for _, want := range []string{"architecture: gemma3", "rope base 1e+06", "sliding window 16 positions",
 			"a global layer (no window) every 6 layers; the sliding layers' rope base 10000, unscaled",
 			"gemma: embeddings × 5.656854, norms after attention and MLP too, q/k head norms true, GeGLU true, attention scale 0.25",
-			"metal: q, k, v unfused around the head norms, gate and up unfused before GeGLU"} {
+			"metal: fused gate-up with GeGLU; q, k, v unfused around the head norms; O and down unfused before their post-norms"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
 			}
@@ -210,7 +210,7 @@ func TestInspectGemma2(t *testing.T) {
 		}
 		for _, want := range []string{"architecture: gemma2", "sliding window 16 positions", "a global layer (no window) every 2 layers\n",
 			"q/k head norms false, GeGLU true", "soft-caps: attention scores 50, logits 30",
-			"metal: fused QKV with RoPE and cache write; gate and up unfused before GeGLU"} {
+			"metal: fused QKV with RoPE and cache write, gate-up with GeGLU; O and down unfused before their post-norms"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("inspect %s lacks %q:\n%s", filepath.Base(path), want, out)
 			}

@@ -17,23 +17,48 @@ import (
 //
 //	h   = RMSNorm(x, g, Eps)          if Norm, else x
 //	y   = h·wᵀ (+ b if Bias)          MatMulOp, or QMatMulOp when Bits > 0
-//	y   = SiLU(y[:, :N])·y[:, N:]     if SwiGLU: w holds N gate rows, then N up rows
+//	y   = SiLU(y[:, :N])·y[:, N:]     if GLU is GLUSiLU: w holds N gate rows, then N up rows
+//	y   = GELU(y[:, :N])·y[:, N:]     if GLU is GLUGELU (GELU with the tanh approximation)
 //	out = r + y                       if Residual
 //
-// each step rounded to f32 as the unfused op does. Sources, in order: x
-// [M,K] f32; g [K] f32 if Norm; w [N',K] (f32, f16 or bf16), or w, scales
-// and biases as for Dequantize when Bits > 0; b [N'] f32 if Bias; r [M,N]
-// f32 if Residual (N' = 2N with SwiGLU, else N). Result [M,N] f32. As for
-// MatMulOp, a row's result does not depend on the rows batched with it.
+// each step rounded to f32 as the unfused op (SwiGLUOp, GeGLUOp) does.
+// Sources, in order: x [M,K] f32; g [K] f32 if Norm; w [N',K] (f32, f16 or
+// bf16), or w, scales and biases as for Dequantize when Bits > 0; b [N']
+// f32 if Bias; r [M,N] f32 if Residual (N' = 2N with a GLU, else N).
+// Result [M,N] f32. As for MatMulOp, a row's result does not depend on the
+// rows batched with it.
 type LinearOp struct {
 	Norm     bool
 	Eps      float32 // the norm's epsilon
 	Bias     bool
-	SwiGLU   bool
+	GLU      GLU
 	Residual bool
 	// Bits and GroupSize describe a quantized w (QMatMulOp's); 0 for a
 	// float one.
 	Bits, GroupSize int
+}
+
+// GLU is the gated activation a LinearOp may end in: the product's first
+// half of columns (the gate) through an activation, times the second half
+// (up). Llama's MLP is SwiGLU, Gemma's GeGLU.
+type GLU uint8
+
+const (
+	NoGLU   GLU = iota
+	GLUSiLU     // SiLU(gate)·up, as SwiGLUOp
+	GLUGELU     // GELU(gate)·up, as GeGLUOp
+)
+
+func (g GLU) String() string {
+	switch g {
+	case NoGLU:
+		return "none"
+	case GLUSiLU:
+		return "SwiGLU"
+	case GLUGELU:
+		return "GeGLU"
+	}
+	return fmt.Sprintf("GLU(%d)", uint8(g))
 }
 
 // LinearSources gives the index of each of a LinearOp's sources in a
@@ -69,14 +94,14 @@ type Fusion struct {
 	Norm     *Array  // [K] f32: normalise x with this weight first
 	Eps      float32 // the norm's epsilon
 	Bias     *Array  // [N'] f32: added to the product
-	SwiGLU   bool    // w is N gate rows then N up rows: out = SiLU(gate)·up
+	GLU      GLU     // if set, w is N gate rows then N up rows: out = act(gate)·up
 	Residual *Array  // [M,N] f32: added last
 }
 
 // Linear is x·wᵀ with f folded in (LinearOp). w may be Quantized.
 func Linear(x, w *Array, f Fusion) *Array {
 	mustf(len(x.shape) == 2 && x.dtype == F32, "Linear: x %v", x)
-	op := LinearOp{Norm: f.Norm != nil, Eps: f.Eps, Bias: f.Bias != nil, SwiGLU: f.SwiGLU, Residual: f.Residual != nil}
+	op := LinearOp{Norm: f.Norm != nil, Eps: f.Eps, Bias: f.Bias != nil, GLU: f.GLU, Residual: f.Residual != nil}
 	src := []*Array{x}
 	k := x.shape[1]
 	if f.Norm != nil {
@@ -99,8 +124,9 @@ func Linear(x, w *Array, f Fusion) *Array {
 		mustf(len(f.Bias.shape) == 1 && f.Bias.shape[0] == n && f.Bias.dtype == F32, "Linear: bias %v for %d columns", f.Bias, n)
 		src = append(src, f.Bias)
 	}
-	if f.SwiGLU {
-		mustf(n%2 == 0, "Linear: SwiGLU over %d rows of w, not gate and up halves", n)
+	mustf(f.GLU <= GLUGELU, "Linear: GLU %d", f.GLU)
+	if f.GLU != NoGLU {
+		mustf(n%2 == 0, "Linear: a GLU over %d rows of w, not gate and up halves", n)
 		n /= 2
 	}
 	if f.Residual != nil {
@@ -160,7 +186,7 @@ func (o LinearOp) String() string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{o.Bias, "bias"}, {o.SwiGLU, "swiglu"}, {o.Residual, "residual"}} {
+	}{{o.Bias, "bias"}, {o.GLU == GLUSiLU, "swiglu"}, {o.GLU == GLUGELU, "geglu"}, {o.Residual, "residual"}} {
 		if f.on {
 			parts = append(parts, f.name)
 		}

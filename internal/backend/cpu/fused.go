@@ -31,8 +31,8 @@ func takeScratch(s graph.Shape) (graph.Operand, func()) {
 	return graph.Operand{Buf: &sc.buf, DType: graph.F32, Shape: s}, func() { scratches.Put(sc) }
 }
 
-// linear runs a LinearOp as its definition: norm, product, bias, SwiGLU,
-// residual.
+// linear runs a LinearOp as its definition: norm, product, bias, SwiGLU
+// or GeGLU, residual.
 func (b *Backend) linear(out graph.Operand, in []graph.Operand, op graph.LinearOp) error {
 	src := op.Sources()
 	x := in[src.X]
@@ -45,7 +45,7 @@ func (b *Backend) linear(out graph.Operand, in []graph.Operand, op graph.LinearO
 	}
 	n2 := in[src.Weight].Shape[0] // the product's columns (codes' rows when quantized)
 	y := out
-	if op.SwiGLU {
+	if op.GLU != graph.NoGLU {
 		var done func()
 		y, done = takeScratch(graph.Shape{m, n2})
 		defer done()
@@ -66,11 +66,15 @@ func (b *Backend) linear(out graph.Operand, in []graph.Operand, op graph.LinearO
 		add(ys, ys, f32(in[src.Bias]))
 	}
 	o := f32(out)
-	if op.SwiGLU {
+	if op.GLU != graph.NoGLU {
+		glu := b.swiglu
+		if op.GLU == graph.GLUGELU {
+			glu = b.geglu
+		}
 		n := n2 / 2
 		for r := range m {
 			row := ys[r*n2 : (r+1)*n2]
-			b.swiglu(o[r*n:(r+1)*n], row[:n], row[n:])
+			glu(o[r*n:(r+1)*n], row[:n], row[n:])
 		}
 	}
 	if op.Residual {

@@ -12,14 +12,191 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/backend/opcases"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
+
+// linVariant is the folds of a LinearOp case.
+type linVariant struct {
+	name                 string
+	norm, bias, residual bool
+	glu                  graph.GLU
+}
+
+// rows is the rows of w for n outputs: gate and up rows with a GLU.
+func (v linVariant) rows(n int) int {
+	if v.glu != graph.NoGLU {
+		return 2 * n
+	}
+	return n
+}
+
+// flags is v's linear launch flags.
+func (v linVariant) flags() int {
+	flags := 0
+	if v.norm {
+		flags |= linNorm
+	}
+	if v.bias {
+		flags |= linBias
+	}
+	switch v.glu {
+	case graph.GLUSiLU:
+		flags |= linSwiGLU
+	case graph.GLUGELU:
+		flags |= linGeGLU
+	}
+	if v.residual {
+		flags |= linResidual
+	}
+	return flags
+}
+
+// linVariants are the folds a layer uses (norm before Q·K·V, with or
+// without Qwen's bias; norm and SwiGLU over gate·up; the residual after
+// the O and down products) and one more (bias and residual);
+// gegluVariants Gemma's gate·up (gegluKernelCases).
+var (
+	linVariants = []linVariant{
+		{"norm", true, false, false, graph.NoGLU}, {"norm+bias", true, true, false, graph.NoGLU}, {"norm+swiglu", true, false, false, graph.GLUSiLU},
+		{"norm+bias+swiglu", true, true, false, graph.GLUSiLU}, {"residual", false, false, true, graph.NoGLU}, {"bias+residual", false, true, true, graph.NoGLU},
+	}
+	gegluVariants = []linVariant{{"norm+geglu", true, false, false, graph.GLUGELU}, {"norm+bias+geglu", true, true, false, graph.GLUGELU}}
+)
+
+// linearKCase is a LinearOp case of variant v over x [m,k] (values up to
+// xScale) and a float w of dt with n outputs, against the CPU's
+// composition of the unfused ops.
+func linearKCase(r *rand.Rand, name string, v linVariant, dt graph.DType, m, k, n int, xScale float32) kcase {
+	b := graph.AsBytes
+	rows := v.rows(n)
+	x, gain, w := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1), opcases.ScaledWeights(r, dt, rows*k, 1)
+	bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
+	const eps = 1e-5
+	return kcase{name, opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
+		return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, rows, k)
+			in := map[*graph.Array]any{xa: x, wa: w}
+			f := graph.Fusion{Eps: eps, GLU: v.glu}
+			if v.norm {
+				f.Norm = g.Input("gain", graph.F32, k)
+				in[f.Norm] = gain
+			}
+			if v.bias {
+				f.Bias = g.Input("bias", graph.F32, rows)
+				in[f.Bias] = bias
+			}
+			if v.residual {
+				f.Residual = g.Input("res", graph.F32, m, n)
+				in[f.Residual] = res
+			}
+			return []*graph.Array{graph.Linear(xa, wa, f)}, in
+		})
+	}, func(d *emuDevice) ([]any, error) {
+		out, xp, wp := d.alloc(make([]byte, 4*m*n)), d.alloc(b(x)), d.alloc(b(w))
+		gp, bp, rp := xp, xp, xp
+		if v.norm {
+			gp = d.alloc(b(gain))
+		}
+		if v.bias {
+			bp = d.alloc(b(bias))
+		}
+		if v.residual {
+			rp = d.alloc(b(res))
+		}
+		err := d.run(linearLaunch(out, xp, gp, wp, bp, rp, dt, vecWeights(wp, dt, k), v.flags(), m, k, n, eps))
+		return []any{d.f32s(out)}, err
+	}}
+}
+
+// qlinearKCase is linearKCase over a quantized w (bits, groups of gs,
+// scales and biases of sdt) with sets of sc columns.
+func qlinearKCase(r *rand.Rand, name string, v linVariant, bits, gs int, sdt graph.DType, m, k, n int, xScale float32, sc int) kcase {
+	b := graph.AsBytes
+	rows := v.rows(n)
+	q := opcases.RandQuant(r, rows, k, bits, gs, sdt)
+	codes, scales, biases := q.Parts()
+	x, gain := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1)
+	bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
+	const eps = 1e-5
+	return kcase{name, tolF16, func(be graph.Backend) ([]any, error) {
+		return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
+			xa := g.Input("x", graph.F32, m, k)
+			in := map[*graph.Array]any{xa: x}
+			f := graph.Fusion{Eps: eps, GLU: v.glu}
+			if v.norm {
+				f.Norm = g.Input("gain", graph.F32, k)
+				in[f.Norm] = gain
+			}
+			wa := q.Inputs(g, in, rows, k, bits, gs, sdt)
+			if v.bias {
+				f.Bias = g.Input("bias", graph.F32, rows)
+				in[f.Bias] = bias
+			}
+			if v.residual {
+				f.Residual = g.Input("res", graph.F32, m, n)
+				in[f.Residual] = res
+			}
+			return []*graph.Array{graph.Linear(xa, wa, f)}, in
+		})
+	}, func(d *emuDevice) ([]any, error) {
+		out, xp := d.alloc(make([]byte, 4*m*n)), d.alloc(b(x))
+		wp, sp, bip := d.alloc(b(codes)), d.alloc(b(scales)), d.alloc(b(biases))
+		gp, bp, rp := xp, xp, xp
+		if v.norm {
+			gp = d.alloc(b(gain))
+		}
+		if v.bias {
+			bp = d.alloc(b(bias))
+		}
+		if v.residual {
+			rp = d.alloc(b(res))
+		}
+		err := d.run(qlinearColsLaunch(out, xp, gp, wp, sp, bip, bp, rp, bits, sdt, v.flags(), m, k, n, gs, eps, sc))
+		return []any{d.f32s(out)}, err
+	}}
+}
+
+// floatLinearShapes are the [m,k,n] of the float LinearOp cases of dt:
+// the warp-per-column kernel (k not a multiple of 8), and for f16 and
+// bf16 matvec8's 8-row kernels (linear8x8_*: verification, a column
+// tail), its 4-row kernels (linear8_*) and its one-row kernels
+// (linear8x1_*: decoding).
+func floatLinearShapes(dt graph.DType) [][3]int {
+	if dt == graph.F32 {
+		return [][3]int{{3, 70, 6}}
+	}
+	return [][3]int{{3, 70, 6}, {5, 264, 9}, {3, 264, 9}, {1, 264, 9}}
+}
+
+// qlinearCases are the quantized LinearOp cases of v (vi its index) with
+// bits and scales of sdt (si its index): one row (qlinear1_*, with sets of
+// every width qmv1Cols may choose) and 4 + 1 (qlinear_*), the group size
+// rotating with vi and si, a column tail (and with a GLU a block past n's
+// gate and up rows).
+func qlinearCases(r *rand.Rand, v linVariant, vi, bits, si int, sdt graph.DType) []kcase {
+	var cs []kcase
+	for i, s := range [][3]int{{1, 256, 9}, {5, 384, 7}} {
+		gs := []int{32, 64, 128}[(si+vi+i)%3]
+		m, k, n := s[0], s[1], s[2]
+		widths := []int{qmvSetColumns(m)}
+		if m == 1 {
+			widths = qmv1Widths
+		}
+		for _, sc := range widths {
+			name := fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d%s", v.name, bits, gs, sdt, m, k, n, widthSuffix(m, sc))
+			cs = append(cs, qlinearKCase(r, name, v, bits, gs, sdt, m, k, n, 2, sc))
+		}
+	}
+	return cs
+}
 
 // fusedKernelCases are the cases of the fused layer kernels (LinearOp,
 // RoPEKVWriteOp) against the CPU's composition of the unfused ops: every
 // fold on every weight type, matvec8's kernels (k a multiple of 8, rows of
 // 4 then a tail, a column tail) and the warp-per-column ones (k not), a
 // norm over values small enough that eps matters, and RoPEKVWrite into
-// both cache types with partial rotary and grouped heads.
+// both cache types with partial rotary and grouped heads. GeGLU's are
+// gegluKernelCases.
 func fusedKernelCases(r *rand.Rand) []kcase {
 	var cs []kcase
 	add := func(name string, tol float64, ref func(be graph.Backend) ([]any, error), gpu func(d *emuDevice) ([]any, error)) {
@@ -27,150 +204,27 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 	}
 	b := graph.AsBytes
 	zeros := func(n int) []byte { return make([]byte, 4*n) }
-	type variant struct {
-		name                         string
-		norm, bias, swiglu, residual bool
-	}
-	variants := []variant{
-		{"norm", true, false, false, false}, {"norm+bias", true, true, false, false}, {"norm+swiglu", true, false, true, false},
-		{"norm+bias+swiglu", true, true, true, false}, {"residual", false, false, false, true}, {"bias+residual", false, true, false, true},
-	}
-	linear := func(name string, v variant, dt graph.DType, m, k, n int, xScale float32) {
-		rows := n
-		if v.swiglu {
-			rows = 2 * n
-		}
-		x, gain, w := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1), opcases.ScaledWeights(r, dt, rows*k, 1)
-		bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
-		const eps = 1e-5
-		add(name, opcases.TolFor(dt), func(be graph.Backend) ([]any, error) {
-			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				xa, wa := g.Input("x", graph.F32, m, k), g.Input("w", dt, rows, k)
-				in := map[*graph.Array]any{xa: x, wa: w}
-				f := graph.Fusion{Eps: eps, SwiGLU: v.swiglu}
-				if v.norm {
-					f.Norm = g.Input("gain", graph.F32, k)
-					in[f.Norm] = gain
-				}
-				if v.bias {
-					f.Bias = g.Input("bias", graph.F32, rows)
-					in[f.Bias] = bias
-				}
-				if v.residual {
-					f.Residual = g.Input("res", graph.F32, m, n)
-					in[f.Residual] = res
-				}
-				return []*graph.Array{graph.Linear(xa, wa, f)}, in
-			})
-		}, func(d *emuDevice) ([]any, error) {
-			out, xp, wp := d.alloc(zeros(m*n)), d.alloc(b(x)), d.alloc(b(w))
-			gp, bp, rp, flags := xp, xp, xp, 0
-			if v.norm {
-				gp, flags = d.alloc(b(gain)), flags|linNorm
-			}
-			if v.bias {
-				bp, flags = d.alloc(b(bias)), flags|linBias
-			}
-			if v.swiglu {
-				flags |= linSwiGLU
-			}
-			if v.residual {
-				rp, flags = d.alloc(b(res)), flags|linResidual
-			}
-			err := d.run(linearLaunch(out, xp, gp, wp, bp, rp, dt, vecWeights(wp, dt, k), flags, m, k, n, eps))
-			return []any{d.f32s(out)}, err
-		})
-	}
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for _, v := range variants {
-			shapes := [][3]int{{3, 70, 6}} // not matvec8's: the warp-per-column kernel
-			if dt != graph.F32 {
-				shapes = append(shapes, [3]int{5, 264, 9}) // matvec8's 8-row kernels (linear8x8_*): verification, a column tail
-				shapes = append(shapes, [3]int{3, 264, 9}) // matvec8's 4-row kernels (linear8_*)
-				shapes = append(shapes, [3]int{1, 264, 9}) // matvec8's one-row kernels (linear8x1_*): decoding
-			}
-			for _, s := range shapes {
-				linear(fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, s[0], s[1], s[2]), v, dt, s[0], s[1], s[2], 2)
+		for _, v := range linVariants {
+			for _, s := range floatLinearShapes(dt) {
+				cs = append(cs, linearKCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, s[0], s[1], s[2]), v, dt, s[0], s[1], s[2], 2))
 			}
 		}
 	}
 	// Rows whose mean square is below eps: a norm that forgot eps is off.
-	linear("Linear/norm/f32/M2_K40_N5_tiny", variants[0], graph.F32, 2, 40, 5, 0.003)
-	linear("Linear/norm/f16/M2_K264_N5_tiny", variants[0], graph.F16, 2, 264, 5, 0.003)
+	cs = append(cs, linearKCase(r, "Linear/norm/f32/M2_K40_N5_tiny", linVariants[0], graph.F32, 2, 40, 5, 0.003),
+		linearKCase(r, "Linear/norm/f16/M2_K264_N5_tiny", linVariants[0], graph.F16, 2, 264, 5, 0.003))
 
-	// Quantized weights (qlinear*): every fold, bits and scale type, one
-	// row (qlinear1_*) and 4 + 1 (qlinear_*), every group size, a column
-	// tail (and with SwiGLU a block past n's gate and up rows).
-	qlinear := func(name string, v variant, bits, gs int, sdt graph.DType, m, k, n int, xScale float32, sc int) {
-		rows := n
-		if v.swiglu {
-			rows = 2 * n
-		}
-		q := opcases.RandQuant(r, rows, k, bits, gs, sdt)
-		codes, scales, biases := q.Parts()
-		x, gain := opcases.RandF32(r, m*k, xScale), opcases.RandF32(r, k, 1)
-		bias, res := opcases.RandF32(r, rows, 1), opcases.RandF32(r, m*n, 4)
-		const eps = 1e-5
-		add(name, tolF16, func(be graph.Backend) ([]any, error) {
-			return evalRef(be, func(g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
-				xa := g.Input("x", graph.F32, m, k)
-				in := map[*graph.Array]any{xa: x}
-				f := graph.Fusion{Eps: eps, SwiGLU: v.swiglu}
-				if v.norm {
-					f.Norm = g.Input("gain", graph.F32, k)
-					in[f.Norm] = gain
-				}
-				wa := q.Inputs(g, in, rows, k, bits, gs, sdt)
-				if v.bias {
-					f.Bias = g.Input("bias", graph.F32, rows)
-					in[f.Bias] = bias
-				}
-				if v.residual {
-					f.Residual = g.Input("res", graph.F32, m, n)
-					in[f.Residual] = res
-				}
-				return []*graph.Array{graph.Linear(xa, wa, f)}, in
-			})
-		}, func(d *emuDevice) ([]any, error) {
-			out, xp := d.alloc(zeros(m*n)), d.alloc(b(x))
-			wp, sp, bip := d.alloc(b(codes)), d.alloc(b(scales)), d.alloc(b(biases))
-			gp, bp, rp, flags := xp, xp, xp, 0
-			if v.norm {
-				gp, flags = d.alloc(b(gain)), flags|linNorm
-			}
-			if v.bias {
-				bp, flags = d.alloc(b(bias)), flags|linBias
-			}
-			if v.swiglu {
-				flags |= linSwiGLU
-			}
-			if v.residual {
-				rp, flags = d.alloc(b(res)), flags|linResidual
-			}
-			err := d.run(qlinearColsLaunch(out, xp, gp, wp, sp, bip, bp, rp, bits, sdt, flags, m, k, n, gs, eps, sc))
-			return []any{d.f32s(out)}, err
-		})
-	}
+	// Quantized weights (qlinear*): every fold, bits and scale type.
 	for _, bits := range []int{4, 8} {
 		for si, sdt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-			for vi, v := range variants {
-				for i, s := range [][3]int{{1, 256, 9}, {5, 384, 7}} {
-					gs := []int{32, 64, 128}[(si+vi+i)%3]
-					m, k, n := s[0], s[1], s[2]
-					// One row: with sets of every width qmv1Cols may choose.
-					widths := []int{qmvSetColumns(m)}
-					if m == 1 {
-						widths = qmv1Widths
-					}
-					for _, sc := range widths {
-						qlinear(fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d%s", v.name, bits, gs, sdt, m, k, n, widthSuffix(m, sc)), v, bits, gs, sdt, m, k, n, 2, sc)
-					}
-				}
+			for vi, v := range linVariants {
+				cs = append(cs, qlinearCases(r, v, vi, bits, si, sdt)...)
 			}
 		}
 	}
-	qlinear("Linear/norm/4-bit/g64/f16/M1_K256_N9_tiny", variants[0], 4, 64, graph.F16, 1, 256, 9, 0.003, qmv1SetCols)
-	qlinear("Linear/norm/8-bit/g32/bf16/M5_K384_N7_tiny", variants[0], 8, 32, graph.BF16, 5, 384, 7, 0.003, qmvSetCols)
+	cs = append(cs, qlinearKCase(r, "Linear/norm/4-bit/g64/f16/M1_K256_N9_tiny", linVariants[0], 4, 64, graph.F16, 1, 256, 9, 0.003, qmv1SetCols),
+		qlinearKCase(r, "Linear/norm/8-bit/g32/bf16/M5_K384_N7_tiny", linVariants[0], 8, 32, graph.BF16, 5, 384, 7, 0.003, qmvSetCols))
 
 	for _, dt := range []graph.DType{graph.F32, graph.F16} {
 		for _, neox := range []bool{true, false} {
@@ -206,6 +260,44 @@ func fusedKernelCases(r *rand.Rand) []kcase {
 					dt, neox, m, h, kvh, dd, c, p))
 				return []any{d.f32s(out), d.cache(kp, dt), d.cache(vp, dt)}, err
 			})
+		}
+	}
+	return cs
+}
+
+// gegluKernelCases are the fused products' cases with Gemma's GeGLU
+// (gegluVariants), last among kernelCases so that the cases before them
+// keep their inputs: in make test a decoding row over f16 weights
+// (linear8x1_norm_*), a verification pass over bf16 ones (linear8x8_*)
+// and one of each quantized kernel (qlinear1_norm_*, qlinear_norm_*); in
+// make test-all every shape, weight type and bits that SwiGLU's cases
+// have. Every case draws its inputs either way, so that make test's have
+// the inputs they have in make test-all.
+func gegluKernelCases(r *rand.Rand) []kcase {
+	var cs []kcase
+	keep := func(c kcase, picked bool) {
+		if picked || testenv.Full() {
+			cs = append(cs, c)
+		}
+	}
+	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+		for vi, v := range gegluVariants {
+			for _, s := range floatLinearShapes(dt) {
+				name := fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, s[0], s[1], s[2])
+				picked := (vi == 0 && dt == graph.F16 && s[0] == 1) || (vi == 1 && dt == graph.BF16 && s[0] == 5)
+				keep(linearKCase(r, name, v, dt, s[0], s[1], s[2], 2), picked)
+			}
+		}
+	}
+	for _, bits := range []int{4, 8} {
+		for si, sdt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
+			for vi, v := range gegluVariants {
+				for _, c := range qlinearCases(r, v, len(linVariants)+vi, bits, si, sdt) {
+					picked := (vi == 0 && bits == 4 && sdt == graph.F16 && strings.Contains(c.name, "/M1_") && !strings.Contains(c.name, "/c")) ||
+						(vi == 1 && bits == 8 && sdt == graph.BF16 && strings.Contains(c.name, "/M5_"))
+					keep(c, picked)
+				}
+			}
 		}
 	}
 	return cs

@@ -553,6 +553,7 @@ func kernelCases(r *rand.Rand) []kcase {
 			attnCase(dt, s, 0.5)
 		}
 	}
+	cs = append(cs, gegluKernelCases(r)...) // fused products with GeGLU (last too; kernels_fused_test.go)
 	return cs
 }
 

@@ -13,12 +13,14 @@ const (
 	linBias
 	linSwiGLU
 	linResidual
+	linGeGLU
+	linGLU = linSwiGLU | linGeGLU // either: w holds the gate rows, then the up rows
 )
 
 // linear encodes LinearOp as one launch at every row count: over a
 // quantized weight, qmatvec's kernels with the same folds (qlinearLaunch);
-// over a float one, matvec8's kernel with a norm prologue and a bias, SwiGLU and
-// residual epilogue where the weight is matvec8's (vecWeights), else the
+// over a float one, matvec8's kernel with a norm prologue and a bias, SwiGLU
+// or GeGLU and residual epilogue where the weight is matvec8's (vecWeights), else the
 // warp-per-column kernel with the same folds. Past mmaMinRows MatMulOp goes
 // to the tensor cores; LinearOp does not: the matvec kernels keep each
 // row's bits whatever the rows batched with it (the op's contract, at any
@@ -40,8 +42,11 @@ func (e *encoder) linear(op graph.LinearOp) error {
 	if op.Bias {
 		bias, flags = e.in[src.Bias], flags|linBias
 	}
-	if op.SwiGLU {
+	switch op.GLU {
+	case graph.GLUSiLU:
 		flags |= linSwiGLU
+	case graph.GLUGELU:
+		flags |= linGeGLU
 	}
 	if op.Residual {
 		res, flags = e.in[src.Residual], flags|linResidual
@@ -52,7 +57,7 @@ func (e *encoder) linear(op graph.LinearOp) error {
 			return fmt.Errorf("quantized weight codes at %#x are not 16-byte aligned", uint64(w))
 		}
 		e.add(qlinearColsLaunch(e.out, x, gain, w, e.in[src.Weight+1], e.in[src.Weight+2], bias, res, op.Bits, e.dtype(src.Weight+1),
-			flags, m, k, n, op.GroupSize, op.Eps, e.qmvCols(m, n, op.SwiGLU)))
+			flags, m, k, n, op.GroupSize, op.Eps, e.qmvCols(m, n, op.GLU != graph.NoGLU)))
 		return nil
 	}
 	w, dt := e.in[src.Weight], e.dtype(src.Weight)
@@ -60,7 +65,7 @@ func (e *encoder) linear(op graph.LinearOp) error {
 	g := 1
 	if w8 {
 		per, bps := matvec8Cols8, matvec8BlocksPerSM
-		if op.SwiGLU {
+		if op.GLU != graph.NoGLU {
 			per /= 2
 		}
 		if op.Norm {
@@ -73,7 +78,7 @@ func (e *encoder) linear(op graph.LinearOp) error {
 }
 
 // linearLaunch is one LinearOp over x [m,k] into out [m,n]; w8 says
-// whether w is matvec8's (vecWeights). With linSwiGLU, w has 2n rows (gate
+// whether w is matvec8's (vecWeights). With linGLU, w has 2n rows (gate
 // then up) and a matvec8 block computes half as many columns of out (its
 // weight rows are gate and up).
 func linearLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bool, flags, m, k, n int, eps float32) *launch {
@@ -92,7 +97,7 @@ func linearGroupsLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bo
 		if flags&linNorm != 0 {
 			name = base + "norm_" + dt.String()
 		}
-		if flags&linSwiGLU != 0 {
+		if flags&linGLU != 0 {
 			blocks = ceilDiv(n, cols/2)
 		}
 		blocks = ceilDiv(blocks, g)
@@ -106,7 +111,7 @@ func linearGroupsLaunch(out, x, gain, w, bias, res devptr, dt graph.DType, w8 bo
 // (decoding) goes to qlinear1_*, more rows to qlinear_* (4 at a time), as
 // qmatvecLaunch splits them and with a row's bits independent of m the same
 // way; the norm picks the *_norm_* kernels. A block computes
-// qmvBlockCols(m) columns; with linSwiGLU, w has 2n rows and a block
+// qmvBlockCols(m) columns; with linGLU, w has 2n rows and a block
 // computes qmvSetColumns(m) (a set's gate rows, the other's up rows).
 func qlinearLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits int, sdt graph.DType, flags, m, k, n, gs int, eps float32) *launch {
 	return qlinearColsLaunch(out, x, gain, w, scales, biases, bias, res, bits, sdt, flags, m, k, n, gs, eps, qmvSetColumns(m))
@@ -126,7 +131,7 @@ func qlinearColsLaunch(out, x, gain, w, scales, biases, bias, res devptr, bits i
 		name += "_norm"
 	}
 	blocks := ceilDiv(n, 2*sc)
-	if flags&linSwiGLU != 0 {
+	if flags&linGLU != 0 {
 		blocks = ceilDiv(n, sc)
 	}
 	return newLaunch(fmt.Sprintf("%s_%d_%v", name, bits, sdt), grid1(blocks), 128).

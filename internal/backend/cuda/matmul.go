@@ -79,7 +79,7 @@ const (
 )
 
 // matvec8Name is the kernel-name prefix of a matvec8-family launch over m
-// rows and the weight rows a block reads (columns of out; with SwiGLU the
+// rows and the weight rows a block reads (columns of out; with a GLU the
 // gate and up rows of half as many): the one-row kernel (base+"x1_") for
 // m = 1 (decoding), the 8-row one (base+"x8_") for m in
 // [matvec8MinRows8, matvec8MaxRows8] (verification), else the 4-row one

@@ -122,6 +122,10 @@ func TestHarnessCatchesPlantedBugs(t *testing.T) {
 		{"attention.cu", "const float sc = in ? att_softcap(dot, sh.softcap) : ATT_NEG;", "const float sc = in ? att_softcap(dot * sh.softcap * sh.softcap, sh.softcap) / (sh.softcap * sh.softcap) : ATT_NEG;", "Attention/f16/decode/N1_H4_KVH2_D64_past1000_softcap0.5_split"},
 		// SoftCap divides by the cap once too often.
 		{"elementwise.cu", "cu_exp(2.0f * x[i] / cap)", "cu_exp(2.0f * x[i] / cap / cap)", "SoftCap/N999"},
+		// The fused GeGLU epilogue takes SiLU for GELU.
+		{"matvec.cu", "else if (f & LIN_GEGLU) y = lin_gelu(y) * u;", "else if (f & LIN_GEGLU) y = lin_silu(y) * u;", "Linear/norm+geglu/f16/M1_K264_N9"},
+		// The quantized GeGLU product is read as a plain one: no up rows.
+		{"quant.cu", "#define QLIN_GLU (QLIN_SWIGLU | QLIN_GEGLU)", "#define QLIN_GLU QLIN_SWIGLU", "Linear/norm+bias+geglu/8-bit/g64/bf16/M5_K384_N7"},
 	}
 	// Every bug's text must still be in its file, the ones make test does
 	// not plant too (a kernel edit otherwise shows only in make test-all).

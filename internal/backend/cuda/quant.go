@@ -29,7 +29,7 @@ func (e *encoder) qmatmul(op graph.QMatMulOp) error {
 // qmvCols is the columns a set of a quantized product's blocks has: for
 // one row (decoding) the backend's qmv1Cols (REDRAFTER_CUDA_QMV1_COLS),
 // forced or chosen from the grid and the device's SMs; for more, the
-// 4-row kernels' qmvSetCols. glu: the product is SwiGLU's gate and up, a
+// 4-row kernels' qmvSetCols. glu: the product is a GLU's gate and up, a
 // block's outputs one set's columns.
 func (e *encoder) qmvCols(m, n int, glu bool) int {
 	if m != 1 {
@@ -147,7 +147,7 @@ const qmvKThreads = 64
 
 // qmvSetCols is the columns of a set of qmvKThreads threads in the
 // multi-row kernels (QMV_SET_COLS in quant.cu), qmv1SetCols in the one-row
-// ones (QMV1_SET_COLS): a SwiGLU block's outputs, its sets reading their
+// ones (QMV1_SET_COLS): a GLU block's outputs, its sets reading their
 // gate and up rows. A block is two sets.
 const (
 	qmvSetCols  = 4

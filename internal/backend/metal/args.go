@@ -24,10 +24,11 @@ const (
 	qmvValues        = 16  // QMV_VALUES
 
 	// The LINEAR_ bits of MatmulArgs.Fuse and QuantArgs.Fuse.
-	linearNorm     = 1 // LINEAR_NORM
-	linearBias     = 2 // LINEAR_BIAS
-	linearSwiGLU   = 4 // LINEAR_SWIGLU
-	linearResidual = 8 // LINEAR_RESIDUAL
+	linearNorm     = 1  // LINEAR_NORM
+	linearBias     = 2  // LINEAR_BIAS
+	linearSwiGLU   = 4  // LINEAR_SWIGLU
+	linearResidual = 8  // LINEAR_RESIDUAL
+	linearGeGLU    = 16 // LINEAR_GEGLU
 )
 
 // MatmulArgs: out[M,N] = x[M,K] · w[N,K]ᵀ; Vec4 = 1 when rows can be read
@@ -147,4 +148,5 @@ var argConstants = map[string]int{
 	"LINEAR_BIAS":       linearBias,
 	"LINEAR_SWIGLU":     linearSwiGLU,
 	"LINEAR_RESIDUAL":   linearResidual,
+	"LINEAR_GEGLU":      linearGeGLU,
 }

@@ -267,7 +267,7 @@ func TestSupportsEveryOp(t *testing.T) {
 	}
 	// The fused layer ops: every weight type, f32 and f16 caches; no bf16
 	// cache, no caches of two types, no f16 activations.
-	q := graph.LinearOp{Norm: true, Bias: true, SwiGLU: true, Residual: true, Bits: 4, GroupSize: 64}
+	q := graph.LinearOp{Norm: true, Bias: true, GLU: graph.GLUSiLU, Residual: true, Bits: 4, GroupSize: 64}
 	for _, c := range []struct {
 		op   graph.Op
 		in   []graph.DType

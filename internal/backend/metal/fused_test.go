@@ -9,6 +9,7 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
 	"github.com/seed9b8f47b1/redrafter/internal/quant"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // fusedCases are LinearOp cases beyond opcases': every fusion at once
@@ -17,13 +18,23 @@ import (
 // k, one product's Σ|h·w| at most) rather than opcases' square of a bound
 // for SwiGLU, so that a SwiGLU that reads the wrong half, or the wrong bias
 // half, shows. f32 and quantized weights only: their reference rounds as
-// the kernel does up to summation order.
+// the kernel does up to summation order. make test-all (testenv.Full) runs
+// each with GeGLU too, after the SwiGLU ones (which keep their inputs).
 func fusedCases(r *rand.Rand) []opcases.Case {
+	cs := fusedCasesWith(r, graph.GLUSiLU, "all")
+	if testenv.Full() {
+		cs = append(cs, fusedCasesWith(r, graph.GLUGELU, "all-geglu")...)
+	}
+	return cs
+}
+
+// fusedCasesWith are fusedCases with glu, named Linear/<tag>/....
+func fusedCasesWith(r *rand.Rand, glu graph.GLU, tag string) []opcases.Case {
 	var cs []opcases.Case
 	for _, s := range [][3]int{{1, 136, 24}, {5, 64, 9}, {40, 128, 12}} {
 		m, k, n := s[0], s[1], s[2]
 		w := opcases.Weights(r, graph.F32, 2*n*k)
-		cs = append(cs, fullLinearCase(r, fmt.Sprintf("Linear/all/f32/M%d_K%d_N%d", m, k, n), m, k, n,
+		cs = append(cs, fullLinearCase(r, fmt.Sprintf("Linear/%s/f32/M%d_K%d_N%d", tag, m, k, n), glu, m, k, n,
 			func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
 				wa := g.Input("w", graph.F32, 2*n, k)
 				in[wa] = w
@@ -33,7 +44,7 @@ func fusedCases(r *rand.Rand) []opcases.Case {
 	for _, s := range [][5]int{{1, 256, 17, 64, 4}, {5, 128, 10, 32, 8}, {40, 128, 7, 128, 4}} {
 		m, k, n, gs, bits := s[0], s[1], s[2], s[3], s[4]
 		q := opcases.RandQuant(r, 2*n, k, bits, gs, graph.F16)
-		cs = append(cs, fullLinearCase(r, fmt.Sprintf("Linear/all/%d-bit/g%d/f16/M%d_K%d_N%d", bits, gs, m, k, n), m, k, n,
+		cs = append(cs, fullLinearCase(r, fmt.Sprintf("Linear/%s/%d-bit/g%d/f16/M%d_K%d_N%d", tag, bits, gs, m, k, n), glu, m, k, n,
 			func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
 				return q.Inputs(g, in, 2*n, k, bits, gs, graph.F16)
 			}))
@@ -41,14 +52,15 @@ func fusedCases(r *rand.Rand) []opcases.Case {
 	return cs
 }
 
-// fullLinearCase is a LinearOp with every fusion over x [m,k], n outputs.
-func fullLinearCase(r *rand.Rand, name string, m, k, n int, weight func(g *graph.Graph, in map[*graph.Array]any) *graph.Array) opcases.Case {
+// fullLinearCase is a LinearOp with every fusion (glu for the GLU) over x
+// [m,k], n outputs.
+func fullLinearCase(r *rand.Rand, name string, glu graph.GLU, m, k, n int, weight func(g *graph.Graph, in map[*graph.Array]any) *graph.Array) opcases.Case {
 	x, gain := opcases.RandF32(r, m*k, 2), opcases.RandF32(r, k, 1)
 	bias, res := opcases.RandF32(r, 2*n, 1), opcases.RandF32(r, m*n, 4)
 	return opcases.Case{Name: name, Tol: opcases.TolF32, Floor: float64(k), Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 		xa := g.Input("x", graph.F32, m, k)
 		in := map[*graph.Array]any{xa: x}
-		f := graph.Fusion{SwiGLU: true, Eps: 1e-5}
+		f := graph.Fusion{GLU: glu, Eps: 1e-5}
 		f.Norm = g.Input("gain", graph.F32, k)
 		in[f.Norm] = gain
 		w := weight(g, in)

@@ -149,7 +149,7 @@ func TestMatvecRowsIndependentOfBatch(t *testing.T) {
 					}
 					var out *graph.Array
 					if fused {
-						f := graph.Fusion{Eps: 1e-5, SwiGLU: true, Norm: g.Input("gain", graph.F32, k),
+						f := graph.Fusion{Eps: 1e-5, GLU: graph.GLUSiLU, Norm: g.Input("gain", graph.F32, k),
 							Bias: g.Input("bias", graph.F32, 2*n), Residual: g.Input("res", graph.F32, rows, n)}
 						in[f.Norm], in[f.Bias], in[f.Residual] = gain, bias, res
 						out = graph.Linear(xa, wa, f)

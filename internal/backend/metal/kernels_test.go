@@ -115,7 +115,7 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		// The fused matvec's norm sums the squares of x after the gain.
 		{"matvec.metal", "ss[j] = fma(xv[j][i], xv[j][i], ss[j]);\n\t\t\t\t\txv[j][i] *= gv[i];", "xv[j][i] *= gv[i];\n\t\t\t\t\tss[j] = fma(xv[j][i], xv[j][i], ss[j]);", "Linear/norm/f32/M5_K70_N9", ""},
 		// The fused matvec's SwiGLU takes the gate for the up half too.
-		{"matvec.metal", "const float up = swiglu ? sums[up_slot][j] : 0.0f;", "const float up = swiglu ? sums[r][j] : 0.0f;", "Linear/all/f32/M1_K136_N24", ""},
+		{"matvec.metal", "const float up = glu ? sums[up_slot][j] : 0.0f;", "const float up = glu ? sums[r][j] : 0.0f;", "Linear/all/f32/M1_K136_N24", ""},
 		// SwiGLU reads its up rows from the gate half of the weight.
 		{"quant.metal", "return r < half_rows ? min(n0 + r, N - 1) : N + min(n0 + r - half_rows, N - 1);", "return r < half_rows ? min(n0 + r, N - 1) : min(n0 + r - half_rows, N - 1);", "Linear/all/8-bit/g32/f16/M5_K128_N10", "common.h"},
 		// qmv folds the first gain of a lane's values into all of them.
@@ -133,11 +133,16 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 		// The shared rotation pairs NeoX halves with the wrong offset (rope_at, common.h).
 		{"kv.metal", "i1 = j + P;", "i1 = j + P - 1;", "RoPEKVWrite/f32/neox=true/M6_H2_KVH1_D18_P6_at0", "common.h"},
 		// GeGLU's GELU drops a power of x from the cubic term.
-		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", ""},
+		{"elementwise.metal", "0.044715f * x * x * x", "0.044715f * x * x", "GeGLU/n257", "common.h"},
 		// Attention forgets the soft-cap.
 		{"attention.metal", "sc[i] = vi < c1 ? attn_softcap(dot, args.softcap) : -FLT_MAX;", "sc[i] = vi < c1 ? dot : -FLT_MAX;", "Attention/f32/tree/N9_H4_KVH2_D40_past270_softcap0.8", ""},
 		// SoftCap leaves the factor 2 out of the exponent.
 		{"elementwise.metal", "exp(2.0f * float(x[tpig.x]) / c)", "exp(float(x[tpig.x]) / c)", "SoftCap/n257", ""},
+		// The fused GeGLU epilogue takes SiLU for GELU.
+		{"quant.metal", "} else if ((fuse & LINEAR_GEGLU) != 0) {\n\t\ty = gelu(y) * up;", "} else if ((fuse & LINEAR_GEGLU) != 0) {\n\t\ty = silu(y) * up;",
+			"Linear/norm+bias+geglu/4-bit/g32/bf16/M5_K128_N10", "common.h"},
+		// A GeGLU product is read as a plain one: no up rows.
+		{"matvec.metal", "return (fuse & (LINEAR_SWIGLU | LINEAR_GEGLU)) != 0;", "return (fuse & LINEAR_SWIGLU) != 0;", "Linear/norm+geglu/f16/M1_K136_N24", "common.h"},
 	}
 	// Every bug's text must still be in its file, the ones make test does
 	// not plant too (a kernel edit otherwise shows only in make test-all).

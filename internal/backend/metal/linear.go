@@ -8,7 +8,7 @@ import (
 )
 
 // LinearOp (graph.LinearOp): a product with the norm before it and bias,
-// SwiGLU and residual after it. Up to Policy.MatvecMaxRows rows of x (a
+// SwiGLU or GeGLU and residual after it. Up to Policy.MatvecMaxRows rows of x (a
 // decode step, a verification tree), where launches are what a layer
 // costs, it is one matvec or qmv dispatch with the rest folded in (the
 // LINEAR_ bits of args.h): the kernels read every row of x whole anyway,
@@ -31,9 +31,9 @@ type fusion struct {
 func plain(x graph.Operand) fusion { return fusion{gain: x, bias: x, res: x} }
 
 // outputsPer is the outputs of a simdgroup that computes rows weight rows:
-// half of them with SwiGLU, which reads a gate row and an up row for each.
+// half of them with a GLU, which reads a gate row and an up row for each.
 func (f fusion) outputsPer(rows int) int {
-	if f.bits&linearSwiGLU != 0 {
+	if f.bits&(linearSwiGLU|linearGeGLU) != 0 {
 		return rows / 2
 	}
 	return rows
@@ -61,8 +61,11 @@ func (e *encoder) linear(op graph.LinearOp) error {
 		f.bits |= linearBias
 		f.bias = in[src.Bias]
 	}
-	if op.SwiGLU {
+	switch op.GLU {
+	case graph.GLUSiLU:
 		f.bits |= linearSwiGLU
+	case graph.GLUGELU:
+		f.bits |= linearGeGLU
 	}
 	if op.Residual {
 		f.bits |= linearResidual
@@ -90,8 +93,8 @@ func (e *encoder) linear(op graph.LinearOp) error {
 
 // linearComposed runs a LinearOp past the matvec rows as its definition:
 // RMSNorm into scratch, the product (two, into gate and up scratch, with
-// SwiGLU: gate and up are the weight's two halves of rows), bias adds,
-// SwiGLU, the residual add.
+// a GLU: gate and up are the weight's two halves of rows), bias adds,
+// SwiGLU or GeGLU, the residual add.
 func (e *encoder) linearComposed(op graph.LinearOp, f fusion, product func(x, dst graph.Operand, lo int) error) (err error) {
 	x, out := e.step.In[op.Sources().X], e.step.Out
 	m, k, n := x.Shape[0], x.Shape[1], out.Shape[1]
@@ -145,7 +148,7 @@ func (e *encoder) linearComposed(op graph.LinearOp, f fusion, product func(x, ds
 		}
 		return add(dst, rowsOf(f.bias, lo, n), dst)
 	}
-	if op.SwiGLU {
+	if op.GLU != graph.NoGLU {
 		gate, err := take(m, n)
 		if err != nil {
 			return err
@@ -160,7 +163,11 @@ func (e *encoder) linearComposed(op graph.LinearOp, f fusion, product func(x, ds
 		if err := half(up, n); err != nil {
 			return err
 		}
-		if err := e.launch(kernelName("elementwise", "swiglu", graph.F32), ElementwiseArgs{N: i32(m * n), NB: i32(m * n)},
+		glu := "swiglu"
+		if op.GLU == graph.GLUGELU {
+			glu = "geglu"
+		}
+		if err := e.launch(kernelName("elementwise", glu, graph.F32), ElementwiseArgs{N: i32(m * n), NB: i32(m * n)},
 			groups1D(m*n, 256), threads1D(256), nil, rd(gate), rd(up), wr(out)); err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ func (e *encoder) matmul() error {
 }
 
 // matvec launches matvec.metal for out [M,N] = x·wᵀ with f folded in
-// (linear.go); N is out's columns (half w's rows with SwiGLU).
+// (linear.go); N is out's columns (half w's rows with a GLU).
 func (e *encoder) matvec(x, w, out graph.Operand, f fusion) error {
 	m, k, n := x.Shape[0], x.Shape[1], out.Shape[1]
 	aligned := []graph.Operand{x, w}

@@ -57,7 +57,7 @@ func (q qweight) rows(lo, n int) qweight {
 }
 
 // qmv launches quant_qmv for out [M,N] = x·wᵀ with f folded in (linear.go);
-// N is out's columns (half w's rows with SwiGLU).
+// N is out's columns (half w's rows with a GLU).
 func (e *encoder) qmv(x graph.Operand, q qweight, out graph.Operand, f fusion) error {
 	m, k, n := x.Shape[0], x.Shape[1], out.Shape[1]
 	args := QuantArgs{M: i32(m), N: i32(n), K: i32(k), G: i32(q.groupSize), Fuse: f.bits, Eps: f.eps}

@@ -134,6 +134,7 @@ func All(r *rand.Rand) []Case {
 		matMulCases, rnnStepCases, rmsNormCases, ropeCases, attentionCases, kvWriteCases, kvCompactCases,
 		activationCases, addMulCases, concatCases, vocabCases, gatherRowsCases,
 		quantCases, drafterCases, chainsCases, fusedCases, attentionWindowCases, attentionSoftCapCases, softCapCases,
+		gegluLinearCases,
 	} {
 		cs = append(cs, family(r)...)
 	}

@@ -9,20 +9,25 @@ import (
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 )
 
+// linearVariant is the fusions of a LinearOp case.
+type linearVariant struct {
+	name                 string
+	norm, bias, residual bool
+	glu                  graph.GLU
+}
+
 // linearVariants are the fusions a layer uses (norm before Q·K·V, with or
 // without Qwen's bias; norm and SwiGLU over gate·up; the residual after
 // the O and down products) and one more (bias and residual), each checked
-// on every weight type.
-var linearVariants = []struct {
-	name                         string
-	norm, bias, swiglu, residual bool
-}{
-	{"norm", true, false, false, false},
-	{"norm+bias", true, true, false, false},
-	{"norm+swiglu", true, false, true, false},
-	{"norm+bias+swiglu", true, true, true, false},
-	{"residual", false, false, false, true},
-	{"bias+residual", false, true, false, true},
+// on every weight type. Gemma's GeGLU over gate·up has cases of its own
+// (gegluLinearCases).
+var linearVariants = []linearVariant{
+	{"norm", true, false, false, graph.NoGLU},
+	{"norm+bias", true, true, false, graph.NoGLU},
+	{"norm+swiglu", true, false, false, graph.GLUSiLU},
+	{"norm+bias+swiglu", true, true, false, graph.GLUSiLU},
+	{"residual", false, false, true, graph.NoGLU},
+	{"bias+residual", false, true, true, graph.NoGLU},
 }
 
 // fusedCases returns the cases of the fused layer ops: LinearOp on float
@@ -33,13 +38,13 @@ var linearVariants = []struct {
 func fusedCases(r *rand.Rand) []Case {
 	var cs []Case
 	for _, dt := range []graph.DType{graph.F32, graph.F16, graph.BF16} {
-		for vi, v := range linearVariants {
+		for _, v := range linearVariants {
 			for _, s := range [][3]int{{1, 136, 24}, {5, 70, 9}, {300, 40, 12}} {
 				m, k, n := s[0], s[1], s[2]
-				w := Weights(r, dt, wantRows(n, v.swiglu)*k)
-				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), vi, m, k, n,
+				w := Weights(r, dt, wantRows(n, v.glu)*k)
+				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), v, m, k, n,
 					func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
-						wa := g.Input("w", dt, wantRows(n, v.swiglu), k)
+						wa := g.Input("w", dt, wantRows(n, v.glu), k)
 						in[wa] = w
 						return wa
 					}))
@@ -51,10 +56,10 @@ func fusedCases(r *rand.Rand) []Case {
 			for si, s := range [][4]int{{1, 256, 17, 64}, {5, 128, 10, 32}, {40, 384, 7, 128}} {
 				m, k, n, gs := s[0], s[1], s[2], s[3]
 				dt := []graph.DType{graph.F16, graph.BF16, graph.F32}[(vi+si)%3]
-				q := RandQuant(r, wantRows(n, v.swiglu), k, bits, gs, dt)
-				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", v.name, bits, gs, dt, m, k, n), TolF32, vi, m, k, n,
+				q := RandQuant(r, wantRows(n, v.glu), k, bits, gs, dt)
+				cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", v.name, bits, gs, dt, m, k, n), TolF32, v, m, k, n,
 					func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
-						return q.Inputs(g, in, wantRows(n, v.swiglu), k, bits, gs, dt)
+						return q.Inputs(g, in, wantRows(n, v.glu), k, bits, gs, dt)
 					}))
 			}
 		}
@@ -62,7 +67,7 @@ func fusedCases(r *rand.Rand) []Case {
 		// the rotation above gives the norm variants only.
 		m, k, n, gs := 1, 256, 17, 64
 		q := RandQuant(r, n, k, bits, gs, graph.F16)
-		cs = append(cs, linearCase(r, fmt.Sprintf("Linear/residual/%d-bit/g%d/f16/M%d_K%d_N%d", bits, gs, m, k, n), TolF32, 4, m, k, n,
+		cs = append(cs, linearCase(r, fmt.Sprintf("Linear/residual/%d-bit/g%d/f16/M%d_K%d_N%d", bits, gs, m, k, n), TolF32, linearVariants[4], m, k, n,
 			func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
 				return q.Inputs(g, in, n, k, bits, gs, graph.F16)
 			}))
@@ -73,12 +78,12 @@ func fusedCases(r *rand.Rand) []Case {
 	// 8-row kernels (linear8x8_*), with a column tail. Last, so that the
 	// cases above keep their random inputs.
 	for _, dt := range []graph.DType{graph.F16, graph.BF16} {
-		for vi, v := range linearVariants {
+		for _, v := range linearVariants {
 			m, k, n := 5, 136, 9
-			w := Weights(r, dt, wantRows(n, v.swiglu)*k)
-			cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), vi, m, k, n,
+			w := Weights(r, dt, wantRows(n, v.glu)*k)
+			cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", v.name, dt, m, k, n), TolFor(dt), v, m, k, n,
 				func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
-					wa := g.Input("w", dt, wantRows(n, v.swiglu), k)
+					wa := g.Input("w", dt, wantRows(n, v.glu), k)
 					in[wa] = w
 					return wa
 				}))
@@ -87,27 +92,26 @@ func fusedCases(r *rand.Rand) []Case {
 	return cs
 }
 
-// wantRows is the rows of w for n outputs: gate and up rows with SwiGLU.
-func wantRows(n int, swiglu bool) int {
-	if swiglu {
+// wantRows is the rows of w for n outputs: gate and up rows with a GLU.
+func wantRows(n int, glu graph.GLU) int {
+	if glu != graph.NoGLU {
 		return 2 * n
 	}
 	return n
 }
 
-// linearCase is one LinearOp case of variant vi over x [m,k] with n
+// linearCase is one LinearOp case of variant v over x [m,k] with n
 // outputs; weight declares w. Its floor bounds the error's denominator by
 // what the product can round to, Σ|h| over a row of the product's input h
-// (x, or x normalised), since |w| <= 1; a SwiGLU output, a product of two
+// (x, or x normalised), since |w| <= 1; a GLU's output, a product of two
 // such sums, is compared to the largest output instead (no floor), which
 // its magnitudes keep well away from rounding. The norm's epsilon is large
 // enough (0.25 against mean squares near 1.3) that a kernel leaving it out
 // fails.
-func linearCase(r *rand.Rand, name string, tol float64, vi, m, k, n int, weight func(g *graph.Graph, in map[*graph.Array]any) *graph.Array) Case {
+func linearCase(r *rand.Rand, name string, tol float64, v linearVariant, m, k, n int, weight func(g *graph.Graph, in map[*graph.Array]any) *graph.Array) Case {
 	const eps = 0.25
-	v := linearVariants[vi]
 	x, gain := RandF32(r, m*k, 2), RandF32(r, k, 1)
-	bias, res := RandF32(r, wantRows(n, v.swiglu), 1), RandF32(r, m*n, 4)
+	bias, res := RandF32(r, wantRows(n, v.glu), 1), RandF32(r, m*n, 4)
 	h := x
 	if v.norm {
 		h = make([]float32, len(x))
@@ -123,20 +127,20 @@ func linearCase(r *rand.Rand, name string, tol float64, vi, m, k, n int, weight 
 		}
 	}
 	bound := maxRowAbsSum(h, k)
-	if v.swiglu {
+	if v.glu != graph.NoGLU {
 		bound = 0
 	}
 	return Case{Name: name, Tol: tol, Floor: bound, Build: func(be graph.Backend, g *graph.Graph) ([]*graph.Array, map[*graph.Array]any) {
 		xa := g.Input("x", graph.F32, m, k)
 		in := map[*graph.Array]any{xa: x}
-		f := graph.Fusion{SwiGLU: v.swiglu, Eps: eps}
+		f := graph.Fusion{GLU: v.glu, Eps: eps}
 		if v.norm {
 			f.Norm = g.Input("gain", graph.F32, k)
 			in[f.Norm] = gain
 		}
 		w := weight(g, in)
 		if v.bias {
-			f.Bias = g.Input("bias", graph.F32, wantRows(n, v.swiglu))
+			f.Bias = g.Input("bias", graph.F32, wantRows(n, v.glu))
 			in[f.Bias] = bias
 		}
 		if v.residual {
@@ -145,6 +149,38 @@ func linearCase(r *rand.Rand, name string, tol float64, vi, m, k, n int, weight 
 		}
 		return []*graph.Array{graph.Linear(xa, w, f)}, in
 	}}
+}
+
+// gegluLinearCases are the LinearOp cases of Gemma's gate·up, norm and
+// GeGLU (with a bias on both halves too, which no Gemma has but the
+// epilogue supports): one decoding row over f16 weights, a verification
+// pass over quantized ones, and a prefill chunk (past the matvec rows:
+// Metal's composition of unfused kernels). A family of its own, last in
+// All, so that the cases before it keep their random inputs.
+func gegluLinearCases(r *rand.Rand) []Case {
+	norm := linearVariant{"norm+geglu", true, false, false, graph.GLUGELU}
+	normBias := linearVariant{"norm+bias+geglu", true, true, false, graph.GLUGELU}
+	var cs []Case
+	for _, s := range []struct {
+		v       linearVariant
+		dt      graph.DType
+		m, k, n int
+	}{{norm, graph.F16, 1, 136, 24}, {normBias, graph.F32, 300, 40, 12}} {
+		w := Weights(r, s.dt, 2*s.n*s.k)
+		cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%v/M%d_K%d_N%d", s.v.name, s.dt, s.m, s.k, s.n), TolFor(s.dt), s.v, s.m, s.k, s.n,
+			func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+				wa := g.Input("w", s.dt, 2*s.n, s.k)
+				in[wa] = w
+				return wa
+			}))
+	}
+	m, k, n, bits, gs, sdt := 5, 128, 10, 4, 32, graph.BF16
+	q := RandQuant(r, 2*n, k, bits, gs, sdt)
+	cs = append(cs, linearCase(r, fmt.Sprintf("Linear/%s/%d-bit/g%d/%v/M%d_K%d_N%d", normBias.name, bits, gs, sdt, m, k, n), TolF32, normBias, m, k, n,
+		func(g *graph.Graph, in map[*graph.Array]any) *graph.Array {
+			return q.Inputs(g, in, 2*n, k, bits, gs, sdt)
+		}))
+	return cs
 }
 
 // ropeKVWriteCases returns the cases of RoPEKVWrite: the rotated queries

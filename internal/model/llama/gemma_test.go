@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudatest"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
@@ -455,9 +457,10 @@ func TestGemma2MatchesReference(t *testing.T) {
 	}
 }
 
-// On the fused layers' path a Gemma 2 layer (fused Q·K·V with RoPE, the
-// rest unfused) gives the unfused graph's bits; Metal's and CUDA's
-// emulated kernels give the CPU reference's logits within 1e-4.
+// On the fused layers' path a Gemma 2 layer (fused Q·K·V with RoPE, gate·up
+// with GeGLU, O and down unfused before their post-norms) gives the
+// unfused graph's bits; Metal's and CUDA's emulated kernels give the CPU
+// reference's logits within 1e-4.
 func TestGemma2FusedAndGPUGraphs(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), gemma2Spec, nil, 42)
 	if err != nil {
@@ -569,6 +572,95 @@ func TestGemma3RopeScalingGlobalOnly(t *testing.T) {
 		l := 1 / math.Pow(10000, float64(2*j)/float64(c.RopeDims))
 		if global[j] != float32(g) || local[j] != float32(l) {
 			t.Fatalf("inverse frequency %d: global %g local %g, want %g (1e6, ÷8) and %g (1e4, unscaled)", j, global[j], local[j], g, l)
+		}
+	}
+}
+
+// decodeStepDispatches binds the model at path to be (a graph.Counter),
+// prefills a short prompt and returns the kernels (launches, dispatches)
+// of one decode step after it, fused layers or not.
+func decodeStepDispatches(t *testing.T, path string, be graph.Backend, fused bool) int {
+	t.Helper()
+	ck, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	r, err := BindFused(ck.Model, be, fused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Fused() != fused {
+		t.Fatalf("BindFused(%v) built fused=%v", fused, r.Fused())
+	}
+	s, err := r.NewState(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := ck.Model.Config
+	prompt := []int32{1, 9, 33, 7, 2}
+	if err := s.Forward(Chain(prompt, false), make([]float32, c.Vocab), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Advance(len(prompt))
+	counter := be.(graph.Counter)
+	before := counter.Counts()
+	if err := s.Forward(Chain([]int32{17}, false), make([]float32, c.Vocab), nil); err != nil {
+		t.Fatal(err)
+	}
+	return counter.Counts().Sub(before).Dispatches
+}
+
+// closingBackend is a backend the test closes.
+type closingBackend interface {
+	graph.Backend
+	Close() error
+}
+
+// TestGemmaKernelsPerDecodeStep: on a GPU backend a Gemma layer's MLP
+// runs its norm, gate and up products and GeGLU as one fused product
+// (LinearOp with GLUGELU): a decode step is 3 kernels a layer fewer than
+// with those four, on CUDA (launches, the fake driver) and on Metal
+// (dispatches, the fake device). Against the unfused graph a Gemma 2
+// layer saves those 3 and 6 more (Q·K·V with RoPE and the cache write:
+// eight ops, two kernels); a Gemma 3 layer, whose q, k and v stay apart
+// around the head norms, the 3 only.
+func TestGemmaKernelsPerDecodeStep(t *testing.T) {
+	ck2, err := llamatest.Write(t.TempDir(), gemma2Spec, nil, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck3 := writeGemma3(t)
+	for _, tc := range []struct {
+		name  string
+		path  string
+		layer int // kernels a layer fewer fused than unfused
+	}{{"gemma2", ck2.GGUF, 9}, {"gemma3", ck3.GGUF, 3}} {
+		for _, gpu := range []struct {
+			name, unit string
+			be         func() closingBackend
+		}{
+			{"cuda-fake", "launches", func() closingBackend { return cudafake.NewBackend(nil) }},
+			{"metal-fake", "dispatches", func() closingBackend {
+				return metal.NewFake(metal.DefaultPolicy(metal.DeviceInfo{}), metal.Fake{Reference: cpu.NewReference()})
+			}},
+		} {
+			t.Run(tc.name+"/"+gpu.name, func(t *testing.T) {
+				be := gpu.be()
+				defer be.Close()
+				fused, unfused := decodeStepDispatches(t, tc.path, be, true), decodeStepDispatches(t, tc.path, be, false)
+				layers := gemma2Spec.Layers
+				if tc.name == "gemma3" {
+					layers = gemma3Spec.Layers
+				}
+				t.Logf("%s per decode step: %d (unfused: %d), %d layers", gpu.unit, fused, unfused, layers)
+				if got := unfused - fused; got != tc.layer*layers {
+					t.Errorf("fused layers take %d %s per decode step, unfused %d: %d a layer fewer, want %d", fused, gpu.unit, unfused,
+						got/layers, tc.layer)
+				}
+			})
 		}
 	}
 }

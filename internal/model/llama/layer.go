@@ -35,21 +35,29 @@ func LayersRunAs(c *Config, be graph.Backend) string {
 	case !fusesLayers(be):
 		return "unfused ops"
 	case c.QKNorm && c.PostNorms:
-		return "q, k, v unfused around the head norms, gate and up unfused before GeGLU; O and down unfused before their post-norms"
+		return "fused gate-up with " + c.glu().String() + "; q, k, v unfused around the head norms; O and down unfused before their post-norms"
 	case c.QKNorm:
 		return "fused O, gate-up, down; q, k, v unfused around the head norms"
 	case c.PostNorms:
-		return "fused QKV with RoPE and cache write; gate and up unfused before GeGLU; O and down unfused before their post-norms"
+		return "fused QKV with RoPE and cache write, gate-up with " + c.glu().String() + "; O and down unfused before their post-norms"
 	}
 	return "fused QKV with RoPE and cache write, O, gate-up, down"
 }
 
+// glu is the MLP's gated activation, as the fused gate·up product takes it.
+func (c *Config) glu() graph.GLU {
+	if c.GeGLU {
+		return graph.GLUGELU
+	}
+	return graph.GLUSiLU
+}
+
 // linearSupported reports whether be runs a LinearOp over w with the
-// norm (and bias, or SwiGLU) of a joined layer part: a backend may run the
+// norm (and bias, or glu) of a joined layer part: a backend may run the
 // fused ops on some weight types only, and the parts it cannot run stay
 // unfused.
-func linearSupported(be graph.Backend, w, bias *Weight, swiglu bool) bool {
-	op := graph.LinearOp{Norm: true, Bias: bias.Present(), SwiGLU: swiglu}
+func linearSupported(be graph.Backend, w, bias *Weight, glu graph.GLU) bool {
+	op := graph.LinearOp{Norm: true, Bias: bias.Present(), GLU: glu}
 	if q := w.Quant; q != nil {
 		op.Bits, op.GroupSize = q.Bits, q.GroupSize
 	}
@@ -106,16 +114,12 @@ func (m *Model) joinLayers(be graph.Backend) []fusedLayer {
 				out[i].QKV = Weight{}
 			}
 		}
-		// The fused gate·up product ends in SwiGLU only: Gemma's GeGLU
-		// layers run gate and up as two products and the GeGLU op.
-		if !m.Config.GeGLU {
-			out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
-		}
+		out[i].GateUp = joinRows(fmt.Sprintf("blk.%d.ffn_gate_up", i), &l.Gate, &l.Up)
 		f := &out[i]
-		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, false) {
+		if f.QKV.Present() && !linearSupported(be, &f.QKV, &f.QKVBias, graph.NoGLU) {
 			f.QKV, f.QKVBias = Weight{}, Weight{}
 		}
-		if f.GateUp.Present() && !linearSupported(be, &f.GateUp, &Weight{}, true) {
+		if f.GateUp.Present() && !linearSupported(be, &f.GateUp, &Weight{}, m.Config.glu()) {
 			f.GateUp = Weight{}
 		}
 		// Gemma normalises the attention's and the MLP's outputs before
@@ -180,7 +184,8 @@ type segment struct {
 // Fused layers (a GPU backend) take six ops; unfused ones seventeen, each
 // with its PyTorch equivalent in the comments. Qwen3's head norms add two
 // ops, and keep its q, k and v unfused on a GPU too (joinLayers); Gemma's
-// post-norms add two more and keep O, gate·up and down unfused.
+// post-norms add two more and keep O and down unfused (gate·up is one
+// product ending in GeGLU, as Llama's ends in SwiGLU).
 func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []segment) *graph.Array {
 	c := &r.Model.Config
 	l := &r.Model.Layers[i]
@@ -250,7 +255,9 @@ func (r *Runner) addLayer(g *graph.Graph, x, pos *graph.Array, i int, segs []seg
 	}
 	if f := r.fused; f != nil && f[i].GateUp.Present() {
 		// x = x + down(silu(gate(h)) * up(h)), h = post_attention_layernorm(x)
-		gu := graph.Linear(x, r.weight(g, &f[i].GateUp), graph.Fusion{Norm: r.weight(g, &l.FFNNorm), Eps: c.NormEps, SwiGLU: true})
+		// (Gemma: gelu_pytorch_tanh for silu, pre_feedforward_layernorm,
+		// and post_feedforward_layernorm of down's output)
+		gu := graph.Linear(x, r.weight(g, &f[i].GateUp), graph.Fusion{Norm: r.weight(g, &l.FFNNorm), Eps: c.NormEps, GLU: c.glu()})
 		if f[i].DownResidual {
 			return graph.Linear(gu, r.weight(g, &l.Down), graph.Fusion{Residual: x})
 		}

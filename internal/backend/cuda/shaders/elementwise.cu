@@ -16,7 +16,9 @@ KERNEL void swiglu_f32(float *out, const float *gate, const float *up, u64 n) {
 }
 // gelu is GELU with PyTorch's tanh approximation (Gemma's
 // gelu_pytorch_tanh), tanh(u) taken as 1 - 2/(1 + e^(2u)), which is ±1
-// where e^(2u) over- or underflows.
+// where e^(2u) over- or underflows. matvec.cu's lin_gelu and quant.cu's
+// qlin_gelu (the fused products' GeGLU) are the same expression, each file
+// compiling alone (TestGELUCopiesAgree).
 DEVICE float gelu(float x) {
 	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
 	return 0.5f * x * (2.0f - 2.0f / (1.0f + cu_exp(2.0f * u)));

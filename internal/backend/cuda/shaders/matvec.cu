@@ -2,7 +2,7 @@
 // out [m,n] f32, shaped for decoding and verification (small m, read w at
 // memory bandwidth), and the same products with a layer's neighbours folded
 // in (graph.LinearOp, the linear* kernels): an RMS norm of x before, and a
-// bias, SwiGLU over the joined [gate; up] weight and a residual after. The
+// bias, SwiGLU or GeGLU over the joined [gate; up] weight and a residual after. The
 // matvec kernels are the linear ones with nothing folded in, so they share
 // one code path and its bit-exactness argument.
 //
@@ -12,8 +12,9 @@
 // rather than RMSNorm's Σ(x·scale·g)·w, the same up to rounding, and
 // without a launch and a round trip of h through memory.
 // Epilogue (the thread that writes an output): + bias, then
-// SiLU(gate)·up (gate column j is w's row j, up column j its row n+j, the
-// block computing both), then r + y: the order of the unfused ops.
+// SiLU(gate)·up or GELU(gate)·up (gate column j is w's row j, up column j
+// its row n+j, the block computing both), then r + y: the order of the
+// unfused ops.
 #include "prelude.cuh"
 
 // What a linear launch folds in (its flags argument).
@@ -21,11 +22,13 @@
 #define LIN_BIAS 2
 #define LIN_SWIGLU 4
 #define LIN_RESIDUAL 8
+#define LIN_GEGLU 16
+#define LIN_GLU (LIN_SWIGLU | LIN_GEGLU) // either: w holds the gate rows, then the up rows
 
 // LinArgs are a launch's arguments. gain, bias and res are read only when
 // flags say so (the host passes x for those it lacks: every pointer
 // argument is a live allocation). n is out's columns; w has 2n rows with
-// LIN_SWIGLU, else n.
+// LIN_GLU, else n.
 template <class T> struct LinArgs {
 	float *out;
 	const float *x, *gain;
@@ -37,9 +40,14 @@ template <class T> struct LinArgs {
 };
 
 DEVICE float lin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
+// lin_gelu is elementwise.cu's gelu (GeGLU's), the same expression.
+DEVICE float lin_gelu(float x) {
+	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+	return 0.5f * x * (2.0f - 2.0f / (1.0f + cu_exp(2.0f * u)));
+}
 
 // lin_out is output (row, j) from its sums: y = x·w_j, u = x·w_{n+j} (with
-// SwiGLU) and ss = Σx² over the row (with the norm).
+// a GLU) and ss = Σx² over the row (with the norm).
 template <class T> DEVICE ALWAYS_INLINE float lin_out(const LinArgs<T> &a, int row, int j, float y, float u, float ss) {
 	const int f = a.flags;
 	if (f & LIN_NORM) {
@@ -49,9 +57,10 @@ template <class T> DEVICE ALWAYS_INLINE float lin_out(const LinArgs<T> &a, int r
 	}
 	if (f & LIN_BIAS) {
 		y += a.bias[j];
-		if (f & LIN_SWIGLU) u += a.bias[a.n + j];
+		if (f & LIN_GLU) u += a.bias[a.n + j];
 	}
 	if (f & LIN_SWIGLU) y = lin_silu(y) * u;
+	else if (f & LIN_GEGLU) y = lin_gelu(y) * u;
 	if (f & LIN_RESIDUAL) y = a.res[u64(row) * u64(a.n) + u64(j)] + y;
 	return y;
 }
@@ -60,14 +69,14 @@ template <class T> DEVICE ALWAYS_INLINE float lin_out(const LinArgs<T> &a, int r
 // k = l, l+32, ... and the warp's butterfly adds the lanes, so a row's
 // result depends on k alone, never on m or the other rows (greedy ReDrafter
 // stays bit-exact). Rows go 4 at a time so that one load of w serves 4
-// rows; with SwiGLU the warp reads the gate and the up row. Grid:
+// rows; with a GLU the warp reads the gate and the up row. Grid:
 // (ceil(n/4)); block: 128 threads (4 warps).
 template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 	const int lane = int(threadIdx.x) & 31;
 	const int col = int(blockIdx.x) * 4 + (int(threadIdx.x) >> 5);
 	const int m = a.m, k = a.k, n = a.n;
 	if (col >= n) return;
-	const bool norm = (a.flags & LIN_NORM) != 0, glu = (a.flags & LIN_SWIGLU) != 0;
+	const bool norm = (a.flags & LIN_NORM) != 0, glu = (a.flags & LIN_GLU) != 0;
 	const u64 wrow = u64(col) * u64(k), urow = u64(n + (glu ? col : 0)) * u64(k);
 	for (int r0 = 0; r0 < m; r0 += 4) {
 		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, up[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -125,7 +134,7 @@ template <class T> DEVICE ALWAYS_INLINE void linear_warp(const LinArgs<T> &a) {
 #define MV8_MAXR 8
 #define MV8_SUMS 32 // the sums of a block's warp: rows x columns
 // matvec8_rows computes rows r0..r0+R of the block's columns: COLS weight
-// rows, which are COLS columns of out, or with SwiGLU the gate and up rows
+// rows, which are COLS columns of out, or with a GLU the gate and up rows
 // of COLS/2 columns (the first half of the block's weight rows gate, the
 // second up). With NORM, x is multiplied by the gain as it is loaded and
 // each thread adds up x² beside the dot (Σx² reduced as the sums are: the
@@ -138,7 +147,7 @@ DEVICE ALWAYS_INLINE void matvec8_rows(const LinArgs<unsigned> &a, int r0, int c
 	static_assert(R * COLS <= MV8_SUMS && R <= MV8_MAXR, "the block's sums outgrow part");
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int k = a.k, n = a.n;
-	const bool glu = (a.flags & LIN_SWIGLU) != 0;
+	const bool glu = (a.flags & LIN_GLU) != 0;
 	const int per = glu ? COLS / 2 : COLS; // columns of out per block
 	const int col0 = cb * per;
 	const u64 words = u64(k / 8);
@@ -234,7 +243,7 @@ template <bool BF16, bool VEC, int MAXR, bool NORM>
 DEVICE ALWAYS_INLINE void matvec8(const LinArgs<unsigned> &a, float part[4][MV8_SUMS], float sqs[4][MV8_MAXR]) {
 	constexpr int C = mv8_cols<MAXR>();
 	const int m = a.m;
-	const int per = (a.flags & LIN_SWIGLU) != 0 ? C / 2 : C; // columns of out a group
+	const int per = (a.flags & LIN_GLU) != 0 ? C / 2 : C; // columns of out a group
 	const int groups = (a.n + per - 1) / per;
 	if constexpr (!VEC || MAXR == 1) { // a row at a time (unaligned x: slower, and a fraction of the code)
 		for (int r0 = 0; r0 < m; r0++) {
@@ -327,8 +336,8 @@ MATVEC8(bf16_t, bf16, true)
 // template argument (linear8_norm_*) so that the plain loop stays as lean
 // as matvec8's; linear8x1_* the one-row kernels, linear8x8_* the 8-row
 // ones. Grid: linear (ceil(n/4)); linear8 and linear8x1 (ceil(n/8)), or
-// (ceil(n/4)) with SwiGLU; linear8x8 (ceil(n/4)), or (ceil(n/2)) with
-// SwiGLU.
+// (ceil(n/4)) with a GLU; linear8x8 (ceil(n/4)), or (ceil(n/2)) with
+// a GLU.
 #define LIN_PARAMS(T) float *out, const float *x, const float *gain, const T *w, const float *bias, const float *res, int m, int k, int n, float eps, int flags
 #define LIN_ARGS(T) LinArgs<T>{out, x, gain, w, bias, res, m, k, n, eps, flags}
 KERNEL void linear_f32(LIN_PARAMS(float)) { linear_warp(LIN_ARGS(float)); }

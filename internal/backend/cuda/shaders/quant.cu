@@ -9,7 +9,7 @@
 // Grid: (ceil(n/(2·SC))); block: 128 threads (4 warps).
 // qlinear{1,}_{norm_,}<bits>_<scales>: the same products with a layer's
 // neighbours folded in (graph.LinearOp over a quantized weight; below).
-// Grid: (ceil(n/(2·SC))), with SwiGLU (ceil(n/SC)); block: 128.
+// Grid: (ceil(n/(2·SC))), with a GLU (ceil(n/SC)); block: 128.
 // dequant_<bits>_<scales>: the whole matrix as f32 (graph's DequantizeOp),
 // out[n,k] = float(s·q) + b, one thread per element.
 // Grid: (ceil(n·k/256)); block: 256.
@@ -89,19 +89,22 @@ DEVICE float qmv_code(unsigned h, unsigned mask) { return bits_f32(0x4B000000u |
 // before it is pre-scaled, so Σx'q and Σx (the scale's and the bias's
 // terms) are both of x·g, and each thread adds up the raw x² beside them;
 // the row's sums are scaled by 1/sqrt(mean(x²)+eps) at the end. Epilogue
-// (the thread that writes an output): + bias, SiLU(gate)·up, + residual.
-// With SwiGLU the block's first set computes gate columns j..j+SC-1 (w's
-// rows) and its second the up columns n+j..n+j+SC-1 (rows n+j...), each
-// with its own rows' codes, scales and biases, so a block has SC outputs.
+// (the thread that writes an output): + bias, SiLU(gate)·up or
+// GELU(gate)·up, + residual. With a GLU the block's first set computes
+// gate columns j..j+SC-1 (w's rows) and its second the up columns
+// n+j..n+j+SC-1 (rows n+j...), each with its own rows' codes, scales and
+// biases, so a block has SC outputs.
 #define QLIN_NORM 1
 #define QLIN_BIAS 2
 #define QLIN_SWIGLU 4
 #define QLIN_RESIDUAL 8
+#define QLIN_GEGLU 16
+#define QLIN_GLU (QLIN_SWIGLU | QLIN_GEGLU) // either: w holds the gate rows, then the up rows
 
 // QLinFold is what a fused launch adds to the product: gain, bias and res
 // are read only when flags say so (the host passes x for those it lacks:
 // every pointer argument is a live allocation). bias has 2n entries with
-// SwiGLU, else n.
+// a GLU, else n.
 struct QLinFold {
 	const float *gain, *bias, *res;
 	float eps;
@@ -109,9 +112,14 @@ struct QLinFold {
 };
 
 DEVICE float qlin_silu(float v) { return v * (1.0f / (1.0f + cu_exp(-v))); }
+// qlin_gelu is elementwise.cu's gelu (GeGLU's), the same expression.
+DEVICE float qlin_gelu(float x) {
+	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+	return 0.5f * x * (2.0f - 2.0f / (1.0f + cu_exp(2.0f * u)));
+}
 
 // qlin_out is output (row, j) from its sums: y of column j, u of column
-// n+j (SwiGLU) and ss = Σx² over the row (norm), in lin_out's order.
+// n+j (a GLU) and ss = Σx² over the row (norm), in lin_out's order.
 DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, int n, float y, float u, float ss) {
 	if (f.flags & QLIN_NORM) {
 		// float(k) as qmv_code makes a code a float (k < 2^23: exact), so
@@ -124,9 +132,10 @@ DEVICE ALWAYS_INLINE float qlin_out(const QLinFold &f, int row, int j, int k, in
 	}
 	if (f.flags & QLIN_BIAS) {
 		y += f.bias[j];
-		if (f.flags & QLIN_SWIGLU) u += f.bias[n + j];
+		if (f.flags & QLIN_GLU) u += f.bias[n + j];
 	}
 	if (f.flags & QLIN_SWIGLU) y = qlin_silu(y) * u;
+	else if (f.flags & QLIN_GEGLU) y = qlin_gelu(y) * u;
 	if (f.flags & QLIN_RESIDUAL) y = f.res[u64(row) * u64(n) + u64(j)] + y;
 	return y;
 }
@@ -143,7 +152,7 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 	constexpr unsigned mask = (1u << BITS) - 1u;
 	const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
 	const int kt = t % QMV_KTHREADS, set = t / QMV_KTHREADS;
-	const bool glu = FUSE && (f.flags & QLIN_SWIGLU) != 0;
+	const bool glu = FUSE && (f.flags & QLIN_GLU) != 0;
 	const int col0 = int(blockIdx.x) * (2 * SC) + set * SC;
 	const u64 chunks = u64(k / (4 * per)), groups = u64(k / gs);
 	// Columns past n read column n-1 (so every load is unconditional);
@@ -250,7 +259,7 @@ DEVICE ALWAYS_INLINE void qmatvec_rows(float *out, const float *x, const unsigne
 		}
 		if constexpr (NORM) {
 			// Both sets read the same x, so each has the row's Σx²; an
-			// output takes its own set's (the gate's with SwiGLU).
+			// output takes its own set's (the gate's with a GLU).
 			const float q = warp_sum(ss[r]);
 			if (lane == 0) sqs[warp][r] = q;
 		}
@@ -346,7 +355,7 @@ DEVICE ALWAYS_INLINE void qlinear(float *out, const float *x, const unsigned *w,
 #endif
 // qmatvec1_c<SC>_* and qlinear1_c<SC>[_norm]_* are the one-row kernels
 // with sets of SC = 4 or 2 columns (8 or 4 a block, 4 or 2 outputs with
-// SwiGLU), for products whose 16-column blocks would leave SMs idle or
+// a GLU), for products whose 16-column blocks would leave SMs idle or
 // alone: O and down at n = 2048 are 128 blocks, fewer than an H100's 132
 // SMs, 4 warps an SM, each thread's loads and sums one after the other
 // with nothing to hide them (quant.go's qmv1Cols chooses per launch). Each
@@ -385,7 +394,7 @@ QMATVEC(8, float, f32)
 QMATVEC(8, f16_t, f16)
 QMATVEC(8, bf16_t, bf16)
 
-// qlinear{1,}_<bits>_<scales> fold a bias, SwiGLU and a residual (flags)
+// qlinear{1,}_<bits>_<scales> fold a bias, SwiGLU or GeGLU and a residual (flags)
 // into qmatvec{1,}'s product, qlinear{1,}_norm_* the norm too (a template
 // argument, as in matvec.cu's linear8_norm_*: the prologue's loads and x²
 // stay out of the other kernels' loop). Bounds: qmatvec's bounds spill

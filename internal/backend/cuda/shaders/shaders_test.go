@@ -227,3 +227,32 @@ func TestPtxasCatchesSpillsAndSharedMemory(t *testing.T) {
 		t.Errorf("a kernel held to 16 registers with 100 live values does not show spills: %v", r)
 	}
 }
+
+// TestGELUCopiesAgree: the fused products' GELU (matvec.cu's lin_gelu,
+// quant.cu's qlin_gelu) is GeGLU's (elementwise.cu's gelu) expression for
+// expression, so that a Gemma layer's fused gate·up rounds as the unfused
+// GeGLU does; each file compiles alone, hence the copies.
+func TestGELUCopiesAgree(t *testing.T) {
+	body := func(file, fn string) string {
+		src, err := shaders.Source(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := "DEVICE float " + fn + "(float x) {"
+		i := strings.Index(src, head)
+		if i < 0 {
+			t.Fatalf("%s has no %q", file, head)
+		}
+		b, _, ok := strings.Cut(src[i+len(head):], "\n}")
+		if !ok {
+			t.Fatalf("%s: %s has no end", file, fn)
+		}
+		return b
+	}
+	want := body("elementwise.cu", "gelu")
+	for _, c := range [][2]string{{"matvec.cu", "lin_gelu"}, {"quant.cu", "qlin_gelu"}} {
+		if got := body(c[0], c[1]); got != want {
+			t.Errorf("%s's %s is\n%s\nnot elementwise.cu's gelu\n%s", c[0], c[1], got, want)
+		}
+	}
+}

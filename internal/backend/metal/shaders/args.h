@@ -42,13 +42,14 @@
 
 // What a matvec (matvec.metal, quant.metal's qmv) folds around its product
 // (graph.LinearOp), as bits of the args' fuse field: x RMS-normalised with
-// a gain first (eps), a bias added, SwiGLU over the weight's gate and up
-// halves (N is then the output columns, the weight has 2N rows), a
-// residual added last. 0 is the plain product.
+// a gain first (eps), a bias added, SwiGLU or GeGLU (one of the two) over
+// the weight's gate and up halves (N is then the output columns, the
+// weight has 2N rows), a residual added last. 0 is the plain product.
 #define LINEAR_NORM 1
 #define LINEAR_BIAS 2
 #define LINEAR_SWIGLU 4
 #define LINEAR_RESIDUAL 8
+#define LINEAR_GEGLU 16
 
 // out[M,N] = x[M,K] · w[N,K]ᵀ (matvec and matmul). vec4 is 1 when rows of
 // x and w (and the norm's gain) may be read 4 elements at a time: K is a

@@ -107,11 +107,24 @@ inline float tg_max(float v, threadgroup float *scratch, uint sgitg, uint lane, 
 // silu is v·σ(v), as SiLU, SwiGLU and the fused products compute it.
 inline float silu(float v) { return v / (1.0f + exp(-v)); }
 
+// gelu is GELU with PyTorch's tanh approximation (Gemma's
+// gelu_pytorch_tanh), tanh(u) taken as 1 - 2/(1 + e^(2u)), which is ±1
+// where e^(2u) over- or underflows; as GeGLU and the fused products
+// compute it.
+inline float gelu(float x) {
+	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+	return 0.5f * x * (2.0f - 2.0f / (1.0f + exp(2.0f * u)));
+}
+
+// linear_glu reports whether fuse ends the product in a GLU (SwiGLU or
+// GeGLU): the weight holds gate rows, then up rows.
+inline bool linear_glu(int fuse) { return (fuse & (LINEAR_SWIGLU | LINEAR_GEGLU)) != 0; }
+
 // linear_out finishes output (m, n) of a product with the LINEAR_ bits of
 // fuse folded in (graph.LinearOp): dot is x·w over column n (the gate's
-// with SwiGLU) and up, with SwiGLU, over column N+n, both taken on x·gain
+// with a GLU) and up, with a GLU, over column N+n, both taken on x·gain
 // so that the norm's 1/rms (scale) applies here. The steps follow the
-// unfused ops' order (product, bias, SwiGLU, residual), each rounded to
+// unfused ops' order (product, bias, SwiGLU or GeGLU, residual), each rounded to
 // f32, so that the result differs from theirs only by where the norm's
 // scale rounds. With fuse 0 it returns dot untouched.
 inline float linear_out(int fuse, float scale, float dot, float up, device const float *bias, device const float *res,
@@ -123,12 +136,14 @@ inline float linear_out(int fuse, float scale, float dot, float up, device const
 	}
 	if ((fuse & LINEAR_BIAS) != 0) {
 		y += bias[n];
-		if ((fuse & LINEAR_SWIGLU) != 0) {
+		if (linear_glu(fuse)) {
 			up += bias[N + n];
 		}
 	}
 	if ((fuse & LINEAR_SWIGLU) != 0) {
 		y = silu(y) * up;
+	} else if ((fuse & LINEAR_GEGLU) != 0) {
+		y = gelu(y) * up;
 	}
 	if ((fuse & LINEAR_RESIDUAL) != 0) {
 		y = res[ulong(m) * ulong(N) + ulong(n)] + y;
@@ -137,13 +152,13 @@ inline float linear_out(int fuse, float scale, float dot, float up, device const
 }
 
 // linear_row is the row of the weight that slot r of a simdgroup's `rows`
-// reads, for outputs n0.. of N: rows n0.. for a plain product; with SwiGLU
+// reads, for outputs n0.. of N: rows n0.. for a plain product; with a GLU
 // the first half of the slots take gate rows n0.., the second half the up
 // rows N+n0.. (the weight holds N gate rows, then N up rows), so that one
 // simdgroup has both halves of each of its outputs. Slots past the end
 // repeat the last row (valid memory, never stored).
-inline int linear_row(bool swiglu, int rows, int r, int n0, int N) {
-	if (!swiglu) {
+inline int linear_row(bool glu, int rows, int r, int n0, int N) {
+	if (!glu) {
 		return min(n0 + r, N - 1);
 	}
 	const int half_rows = rows / 2;

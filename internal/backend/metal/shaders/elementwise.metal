@@ -26,14 +26,6 @@ kernel void elementwise_swiglu(
 	}
 }
 
-// gelu is GELU with PyTorch's tanh approximation (Gemma's
-// gelu_pytorch_tanh), tanh(u) taken as 1 - 2/(1 + e^(2u)), which is ±1
-// where e^(2u) over- or underflows.
-inline float gelu(float x) {
-	const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-	return 0.5f * x * (2.0f - 2.0f / (1.0f + exp(2.0f * u)));
-}
-
 template <typename T>
 kernel void elementwise_geglu(
 		constant ElementwiseArgs &args [[buffer(0)]],
@@ -47,7 +39,7 @@ kernel void elementwise_geglu(
 }
 
 // elementwise_softcap is cap·tanh(x/cap) (Gemma 2's final logits), tanh
-// as in gelu.
+// as in gelu (common.h).
 template <typename T>
 kernel void elementwise_softcap(
 		constant SoftCapArgs &args [[buffer(0)]],

@@ -19,13 +19,13 @@
 // It also runs graph.LinearOp (args.fuse, LINEAR_ bits): the threadgroup
 // reads all of each row of x anyway, so the norm is a prologue (each lane
 // accumulates Σx² beside its dot products and multiplies x by the gain as
-// it loads it; 1/rms scales the sums at the end) and bias, SwiGLU and
-// residual an epilogue (linear_out). With SwiGLU a simdgroup's slots hold
+// it loads it; 1/rms scales the sums at the end) and bias, SwiGLU or GeGLU
+// and residual an epilogue (linear_out). With a GLU a simdgroup's slots hold
 // MATVEC_ROWS/2 gate rows and the matching up rows (linear_row). The Σx²
 // is summed in the same fixed order for every row of x, so a row's result
 // still depends on K alone.
 // Grid: (ceil(N / (outputs per simdgroup·MATVEC_SIMDGROUPS)), ceil(M / MAXM)),
-// outputs per simdgroup MATVEC_ROWS, or MATVEC_ROWS/2 with SwiGLU;
+// outputs per simdgroup MATVEC_ROWS, or MATVEC_ROWS/2 with a GLU;
 // threadgroup: 32·MATVEC_SIMDGROUPS. buffer(4..6): the gain, bias and
 // residual (bound to anything when their bit is off).
 #include "common.h"
@@ -43,8 +43,8 @@ kernel void matvec_nt(
 		uint sgitg [[simdgroup_index_in_threadgroup]],
 		uint lane [[thread_index_in_simdgroup]]) {
 	const bool norm = (args.fuse & LINEAR_NORM) != 0;
-	const bool swiglu = (args.fuse & LINEAR_SWIGLU) != 0;
-	const int outs = swiglu ? MATVEC_ROWS / 2 : MATVEC_ROWS; // outputs per simdgroup
+	const bool glu = linear_glu(args.fuse);
+	const int outs = glu ? MATVEC_ROWS / 2 : MATVEC_ROWS; // outputs per simdgroup
 	const int n0 = (int(tgpig.x) * MATVEC_SIMDGROUPS + int(sgitg)) * outs;
 	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
@@ -54,7 +54,7 @@ kernel void matvec_nt(
 	const bool vec4 = args.vec4 != 0;
 	device const W *wr[MATVEC_ROWS];
 	for (int r = 0; r < MATVEC_ROWS; r++) {
-		wr[r] = w + ulong(linear_row(swiglu, MATVEC_ROWS, r, n0, args.N)) * ulong(K);
+		wr[r] = w + ulong(linear_row(glu, MATVEC_ROWS, r, n0, args.N)) * ulong(K);
 	}
 	// Rows of x past the end repeat the last one and are not stored.
 	device const float *xr[MAXM];
@@ -128,7 +128,7 @@ kernel void matvec_nt(
 		const int up_slot = r + half_rows < MATVEC_ROWS ? r + half_rows : r;
 		for (int j = 0; j < MAXM; j++) {
 			if (n0 + r < args.N && m0 + j < args.M) {
-				const float up = swiglu ? sums[up_slot][j] : 0.0f;
+				const float up = glu ? sums[up_slot][j] : 0.0f;
 				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] =
 						linear_out(args.fuse, scale[j], sums[r][j], up, bias, res, m0 + j, n0 + r, args.N);
 			}

@@ -18,7 +18,7 @@
 //              it, 1/rms and the epilogue (linear_out) at the end.
 //              Grid: (ceil(N/(outputs per simdgroup·QMV_SIMDGROUPS)),
 //              ceil(M/MAXM)), outputs per simdgroup QMV_ROWS, QMV_ROWS/2
-//              with SwiGLU; threadgroup: 32·QMV_SIMDGROUPS; buffer(6..8):
+//              with a GLU; threadgroup: 32·QMV_SIMDGROUPS; buffer(6..8):
 //              the gain, bias and residual (bound to anything when off).
 //   quant_qmm  the same for many rows of x (prefill): matmul.metal's 64×64
 //              tiles (mma.h), the weight tile dequantized into threadgroup
@@ -106,8 +106,8 @@ kernel void quant_qmv(
 	constexpr int PER = 32 / BITS;
 	static_assert(GS % QMV_VALUES == 0, "a lane's codes lie in one group");
 	const bool norm = (args.fuse & LINEAR_NORM) != 0;
-	const bool swiglu = (args.fuse & LINEAR_SWIGLU) != 0;
-	const int outs = swiglu ? QMV_ROWS / 2 : QMV_ROWS; // outputs per simdgroup
+	const bool glu = linear_glu(args.fuse);
+	const int outs = glu ? QMV_ROWS / 2 : QMV_ROWS; // outputs per simdgroup
 	const int n0 = (int(tgpig.x) * QMV_SIMDGROUPS + int(sgitg)) * outs;
 	const int m0 = int(tgpig.y) * MAXM;
 	if (n0 >= args.N) {
@@ -123,7 +123,7 @@ kernel void quant_qmv(
 	device const S *sr[QMV_ROWS];
 	device const S *br[QMV_ROWS];
 	for (int r = 0; r < QMV_ROWS; r++) {
-		const ulong n = ulong(linear_row(swiglu, QMV_ROWS, r, n0, args.N));
+		const ulong n = ulong(linear_row(glu, QMV_ROWS, r, n0, args.N));
 		wr[r] = w + n * ulong(rowWords);
 		sr[r] = scales + n * ulong(groups);
 		br[r] = biases + n * ulong(groups);
@@ -183,7 +183,7 @@ kernel void quant_qmv(
 		const int up_slot = r + half_rows < QMV_ROWS ? r + half_rows : r;
 		for (int j = 0; j < MAXM; j++) {
 			if (n0 + r < args.N && m0 + j < args.M) {
-				const float up = swiglu ? sums[up_slot][j] : 0.0f;
+				const float up = glu ? sums[up_slot][j] : 0.0f;
 				out[ulong(m0 + j) * ulong(args.N) + ulong(n0 + r)] =
 						linear_out(args.fuse, scale[j], sums[r][j], up, lbias, res, m0 + j, n0 + r, args.N);
 			}
