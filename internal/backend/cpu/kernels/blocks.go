@@ -33,6 +33,9 @@ func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GG
 	if rb == 0 || len(w)%rb != 0 || len(x) != m*k {
 		panic("kernels: MatMulBlocks: operands disagree")
 	}
+	if matMulBlocksVNNI(y, ldy, x, m, w, t, k) {
+		return
+	}
 	n, step := len(w)/rb, BlockRows(k)
 	for j := 0; j < n; j += step {
 		r := min(step, n-j)

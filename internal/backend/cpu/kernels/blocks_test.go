@@ -29,10 +29,13 @@ func quantizedRows(t testing.TB, r *rand.Rand, typ quant.GGML, n, k int) ([]byte
 // a column block of a wider output.
 //
 // It runs under every Set this CPU has (one row of x takes the hot tiles
-// of the active set).
+// of the active set), with the VNNI products off: the float path is what
+// machines without AVX-512 VNNI run (TestMatMulBlocksVNNI checks the
+// other).
 func TestMatMulBlocks(t *testing.T) {
-	saved := active
-	defer func() { active = saved }()
+	saved, savedVNNI := active, blocksVNNI
+	defer func() { active, blocksVNNI = saved, savedVNNI }()
+	blocksVNNI = false
 	for _, set := range Sets() {
 		active = set
 		t.Run(set.Name, testMatMulBlocks)

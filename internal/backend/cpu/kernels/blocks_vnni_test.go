@@ -1,0 +1,152 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
+
+// quantizeQ8 rounds a row of x as vnniPrep does, per block of 32: the
+// scale d = max|x|·(1/127) and q = x·(127/max|x|) rounded to the nearest
+// integer, ties to even, every step in float32.
+func quantizeQ8(x []float32) (q []int8, d []float32) {
+	q, d = make([]int8, len(x)), make([]float32, len(x)/32)
+	for b := range d {
+		blk := x[32*b : 32*b+32]
+		var m float32
+		for _, v := range blk {
+			m = max(m, float32(math.Abs(float64(v))))
+		}
+		d[b] = m * float32(1.0/127)
+		inv := 127 / max(m, 0x1p-126)
+		for i, v := range blk {
+			q[32*b+i] = int8(math.RoundToEven(float64(v * inv)))
+		}
+	}
+	return q, d
+}
+
+// q6KVNNIRef is the VNNI Q6_K product in pure Go, operation for operation
+// as internal/blocksgen's kernels compute it: per int32 lane (4 elements)
+// the exact Σ (q-32)·x of the int8 x, converted to float, times the lane's
+// x scale, times its weight scale d·scales[sub-block], added to the
+// accumulator of even or odd chunks; then the two accumulators' lanes
+// summed in the kernels' tree. Every float operation is rounded on its own
+// (explicit conversions: nothing may be fused).
+func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
+	const bb = 210
+	blocks := k / 256
+	n := len(w) / (blocks * bb)
+	for i := range m {
+		qx, dx := quantizeQ8(x[i*k : (i+1)*k])
+		for j := range n {
+			var acc [2][16]float32
+			for b := range blocks {
+				blk := w[(j*blocks+b)*bb : (j*blocks+b+1)*bb]
+				d := quant.F16ToF32(uint16(blk[208]) | uint16(blk[209])<<8)
+				for c := range 4 {
+					for lane := range 16 {
+						var sum int32
+						for e := range 4 {
+							el := 64*c + 4*lane + e // element of the block
+							h, s, l := el/128, el%128/32, el%32
+							ql := blk[64*h+32*(s%2)+l]
+							if s >= 2 {
+								ql >>= 4
+							}
+							q := int32(ql&15) | int32(blk[128+32*h+l]>>(2*s)&3)<<4
+							sum += (q - 32) * int32(qx[256*b+el])
+						}
+						el := 64*c + 4*lane
+						ws := float32(float32(int8(blk[192+el/16])) * d)
+						t := float32(float32(sum) * dx[(256*b+el)/32])
+						t = float32(t * ws)
+						acc[c%2][lane] = acc[c%2][lane] + t
+					}
+				}
+			}
+			var v [16]float32
+			for l := range 16 {
+				v[l] = acc[0][l] + acc[1][l]
+			}
+			for width := 8; width >= 1; width /= 2 {
+				for l := range width {
+					v[l] = v[l] + v[l+width]
+				}
+			}
+			y[i*ldy+j] = v[0]
+		}
+	}
+}
+
+// On AVX-512 VNNI machines MatMulBlocks multiplies Q6_K rows by x rounded
+// to int8: bit for bit q6KVNNIRef on fresh random inputs (x of every row
+// count 1..17, rows of w that do and do not fill a kernel call, odd widths,
+// a column block of a wider y), every row's bits independent of m, and the
+// product within the int8 rounding of x of the float32 one.
+func TestMatMulBlocksVNNI(t *testing.T) {
+	r := rand.New(rand.NewPCG(uint64(rand.Int64()), 6))
+	if !blocksVNNI {
+		// No VNNI kernels here: the reference is still checked against
+		// the float product below, and MatMulBlocks by TestMatMulBlocks.
+		t.Log("no AVX-512 VNNI: MatMulBlocks keeps the float path; checking the reference only")
+	}
+	for _, sz := range [][2]int{{256, 1}, {512, 7}, {768, 13}, {2048, 33}, {1280, 5}} {
+		k, n := sz[0], sz[1]
+		data, dense := quantizedRows(t, r, quant.Q6_K, n, k)
+		const mMax = 17
+		x := make([]float32, mMax*k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64()) * float32(math.Exp(r.NormFloat64()))
+		}
+		const ldy, col = 48, 3
+		want := make([]float32, mMax*ldy)
+		q6KVNNIRef(want[col:], ldy, x, mMax, data, k)
+		// The reference: within x's int8 rounding of the float product.
+		for i := range mMax {
+			for j := range n {
+				var exact, bound float64
+				xr := x[i*k : (i+1)*k]
+				for kk, xv := range xr {
+					wv := float64(dense[j*k+kk])
+					exact += float64(xv) * wv
+					blk := xr[kk/32*32 : kk/32*32+32]
+					var mx float64
+					for _, v := range blk {
+						mx = max(mx, math.Abs(float64(v)))
+					}
+					bound += math.Abs(wv) * (mx/254 + 1e-5*math.Abs(float64(xv)))
+				}
+				if got := float64(want[i*ldy+col+j]); math.Abs(got-exact) > bound+1e-6 {
+					t.Fatalf("k=%d n=%d: reference y[%d,%d] = %v, float product %v (bound %v)", k, n, i, j, got, exact, bound)
+				}
+			}
+		}
+		if !blocksVNNI {
+			continue
+		}
+		for m := 1; m <= mMax; m++ {
+			got := make([]float32, m*ldy)
+			for i := range got {
+				got[i] = -7 // untouched outside the [m, n] block
+			}
+			MatMulBlocks(got[col:], ldy, x[:m*k], m, data, quant.Q6_K, k, make([]float32, BlockRows(k)*k))
+			for i := range m {
+				for c := range ldy {
+					g := got[i*ldy+c]
+					if c < col || c >= col+n {
+						if g != -7 {
+							t.Fatalf("k=%d n=%d m=%d: y[%d,%d] = %v written outside the block", k, n, m, i, c, g)
+						}
+						continue
+					}
+					if w := want[i*ldy+c]; math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("k=%d n=%d m=%d: y[%d,%d] = %v, reference %v", k, n, m, i, c-col, g, w)
+					}
+				}
+			}
+		}
+	}
+}
