@@ -40,37 +40,53 @@ func decodeBlocksFast(t quant.GGML, dst []float32, src []byte) bool {
 	return true
 }
 
-// blocksVNNI reports whether Q6_K products take the VNNI kernels
+// blocksVNNI reports whether Q6_K and Q5_K products take the VNNI kernels
 // (internal/blocksgen): on AVX-512 VNNI machines, as the affine products
 // do. Tests turn it off to check the float path.
 var blocksVNNI = affineVNNI
 
-// q6KVNNI are the generated kernels by rows of x (1..4).
-var q6KVNNI = [...]func(x *byte, ldx int, nsum *int32, blk *byte, blocks int, n int, y *float32, ldy int){
-	nil, q6KVNNI1, q6KVNNI2, q6KVNNI3, q6KVNNI4}
+// blockVNNIFunc is a generated VNNI block kernel (internal/blocksgen).
+type blockVNNIFunc = func(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+// The generated kernels by rows of x (1..4).
+var (
+	q6KVNNI = [...]blockVNNIFunc{nil, q6KVNNI1, q6KVNNI2, q6KVNNI3, q6KVNNI4}
+	q5KVNNI = [...]blockVNNIFunc{nil, q5KVNNI1, q5KVNNI2, q5KVNNI3, q5KVNNI4}
+)
+
+// blocksVNNIFit reports whether products with blocks of format t take
+// the VNNI kernels here.
+func blocksVNNIFit(t quant.GGML) bool { return blocksVNNI && (t == quant.Q6_K || t == quant.Q5_K) }
 
 // matMulBlocksVNNI runs MatMulBlocks with the VNNI kernels and reports
-// whether it did: for Q6_K on AVX-512 VNNI machines. x is quantized per row
-// to int8 in blocks of 32 exactly as MatMulAffine quantizes it (vnniPrep,
-// 8-bit layout), each lane's -32·Σx taken from the int8 values, and every
-// row of w multiplied by up to four rows of x at a time; a row's result
-// depends on its row of x and its row of w alone.
+// whether it did: for Q6_K and Q5_K on AVX-512 VNNI machines. x is
+// quantized per row to int8 in blocks of 32 exactly as MatMulAffine
+// quantizes it (vnniPrep, 8-bit layout, with the blocks' sums d·Σq), and
+// every row of w is multiplied by up to four rows of x at a time; a row's
+// result depends on its row of x and its row of w alone. Q6_K's kernels
+// start each lane from -32·Σx (its codes are q+32), taken from the int8
+// values; Q5_K's use the block sums for the mins.
 func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int) bool {
-	if !blocksVNNI || t != quant.Q6_K {
+	if !blocksVNNIFit(t) {
 		return false
 	}
-	const bb = 210 // Q6_K's bytes per block
-	blocks := k / 256
+	bb, blocks := t.BlockBytes(), k/256
 	n := len(w) / (blocks * bb)
 	if m == 0 || n == 0 {
 		return true
 	}
 	l := newVNNILayout(k, 8, vnniBlock)
-	xp, np := vnniBuffer(m, l), vnniBuffer(m, l)
-	xb, nb := *xp, *np
+	xp := vnniBuffer(m, l)
+	xb := *xp
 	prepareVNNIRows(xb, x, k, 8, vnniBlock, l, 0, m)
-	for i := range m {
-		q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&nb[i*l.ldx])), k/4), xb[i*l.ldx:], k, -32)
+	fn, aux, auxOff := &q5KVNNI, xb, l.xsOff
+	var np *[]byte
+	if t == quant.Q6_K {
+		np = vnniBuffer(m, l)
+		for i := range m {
+			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*np)[i*l.ldx])), k/4), xb[i*l.ldx:], k, -32)
+		}
+		fn, aux, auxOff = &q6KVNNI, *np, 0
 	}
 	// Rows of w go in blocks that stay in L2 while every group of rows of x
 	// goes past them; one pass when one group takes every row of x.
@@ -83,11 +99,13 @@ func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quan
 		nr := min(rb, n-j0)
 		for i0 := 0; i0 < m; i0 += vnniMaxRows {
 			mr := min(vnniMaxRows, m-i0)
-			q6KVNNI[mr](&xb[i0*l.ldx], l.ldx, (*int32)(unsafe.Pointer(&nb[i0*l.ldx])), &w[j0*rowBytes], blocks, nr, &y[i0*ldy+j0], ldy)
+			fn[mr](&xb[i0*l.ldx], l.ldx, &aux[i0*l.ldx+auxOff], &w[j0*rowBytes], blocks, nr, &y[i0*ldy+j0], ldy)
 		}
 	}
 	bytePool.Put(xp)
-	bytePool.Put(np)
+	if np != nil {
+		bytePool.Put(np)
+	}
 	return true
 }
 

@@ -10,6 +10,8 @@ func decodeBlocksFast(t quant.GGML, dst []float32, src []byte) bool { return fal
 // Without assembly no format has a VNNI product.
 var blocksVNNI = false
 
+func blocksVNNIFit(t quant.GGML) bool { return false }
+
 func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int) bool {
 	return false
 }

@@ -81,8 +81,85 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 	}
 }
 
-// On AVX-512 VNNI machines MatMulBlocks multiplies Q6_K rows by x rounded
-// to int8: bit for bit q6KVNNIRef on fresh random inputs (x of every row
+// q5KVNNIRef is the VNNI Q5_K product in pure Go, operation for operation
+// as internal/blocksgen's kernels compute it: the lanes' exact Σ q·x of the
+// int8 x scaled as q6KVNNIRef's (weight scale d·sc[sub-block], sub-blocks
+// of 32), and per block a bias lane per sub-block less (dmin·m)·(d·Σq of
+// x's block); the result is the lanes of (acc0 + acc1) + bias (zero past
+// lane 7) summed in the kernels' tree.
+func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
+	const bb = 176
+	blocks := k / 256
+	n := len(w) / (blocks * bb)
+	for i := range m {
+		qx, dx := quantizeQ8(x[i*k : (i+1)*k])
+		xsum := make([]float32, len(dx))
+		for b := range dx {
+			var s int32
+			for _, q := range qx[32*b : 32*b+32] {
+				s += int32(q)
+			}
+			xsum[b] = float32(float32(s) * dx[b])
+		}
+		for j := range n {
+			var acc [2][16]float32
+			var bias [16]float32
+			for b := range blocks {
+				blk := w[(j*blocks+b)*bb : (j*blocks+b+1)*bb]
+				d := quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+				dmin := quant.F16ToF32(uint16(blk[2]) | uint16(blk[3])<<8)
+				sc, mn := q5KScales(blk[4:16])
+				for s := range 8 {
+					bias[s] = bias[s] - float32(float32(float32(mn[s])*dmin)*xsum[8*b+s])
+				}
+				for c := range 4 {
+					for lane := range 16 {
+						var sum int32
+						for e := range 4 {
+							el := 64*c + 4*lane + e
+							u, l := el%64/32, el%32
+							q := int32(blk[48+32*c+l]>>(4*u)&15) | int32(blk[16+l]>>(2*c+u)&1)<<4
+							sum += q * int32(qx[256*b+el])
+						}
+						el := 64*c + 4*lane
+						ws := float32(float32(sc[el/32]) * d)
+						t := float32(float32(sum) * dx[(256*b+el)/32])
+						t = float32(t * ws)
+						acc[c%2][lane] = acc[c%2][lane] + t
+					}
+				}
+			}
+			var v [16]float32
+			for l := range 16 {
+				v[l] = acc[0][l] + acc[1][l]
+				v[l] = v[l] + bias[l]
+			}
+			for width := 8; width >= 1; width /= 2 {
+				for l := range width {
+					v[l] = v[l] + v[l+width]
+				}
+			}
+			y[i*ldy+j] = v[0]
+		}
+	}
+}
+
+// q5KScales unpacks Q5_K's eight 6-bit scales and mins (ggml's
+// get_scale_min_k4).
+func q5KScales(q []byte) (sc, mn [8]uint8) {
+	for j := range 8 {
+		if j < 4 {
+			sc[j], mn[j] = q[j]&63, q[j+4]&63
+		} else {
+			sc[j] = q[j+4]&0xf | q[j-4]>>6<<4
+			mn[j] = q[j+4]>>4 | q[j]>>6<<4
+		}
+	}
+	return sc, mn
+}
+
+// On AVX-512 VNNI machines MatMulBlocks multiplies Q6_K and Q5_K rows by x rounded
+// to int8: bit for bit q6KVNNIRef's or q5KVNNIRef's on fresh random inputs (x of every row
 // count 1..17, rows of w that do and do not fill a kernel call, odd widths,
 // a column block of a wider y), every row's bits independent of m, and the
 // product within the int8 rounding of x of the float32 one.
@@ -93,9 +170,14 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 		// the float product below, and MatMulBlocks by TestMatMulBlocks.
 		t.Log("no AVX-512 VNNI: MatMulBlocks keeps the float path; checking the reference only")
 	}
-	for _, sz := range [][2]int{{256, 1}, {512, 7}, {768, 13}, {2048, 33}, {1280, 5}} {
-		k, n := sz[0], sz[1]
-		data, dense := quantizedRows(t, r, quant.Q6_K, n, k)
+	refs := map[quant.GGML]func(y []float32, ldy int, x []float32, m int, w []byte, k int){quant.Q6_K: q6KVNNIRef, quant.Q5_K: q5KVNNIRef}
+	for _, c := range []struct {
+		typ  quant.GGML
+		k, n int
+	}{{quant.Q6_K, 256, 1}, {quant.Q6_K, 512, 7}, {quant.Q6_K, 768, 13}, {quant.Q6_K, 2048, 33}, {quant.Q6_K, 1280, 5},
+		{quant.Q5_K, 256, 1}, {quant.Q5_K, 512, 7}, {quant.Q5_K, 768, 13}, {quant.Q5_K, 2048, 33}, {quant.Q5_K, 1280, 5}} {
+		typ, k, n := c.typ, c.k, c.n
+		data, dense := quantizedRows(t, r, typ, n, k)
 		const mMax = 17
 		x := make([]float32, mMax*k)
 		for i := range x {
@@ -103,7 +185,7 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 		}
 		const ldy, col = 48, 3
 		want := make([]float32, mMax*ldy)
-		q6KVNNIRef(want[col:], ldy, x, mMax, data, k)
+		refs[typ](want[col:], ldy, x, mMax, data, k)
 		// The reference: within x's int8 rounding of the float product.
 		for i := range mMax {
 			for j := range n {
@@ -120,7 +202,7 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 					bound += math.Abs(wv) * (mx/254 + 1e-5*math.Abs(float64(xv)))
 				}
 				if got := float64(want[i*ldy+col+j]); math.Abs(got-exact) > bound+1e-6 {
-					t.Fatalf("k=%d n=%d: reference y[%d,%d] = %v, float product %v (bound %v)", k, n, i, j, got, exact, bound)
+					t.Fatalf("%v k=%d n=%d: reference y[%d,%d] = %v, float product %v (bound %v)", typ, k, n, i, j, got, exact, bound)
 				}
 			}
 		}
@@ -132,18 +214,18 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 			for i := range got {
 				got[i] = -7 // untouched outside the [m, n] block
 			}
-			MatMulBlocks(got[col:], ldy, x[:m*k], m, data, quant.Q6_K, k, make([]float32, BlockRows(k)*k))
+			MatMulBlocks(got[col:], ldy, x[:m*k], m, data, typ, k, make([]float32, BlockRows(k)*k))
 			for i := range m {
 				for c := range ldy {
 					g := got[i*ldy+c]
 					if c < col || c >= col+n {
 						if g != -7 {
-							t.Fatalf("k=%d n=%d m=%d: y[%d,%d] = %v written outside the block", k, n, m, i, c, g)
+							t.Fatalf("%v k=%d n=%d m=%d: y[%d,%d] = %v written outside the block", typ, k, n, m, i, c, g)
 						}
 						continue
 					}
 					if w := want[i*ldy+c]; math.Float32bits(g) != math.Float32bits(w) {
-						t.Fatalf("k=%d n=%d m=%d: y[%d,%d] = %v, reference %v", k, n, m, i, c-col, g, w)
+						t.Fatalf("%v k=%d n=%d m=%d: y[%d,%d] = %v, reference %v", typ, k, n, m, i, c-col, g, w)
 					}
 				}
 			}

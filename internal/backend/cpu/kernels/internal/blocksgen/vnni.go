@@ -35,7 +35,7 @@ import "fmt"
 //	Z28 word shifts right (0, 2), Z29 word shifts left (4, 2)
 //	Z30 bytes 0x30, Z31 bytes 0x0f
 
-const vnniSig = "(x *byte, ldx int, nsum *int32, blk *byte, blocks int, n int, y *float32, ldy int)"
+const vnniSig = "(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)"
 
 // vnniPrefetch is how far ahead of the block being read (bytes) the
 // kernels prefetch the blocks; 0 turns prefetching off.
@@ -80,17 +80,17 @@ func (g *gen) vnniData() {
 	g.s.WriteString("DATA blocksb30<>+0(SB)/4, $0x30303030\nGLOBL blocksb30<>(SB), RODATA|NOPTR, $4\n")
 }
 
-// q6KVNNI emits the kernel for mr rows of x: for each of n rows of w
-// (blocks blocks each), y[r·ldy] = Σ x[r]·w, y advancing by one per row.
-func (g *gen) q6KVNNI(mr int) {
-	name := fmt.Sprintf("q6KVNNI%d", mr)
+// vnniPrologue starts kernel name: arguments, the constants every format
+// uses and consts' own, the row loop's head (zeroed accumulators, x and
+// aux rewound) and the block loop's (prefetching the blocks ahead).
+func (g *gen) vnniPrologue(name string, mr, blockBytes int, bias bool, consts func()) {
 	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, vnniSig)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, vnniSig)
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("LEAQ (R10)(R10*2), R14")
-	g.a("MOVQ nsum+16(FP), R9")
+	g.a("MOVQ aux+16(FP), R9")
 	g.a("MOVQ blk+24(FP), SI")
 	g.a("MOVQ blocks+32(FP), R12")
 	g.a("MOVQ n+40(FP), R11")
@@ -99,12 +99,7 @@ func (g *gen) q6KVNNI(mr int) {
 	g.a("SHLQ $2, R13")
 	g.a("LEAQ (R13)(R13*2), AX")
 	g.a("VPBROADCASTD blocksb0f<>(SB), Z31")
-	g.a("VPBROADCASTD blocksb30<>(SB), Z30")
-	g.a("VMOVDQU16 blocksshift6<>+64(SB), Z29")
-	g.a("VMOVDQU16 blocksshift6<>+0(SB), Z28")
-	for c := range 4 {
-		g.a("VMOVDQU32 blocksperm6<>+%d(SB), Z%d", 64*c, 24+c)
-	}
+	consts()
 	g.a("TESTQ R11, R11")
 	g.a("JEQ %s_done", name)
 	fmt.Fprintf(&g.s, "%s_row:\n", name)
@@ -116,13 +111,82 @@ func (g *gen) q6KVNNI(mr int) {
 			a := 2*r + j
 			g.a("VPXORD Z%d, Z%d, Z%d", a, a, a)
 		}
+		if bias {
+			g.a("VPXORD Z%d, Z%d, Z%d", 12+r, 12+r, 12+r)
+		}
 	}
 	fmt.Fprintf(&g.s, "%s_block:\n", name)
 	if vnniPrefetch > 0 {
-		for l := 0; l < 210; l += 64 {
+		for l := 0; l < blockBytes; l += 64 {
 			g.a("PREFETCHT0 %d(SI)", vnniPrefetch+l)
 		}
 	}
+}
+
+// vnniRows adds chunk c's products to the accumulators of every row:
+// codes in Z19, weight scales in Z18; lane sums start from aux at auxOff
+// (Q6_K's -32·Σx) or from zero.
+func (g *gen) vnniRows(mr, c int, auxOff int, fromAux bool) {
+	for r := range mr {
+		t := 8 + r
+		if fromAux {
+			g.a("VMOVDQU32 %s, Z%d", vrow("R8", r, auxOff), t)
+		} else {
+			g.a("VPXORD Z%d, Z%d, Z%d", t, t, t)
+		}
+		g.a("VPDPBUSD %s, Z19, Z%d", vrow("BX", r, 128*c), t)
+		g.a("VCVTDQ2PS Z%d, Z%d", t, t)
+		g.a("VMULPS %s, Z%d, Z%d", vrow("BX", r, 128*c+64), t, t)
+		g.a("VMULPS Z18, Z%d, Z%d", t, t)
+		g.a("VADDPS Z%d, Z%d, Z%d", t, 2*r+c%2, 2*r+c%2)
+	}
+}
+
+// vnniEpilogue ends the block loop (blockBytes, auxBytes per block), sums
+// each row's accumulators (and bias accumulator) and stores the results.
+func (g *gen) vnniEpilogue(name string, mr, blockBytes, auxBytes int, bias bool) {
+	g.a("ADDQ $%d, SI", blockBytes)
+	g.a("ADDQ $512, BX")
+	g.a("ADDQ $%d, R8", auxBytes)
+	g.a("DECQ CX")
+	g.a("JNE %s_block", name)
+	for r := range mr {
+		a0, a1 := 2*r, 2*r+1
+		g.a("VADDPS Z%d, Z%d, Z%d", a1, a0, a0)
+		if bias {
+			g.a("VADDPS Z%d, Z%d, Z%d", 12+r, a0, a0)
+		}
+		g.a("VEXTRACTF64X4 $1, Z%d, Y%d", a0, a1)
+		g.a("VADDPS Y%d, Y%d, Y%d", a1, a0, a0)
+		g.a("VEXTRACTF128 $1, Y%d, X%d", a0, a1)
+		g.a("VADDPS X%d, X%d, X%d", a1, a0, a0)
+		g.a("VMOVHLPS X%d, X%d, X%d", a0, a0, a1)
+		g.a("VADDPS X%d, X%d, X%d", a1, a0, a0)
+		g.a("VMOVSHDUP X%d, X%d", a0, a1)
+		g.a("VADDSS X%d, X%d, X%d", a1, a0, a0)
+		g.a("VMOVSS X%d, %s", a0, vyrow(r))
+	}
+	g.a("ADDQ $4, DX")
+	g.a("DECQ R11")
+	g.a("JNE %s_row", name)
+	fmt.Fprintf(&g.s, "%s_done:\n", name)
+	g.a("VZEROUPPER")
+	g.a("RET")
+}
+
+// q6KVNNI emits the Q6_K kernel for mr rows of x: for each of n rows of w
+// (blocks blocks each), y[r·ldy] = Σ x[r]·w, y advancing by one per row;
+// aux is the rows' nsum (int32 per lane, rows ldx bytes apart).
+func (g *gen) q6KVNNI(mr int) {
+	name := fmt.Sprintf("q6KVNNI%d", mr)
+	g.vnniPrologue(name, mr, 210, false, func() {
+		g.a("VPBROADCASTD blocksb30<>(SB), Z30")
+		g.a("VMOVDQU16 blocksshift6<>+64(SB), Z29")
+		g.a("VMOVDQU16 blocksshift6<>+0(SB), Z28")
+		for c := range 4 {
+			g.a("VMOVDQU32 blocksperm6<>+%d(SB), Z%d", 64*c, 24+c)
+		}
+	})
 	g.a("VPBROADCASTW 208(SI), Y23")
 	g.a("VCVTPH2PS Y23, Z23")
 	g.a("VPMOVSXBD 192(SI), Z22")
@@ -145,39 +209,105 @@ func (g *gen) q6KVNNI(mr int) {
 			g.a("VPANDQ Z30, Z19, Z19")
 			g.a("VPTERNLOGD $0xf8, Z31, %s, Z19", nib) // Z19 | (nib & 0x0f)
 			g.a("VPERMPS Z22, Z%d, Z18", 24+c)
-			for r := range mr {
-				t := 8 + r
-				g.a("VMOVDQU32 %s, Z%d", vrow("R8", r, 64*c), t)
-				g.a("VPDPBUSD %s, Z19, Z%d", vrow("BX", r, 128*c), t)
-				g.a("VCVTDQ2PS Z%d, Z%d", t, t)
-				g.a("VMULPS %s, Z%d, Z%d", vrow("BX", r, 128*c+64), t, t)
-				g.a("VMULPS Z18, Z%d, Z%d", t, t)
-				g.a("VADDPS Z%d, Z%d, Z%d", t, 2*r+u, 2*r+u)
+			g.vnniRows(mr, c, 64*c, true)
+		}
+	}
+	g.vnniEpilogue(name, mr, 210, 256, false)
+}
+
+// q5KVNNI emits the Q5_K kernel for mr rows of x; aux is the rows' group
+// sums of the rounded x, one float32 per 32 elements (vnniPrep's d·Σq, at
+// the prepared rows' xsOff; rows ldx bytes apart).
+//
+// A block's chunk c (elements 64c..64c+63, sub-blocks 2c and 2c+1) is, byte
+// for byte, the low then the high nibbles of qs[32c..32c+31] with bit 2c
+// (bytes 0..31) or 2c+1 (bytes 32..63) of qh[l] as bit 4. The eight 6-bit
+// scales and mins (ggml's get_scale_min_k4 packing in the 12 bytes of words
+// u0, u1, u2) are unpacked in a vector register:
+//
+//	[sc0..3, m0..3] = [u0, u1] & 0x3f
+//	[sc4..7, m4..7] = ([u2, u2>>4] & 0x0f) | ([u0, u1]>>2 & 0x30)
+//
+// and multiplied by d (sc) and dmin (m), exactly. The lanes' sums Σ q·x
+// are scaled as Q6_K's; the mins give -Σ (dmin·m)·Σx per sub-block, the
+// products added to a bias accumulator (lanes 0..7, one per sub-block) as
+// d·Σq of x, so that the result is the rounded x times the weights; the
+// row's result is the lanes of (acc0 + acc1) + bias summed in the tree.
+//
+// Registers (besides the common ones): Z12..Z15 row r's bias accumulator,
+// Z16 bytes 0x10, Z20 qh, Z21 qs, Z22 d·sc ×8 then dmin·m ×8, Y23 dmin·m,
+// Z24..Z27 VPERMPS indices of chunks 0..3 (lane l → sub-block 2c + l/8),
+// Z28 word shifts right (0, 4), Z29 the d/dmin lane map; K1 the fifth bits.
+func (g *gen) q5KVNNI(mr int) {
+	name := fmt.Sprintf("q5KVNNI%d", mr)
+	g.vnniPrologue(name, mr, 176, true, func() {
+		g.a("VPBROADCASTD blocksb10<>(SB), Z16")
+		g.a("VMOVDQU16 blocksshift5<>(SB), Z28")
+		g.a("VMOVDQU32 blocksdm<>(SB), Z29")
+		for c := range 4 {
+			g.a("VMOVDQU32 blocksperm5<>+%d(SB), Z%d", 64*c, 24+c)
+		}
+	})
+	g.a("VMOVDQU32 4(SI), X17")
+	g.a("VPANDD.BCST blocksb3f<>(SB), X17, X18")
+	g.a("VPSHUFD $0xaa, X17, X19")
+	g.a("VPSRLVD blocksshift5d<>(SB), X19, X19")
+	g.a("VPANDD X31, X19, X19")
+	g.a("VPSRLD $2, X17, X21")
+	g.a("VPANDD.BCST blocksb30<>(SB), X21, X21")
+	g.a("VPORD X21, X19, X19")
+	g.a("VPUNPCKLDQ X19, X18, X18")
+	g.a("VPMOVZXBD X18, Z22")
+	g.a("VCVTDQ2PS Z22, Z22")
+	g.a("VPBROADCASTD 0(SI), X21")
+	g.a("VCVTPH2PS X21, X21")
+	g.a("VPERMPS Z21, Z29, Z21")
+	g.a("VMULPS Z21, Z22, Z22")
+	g.a("VEXTRACTF64X4 $1, Z22, Y23")
+	g.a("VBROADCASTI64X4 16(SI), Z20")
+	for r := range mr {
+		g.a("VMULPS %s, Y23, Y%d", vrow("R8", r, 0), 8+r)
+		g.a("VSUBPS Y%d, Y%d, Y%d", 8+r, 12+r, 12+r)
+	}
+	for c := range 4 {
+		g.a("VBROADCASTI64X4 %d(SI), Z21", 48+32*c)
+		g.a("VPSRLVW Z28, Z21, Z19")
+		g.a("VPANDQ Z31, Z19, Z19")
+		g.a("VPTESTMB blocksbit5<>+%d(SB), Z20, K1", 64*c)
+		g.a("VPADDB Z16, Z19, K1, Z19")
+		g.a("VPERMPS Z22, Z%d, Z18", 24+c)
+		g.vnniRows(mr, c, 0, false)
+	}
+	g.vnniEpilogue(name, mr, 176, 32, true)
+}
+
+// vnniData5 emits Q5_K's constant tables.
+func (g *gen) vnniData5() {
+	g.s.WriteString("\n// blocksperm5: chunk c's lane l takes Q5_K sub-block 2c + l/8.\n")
+	for c := range 4 {
+		for l := range 16 {
+			fmt.Fprintf(&g.s, "DATA blocksperm5<>+%d(SB)/4, $%d\n", 64*c+4*l, 2*c+l/8)
+		}
+	}
+	g.s.WriteString("GLOBL blocksperm5<>(SB), RODATA|NOPTR, $256\n")
+	g.s.WriteString("\n// blocksbit5: chunk c's fifth bits, 1<<2c (32 bytes) then 1<<(2c+1).\n")
+	for c := range 4 {
+		for h := range 2 {
+			fmt.Fprintf(&g.s, "DATA blocksbit5<>+%d(SB)/8, $%#x\n", 64*c+32*h, uint64(0x0101010101010101)<<(2*c+h))
+			for q := 1; q < 4; q++ {
+				fmt.Fprintf(&g.s, "DATA blocksbit5<>+%d(SB)/8, $%#x\n", 64*c+32*h+8*q, uint64(0x0101010101010101)<<(2*c+h))
 			}
 		}
 	}
-	g.a("ADDQ $210, SI")
-	g.a("ADDQ $512, BX")
-	g.a("ADDQ $256, R8")
-	g.a("DECQ CX")
-	g.a("JNE %s_block", name)
-	for r := range mr {
-		a0, a1 := 2*r, 2*r+1
-		g.a("VADDPS Z%d, Z%d, Z%d", a1, a0, a0)
-		g.a("VEXTRACTF64X4 $1, Z%d, Y%d", a0, a1)
-		g.a("VADDPS Y%d, Y%d, Y%d", a1, a0, a0)
-		g.a("VEXTRACTF128 $1, Y%d, X%d", a0, a1)
-		g.a("VADDPS X%d, X%d, X%d", a1, a0, a0)
-		g.a("VMOVHLPS X%d, X%d, X%d", a0, a0, a1)
-		g.a("VADDPS X%d, X%d, X%d", a1, a0, a0)
-		g.a("VMOVSHDUP X%d, X%d", a0, a1)
-		g.a("VADDSS X%d, X%d, X%d", a1, a0, a0)
-		g.a("VMOVSS X%d, %s", a0, vyrow(r))
+	g.s.WriteString("GLOBL blocksbit5<>(SB), RODATA|NOPTR, $256\n")
+	g.s.WriteString("\n// blocksshift5: word shifts right, 0 then 4 (16 words each).\n")
+	for i, v := range []int{0, 4} {
+		for w := range 16 {
+			fmt.Fprintf(&g.s, "DATA blocksshift5<>+%d(SB)/2, $%d\n", 32*i+2*w, v)
+		}
 	}
-	g.a("ADDQ $4, DX")
-	g.a("DECQ R11")
-	g.a("JNE %s_row", name)
-	fmt.Fprintf(&g.s, "%s_done:\n", name)
-	g.a("VZEROUPPER")
-	g.a("RET")
+	g.s.WriteString("GLOBL blocksshift5<>(SB), RODATA|NOPTR, $64\n")
+	g.s.WriteString("DATA blocksshift5d<>+0(SB)/4, $0\nDATA blocksshift5d<>+4(SB)/4, $4\nDATA blocksshift5d<>+8(SB)/4, $0\nDATA blocksshift5d<>+12(SB)/4, $0\nGLOBL blocksshift5d<>(SB), RODATA|NOPTR, $16\n")
+	g.s.WriteString("DATA blocksb3f<>+0(SB)/4, $0x3f3f3f3f\nGLOBL blocksb3f<>(SB), RODATA|NOPTR, $4\n")
+	g.s.WriteString("DATA blocksb10<>+0(SB)/4, $0x10101010\nGLOBL blocksb10<>(SB), RODATA|NOPTR, $4\n")
 }
