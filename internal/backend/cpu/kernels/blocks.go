@@ -3,7 +3,12 @@ package kernels
 import "github.com/seed9b8f47b1/redrafter/internal/quant"
 
 // ggml block-quantized weights (GGUF's Q5_K, Q6_K, ...; package quant).
-// A product decodes a few rows of blocks at a time into float32 scratch,
+// On AVX-512 VNNI machines Q6_K and Q5_K products round x to int8 per
+// block of 32 as MatMulAffine does and multiply it by the blocks' codes
+// unpacked to bytes in registers (VPDPBUSD; internal/blocksgen, see
+// matMulBlocksVNNI): they read the blocks at memory speed, and a row's
+// result still depends on its row of x and its row of w alone. Otherwise
+// a product decodes a few rows of blocks at a time into float32 scratch,
 // with generated AVX-512 decoders where there are (Q6_K, Q5_K; see
 // internal/blocksgen) and quant's reference dequantization otherwise, the
 // values ggml's bit for bit either way, and multiplies them with MatMulF32
@@ -49,6 +54,12 @@ func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GG
 		MatMulF32(y[j:], ldy, x, m, rows)
 	}
 }
+
+// BlocksInt8 reports whether MatMulBlocks multiplies blocks of format t by
+// x rounded to int8 per block of 32 (the AVX-512 VNNI kernels: Q6_K and
+// Q5_K on machines that have them) rather than by MatMulF32 over the
+// decoded rows.
+func BlocksInt8(t quant.GGML) bool { return blocksVNNIFit(t) }
 
 // decodeBlocks sets dst to the values of the whole blocks in src (exactly
 // len(dst) elements), quant.DequantizeGGML's bit for bit.

@@ -160,7 +160,8 @@ func q5KScales(q []byte) (sc, mn [8]uint8) {
 
 // On AVX-512 VNNI machines MatMulBlocks multiplies Q6_K and Q5_K rows by x rounded
 // to int8: bit for bit q6KVNNIRef's or q5KVNNIRef's on fresh random inputs (x of every row
-// count 1..17, rows of w that do and do not fill a kernel call, odd widths,
+// count 1..17, rows of w that do and do not fill a kernel call or, at
+// k=2048 and m > 4, one block of rows kept in L2 (75 rows), odd widths,
 // a column block of a wider y), every row's bits independent of m, and the
 // product within the int8 rounding of x of the float32 one.
 func TestMatMulBlocksVNNI(t *testing.T) {
@@ -174,8 +175,8 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 	for _, c := range []struct {
 		typ  quant.GGML
 		k, n int
-	}{{quant.Q6_K, 256, 1}, {quant.Q6_K, 512, 7}, {quant.Q6_K, 768, 13}, {quant.Q6_K, 2048, 33}, {quant.Q6_K, 1280, 5},
-		{quant.Q5_K, 256, 1}, {quant.Q5_K, 512, 7}, {quant.Q5_K, 768, 13}, {quant.Q5_K, 2048, 33}, {quant.Q5_K, 1280, 5}} {
+	}{{quant.Q6_K, 256, 1}, {quant.Q6_K, 512, 7}, {quant.Q6_K, 768, 13}, {quant.Q6_K, 2048, 75}, {quant.Q6_K, 1280, 5},
+		{quant.Q5_K, 256, 1}, {quant.Q5_K, 512, 7}, {quant.Q5_K, 768, 13}, {quant.Q5_K, 2048, 75}, {quant.Q5_K, 1280, 5}} {
 		typ, k, n := c.typ, c.k, c.n
 		data, dense := quantizedRows(t, r, typ, n, k)
 		const mMax = 17
@@ -183,7 +184,7 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 		for i := range x {
 			x[i] = float32(r.NormFloat64()) * float32(math.Exp(r.NormFloat64()))
 		}
-		const ldy, col = 48, 3
+		const ldy, col = 84, 3
 		want := make([]float32, mMax*ldy)
 		refs[typ](want[col:], ldy, x, mMax, data, k)
 		// The reference: within x's int8 rounding of the float product.
