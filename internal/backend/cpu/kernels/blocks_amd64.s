@@ -136,73 +136,6 @@ DATA blocksperm6<>+244(SB)/4, $15
 DATA blocksperm6<>+248(SB)/4, $15
 DATA blocksperm6<>+252(SB)/4, $15
 GLOBL blocksperm6<>(SB), RODATA|NOPTR, $256
-
-// blocksshift6: word shifts, right 0 then 2 (16 words each), left 4 then 2.
-DATA blocksshift6<>+0(SB)/2, $0
-DATA blocksshift6<>+2(SB)/2, $0
-DATA blocksshift6<>+4(SB)/2, $0
-DATA blocksshift6<>+6(SB)/2, $0
-DATA blocksshift6<>+8(SB)/2, $0
-DATA blocksshift6<>+10(SB)/2, $0
-DATA blocksshift6<>+12(SB)/2, $0
-DATA blocksshift6<>+14(SB)/2, $0
-DATA blocksshift6<>+16(SB)/2, $0
-DATA blocksshift6<>+18(SB)/2, $0
-DATA blocksshift6<>+20(SB)/2, $0
-DATA blocksshift6<>+22(SB)/2, $0
-DATA blocksshift6<>+24(SB)/2, $0
-DATA blocksshift6<>+26(SB)/2, $0
-DATA blocksshift6<>+28(SB)/2, $0
-DATA blocksshift6<>+30(SB)/2, $0
-DATA blocksshift6<>+32(SB)/2, $2
-DATA blocksshift6<>+34(SB)/2, $2
-DATA blocksshift6<>+36(SB)/2, $2
-DATA blocksshift6<>+38(SB)/2, $2
-DATA blocksshift6<>+40(SB)/2, $2
-DATA blocksshift6<>+42(SB)/2, $2
-DATA blocksshift6<>+44(SB)/2, $2
-DATA blocksshift6<>+46(SB)/2, $2
-DATA blocksshift6<>+48(SB)/2, $2
-DATA blocksshift6<>+50(SB)/2, $2
-DATA blocksshift6<>+52(SB)/2, $2
-DATA blocksshift6<>+54(SB)/2, $2
-DATA blocksshift6<>+56(SB)/2, $2
-DATA blocksshift6<>+58(SB)/2, $2
-DATA blocksshift6<>+60(SB)/2, $2
-DATA blocksshift6<>+62(SB)/2, $2
-DATA blocksshift6<>+64(SB)/2, $4
-DATA blocksshift6<>+66(SB)/2, $4
-DATA blocksshift6<>+68(SB)/2, $4
-DATA blocksshift6<>+70(SB)/2, $4
-DATA blocksshift6<>+72(SB)/2, $4
-DATA blocksshift6<>+74(SB)/2, $4
-DATA blocksshift6<>+76(SB)/2, $4
-DATA blocksshift6<>+78(SB)/2, $4
-DATA blocksshift6<>+80(SB)/2, $4
-DATA blocksshift6<>+82(SB)/2, $4
-DATA blocksshift6<>+84(SB)/2, $4
-DATA blocksshift6<>+86(SB)/2, $4
-DATA blocksshift6<>+88(SB)/2, $4
-DATA blocksshift6<>+90(SB)/2, $4
-DATA blocksshift6<>+92(SB)/2, $4
-DATA blocksshift6<>+94(SB)/2, $4
-DATA blocksshift6<>+96(SB)/2, $2
-DATA blocksshift6<>+98(SB)/2, $2
-DATA blocksshift6<>+100(SB)/2, $2
-DATA blocksshift6<>+102(SB)/2, $2
-DATA blocksshift6<>+104(SB)/2, $2
-DATA blocksshift6<>+106(SB)/2, $2
-DATA blocksshift6<>+108(SB)/2, $2
-DATA blocksshift6<>+110(SB)/2, $2
-DATA blocksshift6<>+112(SB)/2, $2
-DATA blocksshift6<>+114(SB)/2, $2
-DATA blocksshift6<>+116(SB)/2, $2
-DATA blocksshift6<>+118(SB)/2, $2
-DATA blocksshift6<>+120(SB)/2, $2
-DATA blocksshift6<>+122(SB)/2, $2
-DATA blocksshift6<>+124(SB)/2, $2
-DATA blocksshift6<>+126(SB)/2, $2
-GLOBL blocksshift6<>(SB), RODATA|NOPTR, $128
 DATA blocksb0f<>+0(SB)/4, $0x0f0f0f0f
 GLOBL blocksb0f<>(SB), RODATA|NOPTR, $4
 DATA blocksb30<>+0(SB)/4, $0x30303030
@@ -309,41 +242,6 @@ DATA blocksbit5<>+232(SB)/8, $0x8080808080808080
 DATA blocksbit5<>+240(SB)/8, $0x8080808080808080
 DATA blocksbit5<>+248(SB)/8, $0x8080808080808080
 GLOBL blocksbit5<>(SB), RODATA|NOPTR, $256
-
-// blocksshift5: word shifts right, 0 then 4 (16 words each).
-DATA blocksshift5<>+0(SB)/2, $0
-DATA blocksshift5<>+2(SB)/2, $0
-DATA blocksshift5<>+4(SB)/2, $0
-DATA blocksshift5<>+6(SB)/2, $0
-DATA blocksshift5<>+8(SB)/2, $0
-DATA blocksshift5<>+10(SB)/2, $0
-DATA blocksshift5<>+12(SB)/2, $0
-DATA blocksshift5<>+14(SB)/2, $0
-DATA blocksshift5<>+16(SB)/2, $0
-DATA blocksshift5<>+18(SB)/2, $0
-DATA blocksshift5<>+20(SB)/2, $0
-DATA blocksshift5<>+22(SB)/2, $0
-DATA blocksshift5<>+24(SB)/2, $0
-DATA blocksshift5<>+26(SB)/2, $0
-DATA blocksshift5<>+28(SB)/2, $0
-DATA blocksshift5<>+30(SB)/2, $0
-DATA blocksshift5<>+32(SB)/2, $4
-DATA blocksshift5<>+34(SB)/2, $4
-DATA blocksshift5<>+36(SB)/2, $4
-DATA blocksshift5<>+38(SB)/2, $4
-DATA blocksshift5<>+40(SB)/2, $4
-DATA blocksshift5<>+42(SB)/2, $4
-DATA blocksshift5<>+44(SB)/2, $4
-DATA blocksshift5<>+46(SB)/2, $4
-DATA blocksshift5<>+48(SB)/2, $4
-DATA blocksshift5<>+50(SB)/2, $4
-DATA blocksshift5<>+52(SB)/2, $4
-DATA blocksshift5<>+54(SB)/2, $4
-DATA blocksshift5<>+56(SB)/2, $4
-DATA blocksshift5<>+58(SB)/2, $4
-DATA blocksshift5<>+60(SB)/2, $4
-DATA blocksshift5<>+62(SB)/2, $4
-GLOBL blocksshift5<>(SB), RODATA|NOPTR, $64
 DATA blocksshift5d<>+0(SB)/4, $0
 DATA blocksshift5d<>+4(SB)/4, $4
 DATA blocksshift5d<>+8(SB)/4, $0
@@ -965,6 +863,8 @@ decodeIQ4XS_avx512_done:
 
 // func q6KVNNI1(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q6KVNNI1(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -978,8 +878,6 @@ TEXT ·q6KVNNI1(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb30<>(SB), Z30
-	VMOVDQU16 blocksshift6<>+64(SB), Z29
-	VMOVDQU16 blocksshift6<>+0(SB), Z28
 	VMOVDQU32 blocksperm6<>+0(SB), Z24
 	VMOVDQU32 blocksperm6<>+64(SB), Z25
 	VMOVDQU32 blocksperm6<>+128(SB), Z26
@@ -1004,7 +902,8 @@ q6KVNNI1_block:
 	VMULPS Z23, Z22, Z22
 	VMOVDQU64 0(SI), Z21
 	VBROADCASTI64X4 128(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1014,9 +913,8 @@ q6KVNNI1_block:
 	VMULPS 64(BX), Z8, Z8
 	VMULPS Z18, Z8, Z8
 	VADDPS Z8, Z0, Z0
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z25, Z18
 	VMOVDQU32 64(R8), Z8
@@ -1027,7 +925,8 @@ q6KVNNI1_block:
 	VADDPS Z8, Z1, Z1
 	VMOVDQU64 64(SI), Z21
 	VBROADCASTI64X4 160(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1037,9 +936,8 @@ q6KVNNI1_block:
 	VMULPS 320(BX), Z8, Z8
 	VMULPS Z18, Z8, Z8
 	VADDPS Z8, Z0, Z0
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z27, Z18
 	VMOVDQU32 192(R8), Z8
@@ -1072,6 +970,8 @@ q6KVNNI1_done:
 
 // func q5KVNNI1(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q5KVNNI1(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1085,7 +985,6 @@ TEXT ·q5KVNNI1(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb10<>(SB), Z16
-	VMOVDQU16 blocksshift5<>(SB), Z28
 	VMOVDQU32 blocksdm<>(SB), Z29
 	VMOVDQU32 blocksperm5<>+0(SB), Z24
 	VMOVDQU32 blocksperm5<>+64(SB), Z25
@@ -1124,8 +1023,8 @@ q5KVNNI1_block:
 	VMULPS 0(R8), Y23, Y8
 	VSUBPS Y8, Y12, Y12
 	VBROADCASTI64X4 48(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+0(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1136,8 +1035,8 @@ q5KVNNI1_block:
 	VMULPS Z18, Z8, Z8
 	VADDPS Z8, Z0, Z0
 	VBROADCASTI64X4 80(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+64(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z25, Z18
@@ -1148,8 +1047,8 @@ q5KVNNI1_block:
 	VMULPS Z18, Z8, Z8
 	VADDPS Z8, Z1, Z1
 	VBROADCASTI64X4 112(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+128(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1160,8 +1059,8 @@ q5KVNNI1_block:
 	VMULPS Z18, Z8, Z8
 	VADDPS Z8, Z0, Z0
 	VBROADCASTI64X4 144(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+192(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z27, Z18
@@ -1196,6 +1095,8 @@ q5KVNNI1_done:
 
 // func q6KVNNI2(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q6KVNNI2(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1209,8 +1110,6 @@ TEXT ·q6KVNNI2(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb30<>(SB), Z30
-	VMOVDQU16 blocksshift6<>+64(SB), Z29
-	VMOVDQU16 blocksshift6<>+0(SB), Z28
 	VMOVDQU32 blocksperm6<>+0(SB), Z24
 	VMOVDQU32 blocksperm6<>+64(SB), Z25
 	VMOVDQU32 blocksperm6<>+128(SB), Z26
@@ -1237,7 +1136,8 @@ q6KVNNI2_block:
 	VMULPS Z23, Z22, Z22
 	VMOVDQU64 0(SI), Z21
 	VBROADCASTI64X4 128(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1253,9 +1153,8 @@ q6KVNNI2_block:
 	VMULPS 64(BX)(R10*1), Z9, Z9
 	VMULPS Z18, Z9, Z9
 	VADDPS Z9, Z2, Z2
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z25, Z18
 	VMOVDQU32 64(R8), Z8
@@ -1272,7 +1171,8 @@ q6KVNNI2_block:
 	VADDPS Z9, Z3, Z3
 	VMOVDQU64 64(SI), Z21
 	VBROADCASTI64X4 160(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1288,9 +1188,8 @@ q6KVNNI2_block:
 	VMULPS 320(BX)(R10*1), Z9, Z9
 	VMULPS Z18, Z9, Z9
 	VADDPS Z9, Z2, Z2
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z27, Z18
 	VMOVDQU32 192(R8), Z8
@@ -1339,6 +1238,8 @@ q6KVNNI2_done:
 
 // func q5KVNNI2(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q5KVNNI2(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1352,7 +1253,6 @@ TEXT ·q5KVNNI2(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb10<>(SB), Z16
-	VMOVDQU16 blocksshift5<>(SB), Z28
 	VMOVDQU32 blocksdm<>(SB), Z29
 	VMOVDQU32 blocksperm5<>+0(SB), Z24
 	VMOVDQU32 blocksperm5<>+64(SB), Z25
@@ -1396,8 +1296,8 @@ q5KVNNI2_block:
 	VMULPS 0(R8)(R10*1), Y23, Y9
 	VSUBPS Y9, Y13, Y13
 	VBROADCASTI64X4 48(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+0(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1414,8 +1314,8 @@ q5KVNNI2_block:
 	VMULPS Z18, Z9, Z9
 	VADDPS Z9, Z2, Z2
 	VBROADCASTI64X4 80(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+64(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z25, Z18
@@ -1432,8 +1332,8 @@ q5KVNNI2_block:
 	VMULPS Z18, Z9, Z9
 	VADDPS Z9, Z3, Z3
 	VBROADCASTI64X4 112(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+128(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1450,8 +1350,8 @@ q5KVNNI2_block:
 	VMULPS Z18, Z9, Z9
 	VADDPS Z9, Z2, Z2
 	VBROADCASTI64X4 144(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+192(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z27, Z18
@@ -1503,6 +1403,8 @@ q5KVNNI2_done:
 
 // func q6KVNNI3(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q6KVNNI3(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1516,8 +1418,6 @@ TEXT ·q6KVNNI3(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb30<>(SB), Z30
-	VMOVDQU16 blocksshift6<>+64(SB), Z29
-	VMOVDQU16 blocksshift6<>+0(SB), Z28
 	VMOVDQU32 blocksperm6<>+0(SB), Z24
 	VMOVDQU32 blocksperm6<>+64(SB), Z25
 	VMOVDQU32 blocksperm6<>+128(SB), Z26
@@ -1546,7 +1446,8 @@ q6KVNNI3_block:
 	VMULPS Z23, Z22, Z22
 	VMOVDQU64 0(SI), Z21
 	VBROADCASTI64X4 128(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1568,9 +1469,8 @@ q6KVNNI3_block:
 	VMULPS 64(BX)(R10*2), Z10, Z10
 	VMULPS Z18, Z10, Z10
 	VADDPS Z10, Z4, Z4
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z25, Z18
 	VMOVDQU32 64(R8), Z8
@@ -1593,7 +1493,8 @@ q6KVNNI3_block:
 	VADDPS Z10, Z5, Z5
 	VMOVDQU64 64(SI), Z21
 	VBROADCASTI64X4 160(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1615,9 +1516,8 @@ q6KVNNI3_block:
 	VMULPS 320(BX)(R10*2), Z10, Z10
 	VMULPS Z18, Z10, Z10
 	VADDPS Z10, Z4, Z4
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z27, Z18
 	VMOVDQU32 192(R8), Z8
@@ -1682,6 +1582,8 @@ q6KVNNI3_done:
 
 // func q5KVNNI3(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q5KVNNI3(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1695,7 +1597,6 @@ TEXT ·q5KVNNI3(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb10<>(SB), Z16
-	VMOVDQU16 blocksshift5<>(SB), Z28
 	VMOVDQU32 blocksdm<>(SB), Z29
 	VMOVDQU32 blocksperm5<>+0(SB), Z24
 	VMOVDQU32 blocksperm5<>+64(SB), Z25
@@ -1744,8 +1645,8 @@ q5KVNNI3_block:
 	VMULPS 0(R8)(R10*2), Y23, Y10
 	VSUBPS Y10, Y14, Y14
 	VBROADCASTI64X4 48(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+0(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1768,8 +1669,8 @@ q5KVNNI3_block:
 	VMULPS Z18, Z10, Z10
 	VADDPS Z10, Z4, Z4
 	VBROADCASTI64X4 80(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+64(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z25, Z18
@@ -1792,8 +1693,8 @@ q5KVNNI3_block:
 	VMULPS Z18, Z10, Z10
 	VADDPS Z10, Z5, Z5
 	VBROADCASTI64X4 112(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+128(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z26, Z18
@@ -1816,8 +1717,8 @@ q5KVNNI3_block:
 	VMULPS Z18, Z10, Z10
 	VADDPS Z10, Z4, Z4
 	VBROADCASTI64X4 144(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+192(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z27, Z18
@@ -1886,6 +1787,8 @@ q5KVNNI3_done:
 
 // func q6KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q6KVNNI4(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -1899,8 +1802,6 @@ TEXT ·q6KVNNI4(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb30<>(SB), Z30
-	VMOVDQU16 blocksshift6<>+64(SB), Z29
-	VMOVDQU16 blocksshift6<>+0(SB), Z28
 	VMOVDQU32 blocksperm6<>+0(SB), Z24
 	VMOVDQU32 blocksperm6<>+64(SB), Z25
 	VMOVDQU32 blocksperm6<>+128(SB), Z26
@@ -1931,7 +1832,8 @@ q6KVNNI4_block:
 	VMULPS Z23, Z22, Z22
 	VMOVDQU64 0(SI), Z21
 	VBROADCASTI64X4 128(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z24, Z18
@@ -1959,9 +1861,8 @@ q6KVNNI4_block:
 	VMULPS 64(BX)(R14*1), Z11, Z11
 	VMULPS Z18, Z11, Z11
 	VADDPS Z11, Z6, Z6
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z25, Z18
 	VMOVDQU32 64(R8), Z8
@@ -1990,7 +1891,8 @@ q6KVNNI4_block:
 	VADDPS Z11, Z7, Z7
 	VMOVDQU64 64(SI), Z21
 	VBROADCASTI64X4 160(SI), Z20
-	VPSLLVW Z29, Z20, Z19
+	VPSRLW $2, Z20, K2, Z20
+	VPSLLW $4, Z20, Z19
 	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z21, Z19
 	VPERMPS Z22, Z26, Z18
@@ -2018,9 +1920,8 @@ q6KVNNI4_block:
 	VMULPS 320(BX)(R14*1), Z11, Z11
 	VMULPS Z18, Z11, Z11
 	VADDPS Z11, Z6, Z6
+	VPANDQ Z30, Z20, Z19
 	VPSRLW $4, Z21, Z17
-	VPSRLVW Z28, Z20, Z19
-	VPANDQ Z30, Z19, Z19
 	VPTERNLOGD $0xf8, Z31, Z17, Z19
 	VPERMPS Z22, Z27, Z18
 	VMOVDQU32 192(R8), Z8
@@ -2101,6 +2002,8 @@ q6KVNNI4_done:
 
 // func q5KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 TEXT ·q5KVNNI4(SB), NOSPLIT, $0-64
+	MOVL $0xffff0000, AX
+	KMOVD AX, K2
 	MOVQ x+0(FP), DI
 	MOVQ ldx+8(FP), R10
 	LEAQ (R10)(R10*2), R14
@@ -2114,7 +2017,6 @@ TEXT ·q5KVNNI4(SB), NOSPLIT, $0-64
 	LEAQ (R13)(R13*2), AX
 	VPBROADCASTD blocksb0f<>(SB), Z31
 	VPBROADCASTD blocksb10<>(SB), Z16
-	VMOVDQU16 blocksshift5<>(SB), Z28
 	VMOVDQU32 blocksdm<>(SB), Z29
 	VMOVDQU32 blocksperm5<>+0(SB), Z24
 	VMOVDQU32 blocksperm5<>+64(SB), Z25
@@ -2168,8 +2070,8 @@ q5KVNNI4_block:
 	VMULPS 0(R8)(R14*1), Y23, Y11
 	VSUBPS Y11, Y15, Y15
 	VBROADCASTI64X4 48(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+0(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z24, Z18
@@ -2198,8 +2100,8 @@ q5KVNNI4_block:
 	VMULPS Z18, Z11, Z11
 	VADDPS Z11, Z6, Z6
 	VBROADCASTI64X4 80(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+64(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z25, Z18
@@ -2228,8 +2130,8 @@ q5KVNNI4_block:
 	VMULPS Z18, Z11, Z11
 	VADDPS Z11, Z7, Z7
 	VBROADCASTI64X4 112(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+128(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z26, Z18
@@ -2258,8 +2160,8 @@ q5KVNNI4_block:
 	VMULPS Z18, Z11, Z11
 	VADDPS Z11, Z6, Z6
 	VBROADCASTI64X4 144(SI), Z21
-	VPSRLVW Z28, Z21, Z19
-	VPANDQ Z31, Z19, Z19
+	VPSRLW $4, Z21, K2, Z21
+	VPANDQ Z31, Z21, Z19
 	VPTESTMB blocksbit5<>+192(SB), Z20, K1
 	VPADDB Z16, Z19, K1, Z19
 	VPERMPS Z22, Z27, Z18

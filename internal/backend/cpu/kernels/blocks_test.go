@@ -67,7 +67,8 @@ func testMatMulBlocks(t *testing.T) {
 
 // BenchmarkMatMulBlocks: one token's product with a TinyLlama-sized
 // [2048, 2048] weight per format, single-threaded, against f16. The
-// bytes per element are each format's own.
+// bytes per element are each format's own; GB/s-cpu divides them by the
+// process's CPU time, not the wall clock (a shared machine).
 func BenchmarkMatMulBlocks(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n, k = 2048, 2048
@@ -81,17 +82,21 @@ func BenchmarkMatMulBlocks(b *testing.B) {
 		scratch := make([]float32, BlockRows(k)*k)
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
 			for b.Loop() {
 				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
 			}
+			c.report(float64(len(data)), "GB/s")
 		})
 	}
 	w := make([]uint16, n*k)
 	b.Run(fmt.Sprint("F16"), func(b *testing.B) {
 		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
 		for b.Loop() {
 			MatMulF16(y, n, x, 1, w)
 		}
+		c.report(float64(2*len(w)), "GB/s")
 	})
 }
 
@@ -112,9 +117,11 @@ func BenchmarkMatMulBlocksOutput(b *testing.B) {
 		scratch := make([]float32, BlockRows(k)*k)
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
 			for b.Loop() {
 				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
 			}
+			c.report(float64(len(data)), "GB/s")
 		})
 	}
 	w := make([]uint16, n*k)
@@ -123,9 +130,11 @@ func BenchmarkMatMulBlocksOutput(b *testing.B) {
 	}
 	b.Run("F16", func(b *testing.B) {
 		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
 		for b.Loop() {
 			MatMulF16(y, n, x, 1, w)
 		}
+		c.report(float64(2*len(w)), "GB/s")
 	})
 }
 

@@ -22,8 +22,8 @@ import "fmt"
 // bit (kernels' q6KVNNIRef), and every row of x gets the same instructions
 // whatever mr is.
 //
-// Registers: DI x row 0, BX the walking x, R10 ldx, R14 3·ldx; R9 nsum row
-// 0 (rows ldx bytes apart too), R8 walking; SI the blocks (walking on
+// Registers: DI x row 0, BX the walking x, R10 ldx, R14 3·ldx; R9 aux row
+// 0 (Q6_K: nsum; rows ldx bytes apart too), R8 walking; SI the blocks (walking on
 // through every row of w); DX y, R13 ldy in bytes, AX 3·ldy; R11 rows of w
 // left, R12 blocks per row, CX block counter.
 //
@@ -32,7 +32,7 @@ import "fmt"
 //	Z17      high nibbles, Z18 weight scales of the chunk, Z19 its codes
 //	Z20 qh (32 bytes in both halves), Z21 ql, Z22 d·scales, Z23 d
 //	Z24..Z27 VPERMPS indices of chunks 0..3: lane l → sub-block 4c + l/4
-//	Z28 word shifts right (0, 2), Z29 word shifts left (4, 2)
+//	K2 the upper 16 words (masked shifts of the upper copies)
 //	Z30 bytes 0x30, Z31 bytes 0x0f
 
 const vnniSig = "(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)"
@@ -69,13 +69,6 @@ func (g *gen) vnniData() {
 		}
 	}
 	g.s.WriteString("GLOBL blocksperm6<>(SB), RODATA|NOPTR, $256\n")
-	g.s.WriteString("\n// blocksshift6: word shifts, right 0 then 2 (16 words each), left 4 then 2.\n")
-	for i, v := range []int{0, 2, 4, 2} {
-		for w := range 16 {
-			fmt.Fprintf(&g.s, "DATA blocksshift6<>+%d(SB)/2, $%d\n", 32*i+2*w, v)
-		}
-	}
-	g.s.WriteString("GLOBL blocksshift6<>(SB), RODATA|NOPTR, $128\n")
 	g.s.WriteString("DATA blocksb0f<>+0(SB)/4, $0x0f0f0f0f\nGLOBL blocksb0f<>(SB), RODATA|NOPTR, $4\n")
 	g.s.WriteString("DATA blocksb30<>+0(SB)/4, $0x30303030\nGLOBL blocksb30<>(SB), RODATA|NOPTR, $4\n")
 }
@@ -87,6 +80,8 @@ func (g *gen) vnniPrologue(name string, mr, blockBytes int, bias bool, consts fu
 	fmt.Fprintf(&g.s, "\n// func %s%s\n", name, vnniSig)
 	fmt.Fprintf(&g.s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, vnniSig)
+	g.a("MOVL $0xffff0000, AX")
+	g.a("KMOVD AX, K2") // the upper 16 words
 	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("LEAQ (R10)(R10*2), R14")
@@ -181,8 +176,6 @@ func (g *gen) q6KVNNI(mr int) {
 	name := fmt.Sprintf("q6KVNNI%d", mr)
 	g.vnniPrologue(name, mr, 210, false, func() {
 		g.a("VPBROADCASTD blocksb30<>(SB), Z30")
-		g.a("VMOVDQU16 blocksshift6<>+64(SB), Z29")
-		g.a("VMOVDQU16 blocksshift6<>+0(SB), Z28")
 		for c := range 4 {
 			g.a("VMOVDQU32 blocksperm6<>+%d(SB), Z%d", 64*c, 24+c)
 		}
@@ -195,18 +188,21 @@ func (g *gen) q6KVNNI(mr int) {
 	for h := range 2 {
 		g.a("VMOVDQU64 %d(SI), Z21", 64*h)
 		g.a("VBROADCASTI64X4 %d(SI), Z20", 128+32*h)
+		// qh, its upper copy shifted right by 2: bits 4, 5 are then chunk
+		// 2h+1's, bits 0, 1 chunk 2h's (shifted left by 4).
+		g.a("VPSRLW $2, Z20, K2, Z20")
 		for u := range 2 {
 			c := 2*h + u
 			// Codes: the nibbles | qh's two bits at bits 4, 5.
 			nib := "Z21"
 			if u == 0 {
-				g.a("VPSLLVW Z29, Z20, Z19")
+				g.a("VPSLLW $4, Z20, Z19")
+				g.a("VPANDQ Z30, Z19, Z19")
 			} else {
+				g.a("VPANDQ Z30, Z20, Z19")
 				g.a("VPSRLW $4, Z21, Z17")
-				g.a("VPSRLVW Z28, Z20, Z19")
 				nib = "Z17"
 			}
-			g.a("VPANDQ Z30, Z19, Z19")
 			g.a("VPTERNLOGD $0xf8, Z31, %s, Z19", nib) // Z19 | (nib & 0x0f)
 			g.a("VPERMPS Z22, Z%d, Z18", 24+c)
 			g.vnniRows(mr, c, 64*c, true)
@@ -237,12 +233,11 @@ func (g *gen) q6KVNNI(mr int) {
 // Registers (besides the common ones): Z12..Z15 row r's bias accumulator,
 // Z16 bytes 0x10, Z20 qh, Z21 qs, Z22 d·sc ×8 then dmin·m ×8, Y23 dmin·m,
 // Z24..Z27 VPERMPS indices of chunks 0..3 (lane l → sub-block 2c + l/8),
-// Z28 word shifts right (0, 4), Z29 the d/dmin lane map; K1 the fifth bits.
+// Z29 the d/dmin lane map; K1 the fifth bits.
 func (g *gen) q5KVNNI(mr int) {
 	name := fmt.Sprintf("q5KVNNI%d", mr)
 	g.vnniPrologue(name, mr, 176, true, func() {
 		g.a("VPBROADCASTD blocksb10<>(SB), Z16")
-		g.a("VMOVDQU16 blocksshift5<>(SB), Z28")
 		g.a("VMOVDQU32 blocksdm<>(SB), Z29")
 		for c := range 4 {
 			g.a("VMOVDQU32 blocksperm5<>+%d(SB), Z%d", 64*c, 24+c)
@@ -271,8 +266,8 @@ func (g *gen) q5KVNNI(mr int) {
 	}
 	for c := range 4 {
 		g.a("VBROADCASTI64X4 %d(SI), Z21", 48+32*c)
-		g.a("VPSRLVW Z28, Z21, Z19")
-		g.a("VPANDQ Z31, Z19, Z19")
+		g.a("VPSRLW $4, Z21, K2, Z21") // the upper copy's high nibbles
+		g.a("VPANDQ Z31, Z21, Z19")
 		g.a("VPTESTMB blocksbit5<>+%d(SB), Z20, K1", 64*c)
 		g.a("VPADDB Z16, Z19, K1, Z19")
 		g.a("VPERMPS Z22, Z%d, Z18", 24+c)
@@ -300,13 +295,6 @@ func (g *gen) vnniData5() {
 		}
 	}
 	g.s.WriteString("GLOBL blocksbit5<>(SB), RODATA|NOPTR, $256\n")
-	g.s.WriteString("\n// blocksshift5: word shifts right, 0 then 4 (16 words each).\n")
-	for i, v := range []int{0, 4} {
-		for w := range 16 {
-			fmt.Fprintf(&g.s, "DATA blocksshift5<>+%d(SB)/2, $%d\n", 32*i+2*w, v)
-		}
-	}
-	g.s.WriteString("GLOBL blocksshift5<>(SB), RODATA|NOPTR, $64\n")
 	g.s.WriteString("DATA blocksshift5d<>+0(SB)/4, $0\nDATA blocksshift5d<>+4(SB)/4, $4\nDATA blocksshift5d<>+8(SB)/4, $0\nDATA blocksshift5d<>+12(SB)/4, $0\nGLOBL blocksshift5d<>(SB), RODATA|NOPTR, $16\n")
 	g.s.WriteString("DATA blocksb3f<>+0(SB)/4, $0x3f3f3f3f\nGLOBL blocksb3f<>(SB), RODATA|NOPTR, $4\n")
 	g.s.WriteString("DATA blocksb10<>+0(SB)/4, $0x10101010\nGLOBL blocksb10<>(SB), RODATA|NOPTR, $4\n")
