@@ -48,10 +48,10 @@ var blocksVNNI = affineVNNI
 // blockVNNIFunc is a generated VNNI block kernel (internal/blocksgen).
 type blockVNNIFunc = func(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
 
-// The generated kernels by rows of x (1..4).
+// The generated kernels by rows of x (1..6).
 var (
-	q6KVNNI = [...]blockVNNIFunc{nil, q6KVNNI1, q6KVNNI2, q6KVNNI3, q6KVNNI4}
-	q5KVNNI = [...]blockVNNIFunc{nil, q5KVNNI1, q5KVNNI2, q5KVNNI3, q5KVNNI4}
+	q6KVNNI = [...]blockVNNIFunc{nil, q6KVNNI1, q6KVNNI2, q6KVNNI3, q6KVNNI4, q6KVNNI5, q6KVNNI6}
+	q5KVNNI = [...]blockVNNIFunc{nil, q5KVNNI1, q5KVNNI2, q5KVNNI3, q5KVNNI4, q5KVNNI5, q5KVNNI6}
 )
 
 // blocksVNNIFit reports whether products with blocks of format t take
@@ -62,7 +62,8 @@ func blocksVNNIFit(t quant.GGML) bool { return blocksVNNI && (t == quant.Q6_K ||
 // whether it did: for Q6_K and Q5_K on AVX-512 VNNI machines. x is
 // quantized per row to int8 in blocks of 32 exactly as MatMulAffine
 // quantizes it (vnniPrep, 8-bit layout, with the blocks' sums d·Σq), and
-// every row of w is multiplied by up to four rows of x at a time; a row's
+// every row of w is multiplied by up to six rows of x at a time (a
+// verification batch of 5 or 6 tokens unpacks each block once); a row's
 // result depends on its row of x and its row of w alone. Q6_K's kernels
 // start each lane from -32·Σx (its codes are q+32), taken from the int8
 // values; Q5_K's use the block sums for the mins.
@@ -110,7 +111,7 @@ func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quan
 }
 
 // vnniMaxRows is the most rows of x one VNNI block kernel call takes.
-const vnniMaxRows = 4
+const vnniMaxRows = 6
 
 // q8NegSums sets dst[lane] to f times the sum of the lane's four int8 values
 // of a row of x prepared in the 8-bit chunk layout (k elements: k/64 chunks

@@ -42,3 +42,15 @@ func q6KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *floa
 
 //go:noescape
 func q5KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI5(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI5(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI6(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI6(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)

@@ -222,3 +222,37 @@ func BenchmarkDecodeBlocks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatMulBlocksVerify: BenchmarkMatMulBlocks' product for a
+// verification pass of 5 tokens (ReDrafter's beam length 5), Q6_K and
+// Q5_K against f16.
+func BenchmarkMatMulBlocksVerify(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 4))
+	const m, n, k = 5, 2048, 2048
+	x := make([]float32, m*k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, m*n)
+	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
+		data, _ := quantizedRows(b, r, typ, n, k)
+		scratch := make([]float32, BlockRows(k)*k)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
+			for b.Loop() {
+				MatMulBlocks(y, n, x, m, data, typ, k, scratch)
+			}
+			c.report(float64(len(data)), "GB/s")
+		})
+	}
+	w := make([]uint16, n*k)
+	b.Run("F16", func(b *testing.B) {
+		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
+		for b.Loop() {
+			MatMulF16(y, n, x, m, w)
+		}
+		c.report(float64(2*len(w)), "GB/s")
+	})
+}

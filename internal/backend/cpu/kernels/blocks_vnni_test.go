@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -31,10 +32,10 @@ func quantizeQ8(x []float32) (q []int8, d []float32) {
 // q6KVNNIRef is the VNNI Q6_K product in pure Go, operation for operation
 // as internal/blocksgen's kernels compute it: per int32 lane (4 elements)
 // the exact Σ (q-32)·x of the int8 x, converted to float, times the lane's
-// x scale, times its weight scale d·scales[sub-block], added to the
-// accumulator of even or odd chunks; then the two accumulators' lanes
-// summed in the kernels' tree. Every float operation is rounded on its own
-// (explicit conversions: nothing may be fused).
+// x scale, then times its weight scale d·scales[sub-block] and added to the
+// lane's accumulator in one fused multiply-add (fma32); then the lanes
+// summed in the kernels' tree. Every other float operation is rounded on
+// its own (explicit conversions: nothing may be fused).
 func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 	const bb = 210
 	blocks := k / 256
@@ -42,7 +43,7 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 	for i := range m {
 		qx, dx := quantizeQ8(x[i*k : (i+1)*k])
 		for j := range n {
-			var acc [2][16]float32
+			var acc [16]float32
 			for b := range blocks {
 				blk := w[(j*blocks+b)*bb : (j*blocks+b+1)*bb]
 				d := quant.F16ToF32(uint16(blk[208]) | uint16(blk[209])<<8)
@@ -62,15 +63,11 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 						el := 64*c + 4*lane
 						ws := float32(float32(int8(blk[192+el/16])) * d)
 						t := float32(float32(sum) * dx[(256*b+el)/32])
-						t = float32(t * ws)
-						acc[c%2][lane] = acc[c%2][lane] + t
+						acc[lane] = fma32(t, ws, acc[lane])
 					}
 				}
 			}
-			var v [16]float32
-			for l := range 16 {
-				v[l] = acc[0][l] + acc[1][l]
-			}
+			v := acc
 			for width := 8; width >= 1; width /= 2 {
 				for l := range width {
 					v[l] = v[l] + v[l+width]
@@ -85,8 +82,8 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 // as internal/blocksgen's kernels compute it: the lanes' exact Σ q·x of the
 // int8 x scaled as q6KVNNIRef's (weight scale d·sc[sub-block], sub-blocks
 // of 32), and per block a bias lane per sub-block less (dmin·m)·(d·Σq of
-// x's block); the result is the lanes of (acc0 + acc1) + bias (zero past
-// lane 7) summed in the kernels' tree.
+// x's block); the result is the lanes of acc + bias (zero past lane 7)
+// summed in the kernels' tree.
 func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 	const bb = 176
 	blocks := k / 256
@@ -102,8 +99,7 @@ func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 			xsum[b] = float32(float32(s) * dx[b])
 		}
 		for j := range n {
-			var acc [2][16]float32
-			var bias [16]float32
+			var acc, bias [16]float32
 			for b := range blocks {
 				blk := w[(j*blocks+b)*bb : (j*blocks+b+1)*bb]
 				d := quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
@@ -124,15 +120,13 @@ func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 						el := 64*c + 4*lane
 						ws := float32(float32(sc[el/32]) * d)
 						t := float32(float32(sum) * dx[(256*b+el)/32])
-						t = float32(t * ws)
-						acc[c%2][lane] = acc[c%2][lane] + t
+						acc[lane] = fma32(t, ws, acc[lane])
 					}
 				}
 			}
 			var v [16]float32
 			for l := range 16 {
-				v[l] = acc[0][l] + acc[1][l]
-				v[l] = v[l] + bias[l]
+				v[l] = acc[l] + bias[l]
 			}
 			for width := 8; width >= 1; width /= 2 {
 				for l := range width {
@@ -142,6 +136,31 @@ func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 			y[i*ldy+j] = v[0]
 		}
 	}
+}
+
+// fma32 is a·b + c rounded once to float32, as VFMADD231PS computes it.
+// The product is exact in float64 and the sum's rounding error is exact
+// too (TwoSum); rounding the float64 sum to float32 can then differ from
+// rounding the exact sum only when the float64 sum lies exactly halfway
+// between two float32s, where the error's sign decides.
+func fma32(a, b, c float32) float32 {
+	p := float64(float64(a) * float64(b))
+	s := float64(p + float64(c))
+	bv := float64(s - p)
+	e := float64(float64(p-float64(s-bv)) + float64(float64(c)-bv))
+	r := float32(s)
+	if e == 0 || float64(r) == s || math.IsInf(float64(r), 0) {
+		return r
+	}
+	// The float32 neighbour of r on s's other side, and their midpoint.
+	other := math.Nextafter32(r, float32(math.Copysign(math.Inf(1), s-float64(r))))
+	if mid := (float64(r) + float64(other)) / 2; mid != s {
+		return r
+	}
+	if (e > 0) == (float64(other) > float64(r)) {
+		return other
+	}
+	return r
 }
 
 // q5KScales unpacks Q5_K's eight 6-bit scales and mins (ggml's
@@ -230,6 +249,33 @@ func TestMatMulBlocksVNNI(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// fma32 rounds a·b + c once: against math/big on random operands of
+// every magnitude the kernels meet, and on a sum whose float64 rounding
+// lands exactly halfway between two float32s (a·b = 64 + 2^-30, c = 2^30:
+// the float64 sum is 2^30 + 64, which ties to even down to 2^30; the exact
+// sum rounds up to 2^30 + 128).
+func TestFMA32(t *testing.T) {
+	exact := func(a, b, c float32) float32 {
+		p := new(big.Float).SetPrec(200).Mul(big.NewFloat(float64(a)), big.NewFloat(float64(b)))
+		f, _ := p.Add(p, big.NewFloat(float64(c))).Float32()
+		return f
+	}
+	a, b := float32(8*(1+2048*0x1p-23)), float32(8*(1-4095*0x1p-24))
+	if got, want := fma32(a, b, 0x1p30), float32(0x1p30+128); got != want || exact(a, b, 0x1p30) != want {
+		t.Fatalf("fma32 at a tie of the float64 sum: %v, want %v (math/big %v)", got, want, exact(a, b, 0x1p30))
+	}
+	r := rand.New(rand.NewPCG(uint64(rand.Int64()), 7))
+	for range 200000 {
+		f := func() float32 {
+			return float32(r.NormFloat64() * math.Ldexp(1, r.IntN(40)-20))
+		}
+		a, b, c := f(), f(), f()
+		if got, want := fma32(a, b, c), exact(a, b, c); got != want {
+			t.Fatalf("fma32(%v, %v, %v) = %v, math/big %v", a, b, c, got, want)
 		}
 	}
 }

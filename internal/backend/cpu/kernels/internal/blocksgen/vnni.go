@@ -13,22 +13,24 @@ import "fmt"
 // and 5 (s = 0..3 over the chunks' 32-element quarters). VPDPBUSD sums four
 // products code·x per int32 lane, starting from the lane's -32·Σx (the
 // caller's nsum, per row of x), so a lane holds Σ (q-32)·x exactly. Each
-// lane is then converted to float, multiplied by its x scale, then by its
-// weight scale d·scales[sub-block] (exact: an f16 times an int8), and added
-// to the row's float accumulator for even or odd chunks; the row's result
-// is the sum of the two accumulators' lanes in a fixed tree:
-// acc = acc0 + acc1, then lanes l and l+8, l and l+4, l and l+2, l and l+1.
-// No product is fused with a sum, so a pure-Go reference reproduces every
-// bit (kernels' q6KVNNIRef), and every row of x gets the same instructions
-// whatever mr is.
+// lane is then converted to float, multiplied by its x scale, and
+// multiplied by its weight scale d·scales[sub-block] (exact: an f16 times an
+// int8) and added to the row's float accumulator in one fused multiply-add;
+// the row's result is the sum of the accumulator's lanes in a fixed tree:
+// lanes l and l+8, l and l+4, l and l+2, l and l+1. A pure-Go reference
+// reproduces every bit (kernels' q6KVNNIRef, with a float32 FMA computed
+// exactly), and every row of x gets the same instructions whatever mr is.
 //
-// Registers: DI x row 0, BX the walking x, R10 ldx, R14 3·ldx; R9 aux row
-// 0 (Q6_K: nsum; rows ldx bytes apart too), R8 walking; SI the blocks (walking on
-// through every row of w); DX y, R13 ldy in bytes, AX 3·ldy; R11 rows of w
-// left, R12 blocks per row, CX block counter.
+// Registers: BX the walking x for rows 0..3, R12 for rows 4..5 (rows R10 =
+// ldx bytes apart, R14 = 3·ldx); R8 the walking aux for rows 0..3 (Q6_K's
+// nsum, Q5_K's group sums; rows ldx bytes apart too), DI for rows 4..5; SI
+// the blocks (walking on through every row of w); DX y, R13 ldy in bytes
+// (AX a row's offset at the stores); R11 rows of w left, CX the block
+// counter.
 //
-//	Z0..Z7   float accumulators, acc(r, j) = 2r + j
-//	Z8..Z11  row r's lane sums
+//	Z0..Z5   float accumulators, one per row of x
+//	Z6..Z11  Q5_K's bias accumulators
+//	Z12..Z15 lane sums (row r uses Z12 + r%4)
 //	Z17      high nibbles, Z18 weight scales of the chunk, Z19 its codes
 //	Z20 qh (32 bytes in both halves), Z21 ql, Z22 d·scales, Z23 d
 //	Z24..Z27 VPERMPS indices of chunks 0..3: lane l → sub-block 4c + l/4
@@ -41,11 +43,22 @@ const vnniSig = "(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *
 // kernels prefetch the blocks; 0 turns prefetching off.
 var vnniPrefetch = 4096
 
-// vnniMaxRows is the most rows of x one kernel call takes.
-const vnniMaxRows = 4
+// vnniMaxRows is the most rows of x one kernel call takes: a verification
+// batch of 5 or 6 tokens unpacks the blocks once.
+const vnniMaxRows = 6
 
-func vrow(base string, r, off int) string {
-	switch r {
+// vrow is the address of row r of x (aux: of aux) at byte offset off.
+func vrow(aux bool, r, off int) string {
+	base := "BX"
+	switch {
+	case aux && r < 4:
+		base = "R8"
+	case aux:
+		base = "DI"
+	case r >= 4:
+		base = "R12"
+	}
+	switch r % 4 {
 	case 0:
 		return fmt.Sprintf("%d(%s)", off, base)
 	case 1:
@@ -56,8 +69,19 @@ func vrow(base string, r, off int) string {
 	return fmt.Sprintf("%d(%s)(R14*1)", off, base)
 }
 
+// vyrow is the address of row r of y (rows 3 and 5 with AX set by vyoff).
 func vyrow(r int) string {
-	return [...]string{"(DX)", "(DX)(R13*1)", "(DX)(R13*2)", "(DX)(AX*1)"}[r]
+	return [...]string{"(DX)", "(DX)(R13*1)", "(DX)(R13*2)", "(DX)(AX*1)", "(DX)(R13*4)", "(DX)(AX*1)"}[r]
+}
+
+// vyoff sets AX for vyrow(r) where it needs it.
+func (g *gen) vyoff(r int) {
+	switch r {
+	case 3:
+		g.a("LEAQ (R13)(R13*2), AX")
+	case 5:
+		g.a("LEAQ (R13)(R13*4), AX")
+	}
 }
 
 // vnniData emits the constant tables of the VNNI kernels.
@@ -82,32 +106,29 @@ func (g *gen) vnniPrologue(name string, mr, blockBytes int, bias bool, consts fu
 	fmt.Fprintf(&g.g, "//go:noescape\nfunc %s%s\n\n", name, vnniSig)
 	g.a("MOVL $0xffff0000, AX")
 	g.a("KMOVD AX, K2") // the upper 16 words
-	g.a("MOVQ x+0(FP), DI")
 	g.a("MOVQ ldx+8(FP), R10")
 	g.a("LEAQ (R10)(R10*2), R14")
-	g.a("MOVQ aux+16(FP), R9")
 	g.a("MOVQ blk+24(FP), SI")
-	g.a("MOVQ blocks+32(FP), R12")
 	g.a("MOVQ n+40(FP), R11")
 	g.a("MOVQ y+48(FP), DX")
 	g.a("MOVQ ldy+56(FP), R13")
 	g.a("SHLQ $2, R13")
-	g.a("LEAQ (R13)(R13*2), AX")
 	g.a("VPBROADCASTD blocksb0f<>(SB), Z31")
 	consts()
 	g.a("TESTQ R11, R11")
 	g.a("JEQ %s_done", name)
 	fmt.Fprintf(&g.s, "%s_row:\n", name)
-	g.a("MOVQ DI, BX")
-	g.a("MOVQ R9, R8")
-	g.a("MOVQ R12, CX")
+	g.a("MOVQ x+0(FP), BX")
+	g.a("MOVQ aux+16(FP), R8")
+	if mr > 4 {
+		g.a("LEAQ (BX)(R10*4), R12")
+		g.a("LEAQ (R8)(R10*4), DI")
+	}
+	g.a("MOVQ blocks+32(FP), CX")
 	for r := range mr {
-		for j := range 2 {
-			a := 2*r + j
-			g.a("VPXORD Z%d, Z%d, Z%d", a, a, a)
-		}
+		g.a("VPXORD Z%d, Z%d, Z%d", r, r, r)
 		if bias {
-			g.a("VPXORD Z%d, Z%d, Z%d", 12+r, 12+r, 12+r)
+			g.a("VPXORD Z%d, Z%d, Z%d", 6+r, 6+r, 6+r)
 		}
 	}
 	fmt.Fprintf(&g.s, "%s_block:\n", name)
@@ -123,33 +144,35 @@ func (g *gen) vnniPrologue(name string, mr, blockBytes int, bias bool, consts fu
 // (Q6_K's -32·Σx) or from zero.
 func (g *gen) vnniRows(mr, c int, auxOff int, fromAux bool) {
 	for r := range mr {
-		t := 8 + r
+		t := 12 + r%4
 		if fromAux {
-			g.a("VMOVDQU32 %s, Z%d", vrow("R8", r, auxOff), t)
+			g.a("VMOVDQU32 %s, Z%d", vrow(true, r, auxOff), t)
 		} else {
 			g.a("VPXORD Z%d, Z%d, Z%d", t, t, t)
 		}
-		g.a("VPDPBUSD %s, Z19, Z%d", vrow("BX", r, 128*c), t)
+		g.a("VPDPBUSD %s, Z19, Z%d", vrow(false, r, 128*c), t)
 		g.a("VCVTDQ2PS Z%d, Z%d", t, t)
-		g.a("VMULPS %s, Z%d, Z%d", vrow("BX", r, 128*c+64), t, t)
-		g.a("VMULPS Z18, Z%d, Z%d", t, t)
-		g.a("VADDPS Z%d, Z%d, Z%d", t, 2*r+c%2, 2*r+c%2)
+		g.a("VMULPS %s, Z%d, Z%d", vrow(false, r, 128*c+64), t, t)
+		g.a("VFMADD231PS Z18, Z%d, Z%d", t, r) // acc += t·ws
 	}
 }
 
 // vnniEpilogue ends the block loop (blockBytes, auxBytes per block), sums
-// each row's accumulators (and bias accumulator) and stores the results.
+// each row's accumulator (and bias accumulator) and stores the results.
 func (g *gen) vnniEpilogue(name string, mr, blockBytes, auxBytes int, bias bool) {
 	g.a("ADDQ $%d, SI", blockBytes)
 	g.a("ADDQ $512, BX")
 	g.a("ADDQ $%d, R8", auxBytes)
+	if mr > 4 {
+		g.a("ADDQ $512, R12")
+		g.a("ADDQ $%d, DI", auxBytes)
+	}
 	g.a("DECQ CX")
 	g.a("JNE %s_block", name)
 	for r := range mr {
-		a0, a1 := 2*r, 2*r+1
-		g.a("VADDPS Z%d, Z%d, Z%d", a1, a0, a0)
+		a0, a1 := r, 12+r%4
 		if bias {
-			g.a("VADDPS Z%d, Z%d, Z%d", 12+r, a0, a0)
+			g.a("VADDPS Z%d, Z%d, Z%d", 6+r, a0, a0)
 		}
 		g.a("VEXTRACTF64X4 $1, Z%d, Y%d", a0, a1)
 		g.a("VADDPS Y%d, Y%d, Y%d", a1, a0, a0)
@@ -159,6 +182,7 @@ func (g *gen) vnniEpilogue(name string, mr, blockBytes, auxBytes int, bias bool)
 		g.a("VADDPS X%d, X%d, X%d", a1, a0, a0)
 		g.a("VMOVSHDUP X%d, X%d", a0, a1)
 		g.a("VADDSS X%d, X%d, X%d", a1, a0, a0)
+		g.vyoff(r)
 		g.a("VMOVSS X%d, %s", a0, vyrow(r))
 	}
 	g.a("ADDQ $4, DX")
@@ -228,9 +252,9 @@ func (g *gen) q6KVNNI(mr int) {
 // are scaled as Q6_K's; the mins give -Σ (dmin·m)·Σx per sub-block, the
 // products added to a bias accumulator (lanes 0..7, one per sub-block) as
 // d·Σq of x, so that the result is the rounded x times the weights; the
-// row's result is the lanes of (acc0 + acc1) + bias summed in the tree.
+// row's result is the lanes of acc + bias summed in the tree.
 //
-// Registers (besides the common ones): Z12..Z15 row r's bias accumulator,
+// Registers (besides the common ones): Z6..Z11 row r's bias accumulator,
 // Z16 bytes 0x10, Z20 qh, Z21 qs, Z22 d·sc ×8 then dmin·m ×8, Y23 dmin·m,
 // Z24..Z27 VPERMPS indices of chunks 0..3 (lane l → sub-block 2c + l/8),
 // Z29 the d/dmin lane map; K1 the fifth bits.
@@ -261,8 +285,9 @@ func (g *gen) q5KVNNI(mr int) {
 	g.a("VEXTRACTF64X4 $1, Z22, Y23")
 	g.a("VBROADCASTI64X4 16(SI), Z20")
 	for r := range mr {
-		g.a("VMULPS %s, Y23, Y%d", vrow("R8", r, 0), 8+r)
-		g.a("VSUBPS Y%d, Y%d, Y%d", 8+r, 12+r, 12+r)
+		t := 12 + r%4
+		g.a("VMULPS %s, Y23, Y%d", vrow(true, r, 0), t)
+		g.a("VSUBPS Y%d, Y%d, Y%d", t, 6+r, 6+r)
 	}
 	for c := range 4 {
 		g.a("VBROADCASTI64X4 %d(SI), Z21", 48+32*c)
