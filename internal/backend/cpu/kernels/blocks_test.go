@@ -234,6 +234,24 @@ func BenchmarkMatMulBlocksVerify(b *testing.B) {
 		x[i] = float32(r.NormFloat64())
 	}
 	y := make([]float32, m*n)
+	// ffn_down's shape: rows of 5632.
+	const kd = 5632
+	xd := make([]float32, m*kd)
+	for i := range xd {
+		xd[i] = float32(r.NormFloat64())
+	}
+	for _, typ := range []quant.GGML{quant.Q6_K} {
+		data, _ := quantizedRows(b, r, typ, 2048, kd)
+		scratch := make([]float32, BlockRows(kd)*kd)
+		b.Run(typ.String()+"-k5632", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
+			for b.Loop() {
+				MatMulBlocks(y, n, xd, m, data, typ, kd, scratch)
+			}
+			c.report(float64(len(data)), "GB/s")
+		})
+	}
 	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
 		data, _ := quantizedRows(b, r, typ, n, k)
 		scratch := make([]float32, BlockRows(k)*k)
