@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/seed9b8f47b1/redrafter/internal/quant"
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
 
 // ggml block-quantized weights (GGUF's Q5_K, Q6_K, ...; package quant).
 // On AVX-512 VNNI machines Q6_K and Q5_K products round x to int8 per
@@ -16,7 +20,7 @@ import "github.com/seed9b8f47b1/redrafter/internal/quant"
 // at their own bytes per element.
 // Every output is then MatMulF32's over the dequantized row, so the
 // batch-invariance promise carries over: a row's result does not depend on
-// m or on which rows share a call.
+// m or on which rows share a call (as it does not with the VNNI kernels).
 
 //go:generate go run ./internal/blocksgen -dir .
 
@@ -31,12 +35,17 @@ func BlockRows(k int) int { return max(1, min(8, blockScratchFloats/max(k, 1))) 
 // MatMulBlocks sets y[i*ldy+j] = Σ_kk x[i*k+kk]·W[j,kk] for i < m and the
 // rows j of W held in w as blocks of format t (k elements, a whole number
 // of blocks, per row); scratch holds at least BlockRows(k)·k floats. It
-// panics unless len(w) is a whole number of rows and len(x) == m·k; the
+// panics unless len(w) is a whole number of rows, len(x) == m·k and y
+// holds the [m, n] block (ldy ≥ n, len(y) ≥ (m-1)·ldy + n); the
 // caller checks the format and the row size.
 func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int, scratch []float32) {
 	rb := k / t.BlockElems() * t.BlockBytes()
 	if rb == 0 || len(w)%rb != 0 || len(x) != m*k {
 		panic("kernels: MatMulBlocks: operands disagree")
+	}
+	// The VNNI kernels store without bounds checks.
+	if n := len(w) / rb; m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n) {
+		panic(fmt.Sprintf("kernels: MatMulBlocks: y of %d (ldy %d) for [%d, %d]", len(y), ldy, m, n))
 	}
 	if matMulBlocksVNNI(y, ldy, x, m, w, t, k) {
 		return

@@ -279,3 +279,20 @@ func TestFMA32(t *testing.T) {
 		}
 	}
 }
+
+// MatMulBlocks panics, rather than writing past y, when y cannot hold the
+// [m, n] block (the VNNI kernels store without bounds checks).
+func TestMatMulBlocksShortY(t *testing.T) {
+	data, _ := quantizedRows(t, rand.New(rand.NewPCG(1, 9)), quant.Q6_K, 3, 256)
+	x := make([]float32, 2*256)
+	for _, c := range []struct{ leny, ldy int }{{5, 3}, {6, 2}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("len(y)=%d, ldy=%d for [2, 3]: no panic", c.leny, c.ldy)
+				}
+			}()
+			MatMulBlocks(make([]float32, c.leny), c.ldy, x, 2, data, quant.Q6_K, 256, make([]float32, BlockRows(256)*256))
+		}()
+	}
+}
