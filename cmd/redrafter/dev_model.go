@@ -137,9 +137,9 @@ generated ids, as i.tokens holds) the model is fed those tokens instead of
 its own choices, so that logits compare position by position with the
 implementation that chose them; i.tokens still holds its own argmaxes.
 --reference runs the CPU's reference kernels, whose products are float32
-over the weights' exact values: the fast kernels of 4- and 8-bit weights
-round the activations to 8 bits on AVX-512 VNNI machines, as llama.cpp's
-quantized products do.`,
+over the weights' exact values: the fast kernels of 4- and 8-bit weights,
+Q6_K and Q5_K round the activations to 8 bits on AVX-512 VNNI machines, as
+llama.cpp's quantized products do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 1 {

@@ -14,7 +14,18 @@ import (
 // index-order dot product, so BlockMatMul(x, w) on it equals
 // MatMul(x, DequantizeBlocks(w)) bit for bit; the fast backend decodes
 // rows into scratch as it goes (kernels.MatMulBlocks), reading the blocks'
-// own bytes, and its results are MatMulF32's over the same values.
+// own bytes, and its results are MatMulF32's over the same values, except
+// Q6_K's and Q5_K's on AVX-512 VNNI machines, which multiply x rounded to
+// int8 by the codes (BlocksInt8).
+
+// BlocksInt8 reports whether b multiplies blocks of ggml format typ by
+// activations rounded to int8 (kernels.BlocksInt8: Q6_K and Q5_K on AVX-512
+// VNNI machines), for descriptions such as inspect's; the reference backend
+// never does.
+func (b *Backend) BlocksInt8(typ string) bool {
+	t, ok := quant.ParseGGML(typ)
+	return ok && !b.reference && kernels.BlocksInt8(t)
+}
 
 // blockRows checks a block operand [N, row bytes] of op's format for rows
 // of k elements and returns the format and the row size in bytes.

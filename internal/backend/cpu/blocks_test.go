@@ -46,7 +46,9 @@ var blockFormats = []quant.GGML{quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q2_K, 
 // Every block format, on the reference and the fast backend: BlockMatMul
 // equals MatMul over the dequantized weight (bit for bit on the reference;
 // on the fast backend bit for bit with kernels.MatMulF32 over it, and within
-// float rounding of the reference), BlockEmbed and DequantizeBlocks give
+// float rounding of the reference, or for the formats it multiplies by int8
+// x (BlocksInt8: Q6_K and Q5_K on AVX-512 VNNI machines) within x's
+// rounding of the reference), BlockEmbed and DequantizeBlocks give
 // quant's values, and each row's product is the same bits whatever the
 // batch.
 func TestBlocks(t *testing.T) {
@@ -89,6 +91,23 @@ func TestBlocks(t *testing.T) {
 					mag += math.Abs(float64(x[i*k+c] * w.dense[j*k+c]))
 				}
 				g := fastGot[i*n+j]
+				if fast.BlocksInt8(typ.String()) {
+					// x rounded to int8 per block of 32: off by at most
+					// Σ|w|·max|x_block|/254, plus float rounding.
+					var bound float64
+					for c := range k {
+						b := x[i*k+c/32*32 : i*k+c/32*32+32]
+						var mx float64
+						for _, v := range b {
+							mx = max(mx, math.Abs(float64(v)))
+						}
+						bound += math.Abs(float64(w.dense[j*k+c])) * mx / 254
+					}
+					if e := math.Abs(float64(g - want[i*n+j])); e > bound+2e-6*mag+1e-6 {
+						t.Fatalf("%v fast (int8 x): [%d,%d] = %v, reference %v (bound %g)", typ, i, j, g, want[i*n+j], bound)
+					}
+					continue
+				}
 				if g != fastWant[i*n+j] {
 					t.Fatalf("%v fast: [%d,%d] = %v, MatMulF32 over the dequantized rows %v", typ, i, j, g, fastWant[i*n+j])
 				}

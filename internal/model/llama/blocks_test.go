@@ -295,8 +295,9 @@ func TestUnsupportedGGUFType(t *testing.T) {
 	}
 }
 
-// RunsAs says how each GGUF type runs on the CPU and on a backend without
-// block kernels.
+// RunsAs says how each GGUF type runs on the CPU (Q6_K's and Q5_K's
+// blocks with int8 activations on AVX-512 VNNI machines) and on a backend
+// without block kernels.
 func TestRunsAs(t *testing.T) {
 	for _, c := range []struct {
 		typ       formats.DType
@@ -311,8 +312,12 @@ func TestRunsAs(t *testing.T) {
 		{formats.IQ4_XS, "IQ4_XS blocks", "f16 or f32 (exact)"},
 		{formats.IQ2_XXS, "not supported", "not supported"},
 	} {
-		if got := RunsAs(c.typ, cpu.New(1)); got != c.cpu {
-			t.Errorf("%v on the CPU: %q, want %q", c.typ, got, c.cpu)
+		want := c.cpu
+		if b, ok := quant.ParseGGML(c.typ.String()); ok && strings.HasSuffix(want, "blocks") && kernels.BlocksInt8(b) {
+			want += ", int8 activations (AVX-512 VNNI)"
+		}
+		if got := RunsAs(c.typ, cpu.New(1)); got != want {
+			t.Errorf("%v on the CPU: %q, want %q", c.typ, got, want)
 		}
 		if got := RunsAs(c.typ, noBlocks{cpu.NewReference()}); got != c.none {
 			t.Errorf("%v without block kernels: %q, want %q", c.typ, got, c.none)

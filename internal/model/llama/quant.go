@@ -250,6 +250,9 @@ func RunsAs(typ formats.DType, be graph.Backend) string {
 	case !ok:
 		return "not supported"
 	case blocksRun(be, t):
+		if i8, ok := be.(interface{ BlocksInt8(string) bool }); ok && i8.BlocksInt8(t.String()) {
+			return t.String() + " blocks, int8 activations (AVX-512 VNNI)"
+		}
 		return t.String() + " blocks"
 	case t.HasAffineForm():
 		return "8-bit affine (exact)"

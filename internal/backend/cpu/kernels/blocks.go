@@ -1,9 +1,18 @@
 package kernels
 
-import "github.com/seed9b8f47b1/redrafter/internal/quant"
+import (
+	"fmt"
+
+	"github.com/seed9b8f47b1/redrafter/internal/quant"
+)
 
 // ggml block-quantized weights (GGUF's Q5_K, Q6_K, ...; package quant).
-// A product decodes a few rows of blocks at a time into float32 scratch,
+// On AVX-512 VNNI machines Q6_K and Q5_K products round x to int8 per
+// block of 32 as MatMulAffine does and multiply it by the blocks' codes
+// unpacked to bytes in registers (VPDPBUSD; internal/blocksgen, see
+// matMulBlocksVNNI): they read the blocks at memory speed, and a row's
+// result still depends on its row of x and its row of w alone. Otherwise
+// a product decodes a few rows of blocks at a time into float32 scratch,
 // with generated AVX-512 decoders where there are (Q6_K, Q5_K; see
 // internal/blocksgen) and quant's reference dequantization otherwise, the
 // values ggml's bit for bit either way, and multiplies them with MatMulF32
@@ -11,7 +20,7 @@ import "github.com/seed9b8f47b1/redrafter/internal/quant"
 // at their own bytes per element.
 // Every output is then MatMulF32's over the dequantized row, so the
 // batch-invariance promise carries over: a row's result does not depend on
-// m or on which rows share a call.
+// m or on which rows share a call (as it does not with the VNNI kernels).
 
 //go:generate go run ./internal/blocksgen -dir .
 
@@ -26,12 +35,20 @@ func BlockRows(k int) int { return max(1, min(8, blockScratchFloats/max(k, 1))) 
 // MatMulBlocks sets y[i*ldy+j] = Σ_kk x[i*k+kk]·W[j,kk] for i < m and the
 // rows j of W held in w as blocks of format t (k elements, a whole number
 // of blocks, per row); scratch holds at least BlockRows(k)·k floats. It
-// panics unless len(w) is a whole number of rows and len(x) == m·k; the
+// panics unless len(w) is a whole number of rows, len(x) == m·k and y
+// holds the [m, n] block (ldy ≥ n, len(y) ≥ (m-1)·ldy + n); the
 // caller checks the format and the row size.
 func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int, scratch []float32) {
 	rb := k / t.BlockElems() * t.BlockBytes()
 	if rb == 0 || len(w)%rb != 0 || len(x) != m*k {
 		panic("kernels: MatMulBlocks: operands disagree")
+	}
+	// The VNNI kernels store without bounds checks.
+	if n := len(w) / rb; m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n) {
+		panic(fmt.Sprintf("kernels: MatMulBlocks: y of %d (ldy %d) for [%d, %d]", len(y), ldy, m, n))
+	}
+	if matMulBlocksVNNI(y, ldy, x, m, w, t, k) {
+		return
 	}
 	n, step := len(w)/rb, BlockRows(k)
 	for j := 0; j < n; j += step {
@@ -46,6 +63,12 @@ func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GG
 		MatMulF32(y[j:], ldy, x, m, rows)
 	}
 }
+
+// BlocksInt8 reports whether MatMulBlocks multiplies blocks of format t by
+// x rounded to int8 per block of 32 (the AVX-512 VNNI kernels: Q6_K and
+// Q5_K on machines that have them) rather than by MatMulF32 over the
+// decoded rows.
+func BlocksInt8(t quant.GGML) bool { return blocksVNNIFit(t) }
 
 // decodeBlocks sets dst to the values of the whole blocks in src (exactly
 // len(dst) elements), quant.DequantizeGGML's bit for bit.

@@ -39,3 +39,89 @@ func decodeBlocksFast(t quant.GGML, dst []float32, src []byte) bool {
 	}
 	return true
 }
+
+// blocksVNNI reports whether Q6_K and Q5_K products take the VNNI kernels
+// (internal/blocksgen): on AVX-512 VNNI machines, as the affine products
+// do. Tests turn it off to check the float path.
+var blocksVNNI = affineVNNI
+
+// blockVNNIFunc is a generated VNNI block kernel (internal/blocksgen).
+type blockVNNIFunc = func(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+// The generated kernels by rows of x (1..6).
+var (
+	q6KVNNI = [...]blockVNNIFunc{nil, q6KVNNI1, q6KVNNI2, q6KVNNI3, q6KVNNI4, q6KVNNI5, q6KVNNI6}
+	q5KVNNI = [...]blockVNNIFunc{nil, q5KVNNI1, q5KVNNI2, q5KVNNI3, q5KVNNI4, q5KVNNI5, q5KVNNI6}
+)
+
+// blocksVNNIFit reports whether products with blocks of format t take
+// the VNNI kernels here.
+func blocksVNNIFit(t quant.GGML) bool { return blocksVNNI && (t == quant.Q6_K || t == quant.Q5_K) }
+
+// matMulBlocksVNNI runs MatMulBlocks with the VNNI kernels and reports
+// whether it did: for Q6_K and Q5_K on AVX-512 VNNI machines. x is
+// quantized per row to int8 in blocks of 32 exactly as MatMulAffine
+// quantizes it (vnniPrep, 8-bit layout, with the blocks' sums d·Σq), and
+// every row of w is multiplied by up to six rows of x at a time (a
+// verification batch of 5 or 6 tokens unpacks each block once); a row's
+// result depends on its row of x and its row of w alone. Q6_K's kernels
+// start each lane from -32·Σx (its codes are q+32), taken from the int8
+// values; Q5_K's use the block sums for the mins.
+func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int) bool {
+	if !blocksVNNIFit(t) {
+		return false
+	}
+	bb, blocks := t.BlockBytes(), k/256
+	n := len(w) / (blocks * bb)
+	if m == 0 || n == 0 {
+		return true
+	}
+	l := newVNNILayout(k, 8, vnniBlock)
+	xp := vnniBuffer(m, l)
+	xb := *xp
+	prepareVNNIRows(xb, x, k, 8, vnniBlock, l, 0, m)
+	fn, aux, auxOff := &q5KVNNI, xb, l.xsOff
+	var np *[]byte
+	if t == quant.Q6_K {
+		np = vnniBuffer(m, l)
+		for i := range m {
+			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*np)[i*l.ldx])), k/4), xb[i*l.ldx:], k, -32)
+		}
+		fn, aux, auxOff = &q6KVNNI, *np, 0
+	}
+	// Rows of w go in blocks that stay in L2 while every group of rows of x
+	// goes past them; one pass when one group takes every row of x.
+	rowBytes := blocks * bb
+	rb := n
+	if m > vnniMaxRows {
+		rb = max(1, affineRowBlock/rowBytes)
+	}
+	for j0 := 0; j0 < n; j0 += rb {
+		nr := min(rb, n-j0)
+		for i0 := 0; i0 < m; i0 += vnniMaxRows {
+			mr := min(vnniMaxRows, m-i0)
+			fn[mr](&xb[i0*l.ldx], l.ldx, &aux[i0*l.ldx+auxOff], &w[j0*rowBytes], blocks, nr, &y[i0*ldy+j0], ldy)
+		}
+	}
+	bytePool.Put(xp)
+	if np != nil {
+		bytePool.Put(np)
+	}
+	return true
+}
+
+// vnniMaxRows is the most rows of x one VNNI block kernel call takes.
+const vnniMaxRows = 6
+
+// q8NegSums sets dst[lane] to f times the sum of the lane's four int8 values
+// of a row of x prepared in the 8-bit chunk layout (k elements: k/64 chunks
+// of 64 values and 16 lane scales).
+func q8NegSums(dst []int32, row []byte, k int, f int32) {
+	for c := range k / 64 {
+		q := row[128*c : 128*c+64 : 128*c+64]
+		for lane := range 16 {
+			s := int32(int8(q[4*lane])) + int32(int8(q[4*lane+1])) + int32(int8(q[4*lane+2])) + int32(int8(q[4*lane+3]))
+			dst[16*c+lane] = f * s
+		}
+	}
+}

@@ -18,3 +18,39 @@ func decodeIQ4NL_avx512(dst *float32, blk *byte, n int)
 
 //go:noescape
 func decodeIQ4XS_avx512(dst *float32, blk *byte, n int)
+
+//go:noescape
+func q6KVNNI1(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI1(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI2(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI2(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI3(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI3(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI4(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI5(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI5(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q6KVNNI6(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)
+
+//go:noescape
+func q5KVNNI6(x *byte, ldx int, aux *byte, blk *byte, blocks int, n int, y *float32, ldy int)

@@ -29,10 +29,13 @@ func quantizedRows(t testing.TB, r *rand.Rand, typ quant.GGML, n, k int) ([]byte
 // a column block of a wider output.
 //
 // It runs under every Set this CPU has (one row of x takes the hot tiles
-// of the active set).
+// of the active set), with the VNNI products off: the float path is what
+// machines without AVX-512 VNNI run (TestMatMulBlocksVNNI checks the
+// other).
 func TestMatMulBlocks(t *testing.T) {
-	saved := active
-	defer func() { active = saved }()
+	saved, savedVNNI := active, blocksVNNI
+	defer func() { active, blocksVNNI = saved, savedVNNI }()
+	blocksVNNI = false
 	for _, set := range Sets() {
 		active = set
 		t.Run(set.Name, testMatMulBlocks)
@@ -64,7 +67,8 @@ func testMatMulBlocks(t *testing.T) {
 
 // BenchmarkMatMulBlocks: one token's product with a TinyLlama-sized
 // [2048, 2048] weight per format, single-threaded, against f16. The
-// bytes per element are each format's own.
+// bytes per element are each format's own; GB/s-cpu divides them by the
+// process's CPU time, not the wall clock (a shared machine).
 func BenchmarkMatMulBlocks(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n, k = 2048, 2048
@@ -78,17 +82,21 @@ func BenchmarkMatMulBlocks(b *testing.B) {
 		scratch := make([]float32, BlockRows(k)*k)
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
 			for b.Loop() {
 				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
 			}
+			c.report(float64(len(data)), "GB/s")
 		})
 	}
 	w := make([]uint16, n*k)
 	b.Run(fmt.Sprint("F16"), func(b *testing.B) {
 		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
 		for b.Loop() {
 			MatMulF16(y, n, x, 1, w)
 		}
+		c.report(float64(2*len(w)), "GB/s")
 	})
 }
 
@@ -109,9 +117,11 @@ func BenchmarkMatMulBlocksOutput(b *testing.B) {
 		scratch := make([]float32, BlockRows(k)*k)
 		b.Run(typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
 			for b.Loop() {
 				MatMulBlocks(y, n, x, 1, data, typ, k, scratch)
 			}
+			c.report(float64(len(data)), "GB/s")
 		})
 	}
 	w := make([]uint16, n*k)
@@ -120,9 +130,11 @@ func BenchmarkMatMulBlocksOutput(b *testing.B) {
 	}
 	b.Run("F16", func(b *testing.B) {
 		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
 		for b.Loop() {
 			MatMulF16(y, n, x, 1, w)
 		}
+		c.report(float64(2*len(w)), "GB/s")
 	})
 }
 
@@ -209,4 +221,56 @@ func BenchmarkDecodeBlocks(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMatMulBlocksVerify: BenchmarkMatMulBlocks' product for a
+// verification pass of 5 tokens (ReDrafter's beam length 5), Q6_K and
+// Q5_K against f16.
+func BenchmarkMatMulBlocksVerify(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 4))
+	const m, n, k = 5, 2048, 2048
+	x := make([]float32, m*k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, m*n)
+	// ffn_down's shape: rows of 5632.
+	const kd = 5632
+	xd := make([]float32, m*kd)
+	for i := range xd {
+		xd[i] = float32(r.NormFloat64())
+	}
+	for _, typ := range []quant.GGML{quant.Q6_K} {
+		data, _ := quantizedRows(b, r, typ, 2048, kd)
+		scratch := make([]float32, BlockRows(kd)*kd)
+		b.Run(typ.String()+"-k5632", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
+			for b.Loop() {
+				MatMulBlocks(y, n, xd, m, data, typ, kd, scratch)
+			}
+			c.report(float64(len(data)), "GB/s")
+		})
+	}
+	for _, typ := range []quant.GGML{quant.Q5_K, quant.Q6_K} {
+		data, _ := quantizedRows(b, r, typ, n, k)
+		scratch := make([]float32, BlockRows(k)*k)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			c := startCPU(b, 1)
+			for b.Loop() {
+				MatMulBlocks(y, n, x, m, data, typ, k, scratch)
+			}
+			c.report(float64(len(data)), "GB/s")
+		})
+	}
+	w := make([]uint16, n*k)
+	b.Run("F16", func(b *testing.B) {
+		b.SetBytes(int64(2 * len(w)))
+		c := startCPU(b, 1)
+		for b.Loop() {
+			MatMulF16(y, n, x, m, w)
+		}
+		c.report(float64(2*len(w)), "GB/s")
+	})
 }
