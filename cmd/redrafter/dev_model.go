@@ -59,7 +59,7 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 			s.Layers = layers
 			if window != 0 {
 				if window < 0 || s.SlidingWindow == 0 {
-					return fmt.Errorf("--window %d: want a positive window, for a shape that has one (gemma2-2b, phi3-mini)", window)
+					return fmt.Errorf("--window %d: want a positive window, for a shape that has one (the gemma2 and phi3 shapes)", window)
 				}
 				s.SlidingWindow = window
 			}
