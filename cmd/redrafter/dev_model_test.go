@@ -144,8 +144,9 @@ func TestRandomModelAndLogits(t *testing.T) {
 // LLM_ARCH_GEMMA2 and LLM_ARCH_PHI3 tables, shapes as llama-model.cpp
 // creates them, outermost first) and a general.name llama.cpp accepts,
 // redrafter reads them as the real models' configurations, and their
-// logits spread as the scales promise. Phi-4-mini's (and, under
-// REDRAFTER_TEST_FULL, Phi-3-mini-128k's) carry longrope as llama.cpp's
+// logits spread as the scales promise; under REDRAFTER_TEST_FULL also
+// Phi-3-mini-128k's and Mistral-7B's (as llama.cpp writes it, "llama").
+// Phi-4-mini's and Phi-3-mini-128k's carry longrope as llama.cpp's
 // converter writes it: the two factor tensors of one factor per rotated
 // pair, the attention factor √(1 + ln 32/ln 4096) and the original
 // context; Phi-4-mini's rotary covers 96 of each head's 128 dimensions.
@@ -205,7 +206,16 @@ func TestRandomModelGemma2Phi3(t *testing.T) {
 		}},
 	}
 	if testenv.Full() {
-		cases = append(cases, phi3mini128k)
+		cases = append(cases, phi3mini128k, shapeCase{"mistral-7b", map[string][]int{
+			"token_embd.weight": {512, 4096}, "output_norm.weight": {4096}, "output.weight": {512, 4096},
+			"blk.0.attn_norm.weight": {4096}, "blk.0.attn_q.weight": {4096, 4096}, "blk.0.attn_k.weight": {1024, 4096},
+			"blk.0.attn_v.weight": {1024, 4096}, "blk.0.attn_output.weight": {4096, 4096}, "blk.0.ffn_norm.weight": {4096},
+			"blk.0.ffn_gate.weight": {14336, 4096}, "blk.0.ffn_up.weight": {14336, 4096}, "blk.0.ffn_down.weight": {4096, 14336},
+		}, func(c llama.Config) bool {
+			return c.Arch == "llama" && c.Dim == 4096 && c.FFN == 14336 && c.Heads == 32 && c.KVHeads == 8 && c.HeadDim == 128 &&
+				c.RopeDims == 128 && !c.RopeNeoX && !c.TiedOutput && c.RopeTheta == 1e6 && c.Context == 32768 &&
+				c.SlidingWindow == 0 && c.RopeScale.Type == "" && c.NormEps == 1e-5
+		}})
 	}
 	for _, tc := range cases {
 		t.Run(tc.shape, func(t *testing.T) {

@@ -33,6 +33,11 @@ var Shapes = map[string]Spec{
 	// Written as "llama", as llama.cpp's converter writes Mistral.
 	"mistral-half": {Arch: "llama", Dim: 2048, FFN: 7168, Heads: 16, KVHeads: 4, HeadDim: 128,
 		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
+	// Mistral-7B-v0.3 (mistralai/Mistral-7B-v0.3's config.json) in full:
+	// GQA 32/8, heads of 128, rope base 1e6, no sliding window. Written
+	// as "llama", as llama.cpp's converter writes Mistral.
+	"mistral-7b": {Arch: "llama", Dim: 4096, FFN: 14336, Heads: 32, KVHeads: 8, HeadDim: 128,
+		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
 	// Gemma-2-2B (google/gemma-2-2b's config.json): heads of 256 (8 × 256
 	// is not the hidden 2304), GQA 8/4, every other layer sliding over
 	// 4096, soft-caps 50 and 30, query_pre_attn_scalar 256 (llama.cpp's
