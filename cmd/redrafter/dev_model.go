@@ -59,7 +59,7 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 			s.Layers = layers
 			if window != 0 {
 				if window < 0 || s.SlidingWindow == 0 {
-					return fmt.Errorf("--window %d: want a positive window, for a shape that has one (gemma2-2b, phi3-mini)", window)
+					return fmt.Errorf("--window %d: want a positive window, for a shape that has one (the gemma2 and phi3 shapes)", window)
 				}
 				s.SlidingWindow = window
 			}
@@ -121,7 +121,7 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 func newLogitsCmd(g *globalFlags) *cobra.Command {
 	var (
 		model, prompts, follow, out string
-		n                           int
+		n, context                  int
 		reference                   bool
 	)
 	cmd := &cobra.Command{
@@ -139,11 +139,18 @@ implementation that chose them; i.tokens still holds its own argmaxes.
 --reference runs the CPU's reference kernels, whose products are float32
 over the weights' exact values: the fast kernels of 4- and 8-bit weights,
 Q6_K and Q5_K round the activations to 8 bits on AVX-512 VNNI machines, as
-llama.cpp's quantized products do.`,
+llama.cpp's quantized products do. --context is the context the model runs
+with, as llama.cpp's n_ctx: longrope models (Phi-3-mini-128k, Phi-3.5,
+Phi-4-mini) take their short factors up to the original context and the
+long ones beyond, as llama.cpp and the engine do (default: the model's
+whole context).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 1 {
 				return fmt.Errorf("--tokens %d: want at least 1", n)
+			}
+			if context < 0 {
+				return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's", context)
 			}
 			if err := checkModelPath("--model", model); err != nil {
 				return err
@@ -175,11 +182,26 @@ llama.cpp's quantized products do.`,
 					return err
 				}
 			}
+			if mc := ck.Model.Config.Context; context > mc {
+				return fmt.Errorf("--context %d: the model's context is %d", context, mc)
+			}
+			if context > 0 {
+				for i, p := range ps {
+					if len(p)+n > context {
+						return fmt.Errorf("--context %d cannot hold prompt %d's %d tokens and %d more", context, i+1, len(p), n)
+					}
+				}
+			}
 			r, err := llama.Bind(ck.Model, be)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
+			if context > 0 {
+				// Longrope's factor set follows the context run with
+				// (internal/model/llama/rope.go); Bind took the model's.
+				r.UseContext(context)
+			}
 			vocab := ck.Model.Config.Vocab
 			for i, p := range append(slices.Clone(ps), forced...) {
 				for _, t := range p {
@@ -229,6 +251,7 @@ llama.cpp's quantized products do.`,
 	f.StringVar(&follow, "follow", "", "tokens to feed after each prompt instead of the model's own, one line a prompt")
 	f.StringVar(&out, "out", "", "directory for the tokens and logits (required)")
 	f.IntVar(&n, "tokens", 32, "tokens to decode after each prompt")
+	f.IntVar(&context, "context", 0, "the context the model runs with, which picks longrope's factors (0: the model's)")
 	f.BoolVar(&reference, "reference", false, "run the CPU backend's pure-Go reference kernels (float32 products of the weights' exact values, one thread) instead of --backend")
 	for _, name := range []string{"model", "prompts", "out"} {
 		_ = cmd.MarkFlagRequired(name)

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
+	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
+	"github.com/seed9b8f47b1/redrafter/internal/testenv"
 )
 
 // readDump reads what dev logits wrote for prompt i: its tokens and its
@@ -141,13 +144,35 @@ func TestRandomModelAndLogits(t *testing.T) {
 // LLM_ARCH_GEMMA2 and LLM_ARCH_PHI3 tables, shapes as llama-model.cpp
 // creates them, outermost first) and a general.name llama.cpp accepts,
 // redrafter reads them as the real models' configurations, and their
-// logits spread as the scales promise.
+// logits spread as the scales promise; under REDRAFTER_TEST_FULL also
+// Phi-3-mini-128k's and Mistral-7B's (as llama.cpp writes it, "llama").
+// Phi-4-mini's and Phi-3-mini-128k's carry longrope as llama.cpp's
+// converter writes it: the two factor tensors of one factor per rotated
+// pair, the attention factor √(1 + ln 32/ln 4096) and the original
+// context; Phi-4-mini's rotary covers 96 of each head's 128 dimensions.
 func TestRandomModelGemma2Phi3(t *testing.T) {
-	for _, tc := range []struct {
+	longrope := func(c llama.Config) bool {
+		l := llamatest.FixedLongRope(96, 4096)
+		return c.RopeScale.Type == "longrope" && c.RopeScale.OriginalContext == 4096 && c.Context == 131072 &&
+			slices.Equal(c.RopeScale.ShortFactors, l.Short) && slices.Equal(c.RopeScale.LongFactors, l.Long) &&
+			c.RopeScale.AttnFactor == float64(float32(math.Sqrt(1+math.Log(32)/math.Log(4096)))) &&
+			c.SlidingWindow == 0 && !c.TiedOutput && c.RopeNeoX && c.NormEps == 1e-5 && c.RopeTheta == 10000
+	}
+	type shapeCase struct {
 		shape   string
 		tensors map[string][]int // blk.0's and the model's
 		check   func(c llama.Config) bool
-	}{
+	}
+	phi3mini128k := shapeCase{"phi3-mini-128k", map[string][]int{
+		"token_embd.weight": {512, 3072}, "output_norm.weight": {3072}, "output.weight": {512, 3072},
+		"rope_factors_long.weight": {48}, "rope_factors_short.weight": {48},
+		"blk.0.attn_norm.weight": {3072}, "blk.0.attn_qkv.weight": {9216, 3072}, "blk.0.attn_output.weight": {3072, 3072},
+		"blk.0.ffn_norm.weight": {3072}, "blk.0.ffn_up.weight": {16384, 3072}, "blk.0.ffn_down.weight": {3072, 8192},
+	}, func(c llama.Config) bool {
+		return c.Arch == "phi3" && c.Dim == 3072 && c.FFN == 8192 && c.Heads == 32 && c.KVHeads == 32 && c.HeadDim == 96 &&
+			c.RopeDims == 96 && longrope(c)
+	}}
+	cases := []shapeCase{
 		{"gemma2-2b", map[string][]int{
 			"token_embd.weight": {512, 2304}, "output_norm.weight": {2304},
 			"blk.0.attn_norm.weight": {2304}, "blk.0.attn_q.weight": {2048, 2304}, "blk.0.attn_k.weight": {1024, 2304},
@@ -170,7 +195,29 @@ func TestRandomModelGemma2Phi3(t *testing.T) {
 				c.RopeDims == 96 && c.SlidingWindow == 2047 && !c.TiedOutput && c.RopeNeoX && c.NormEps == 1e-5 &&
 				c.RopeTheta == 10000 && c.Context == 4096 && c.RopeScale.Type == ""
 		}},
-	} {
+		{"phi4-mini", map[string][]int{
+			"token_embd.weight": {512, 3072}, "output_norm.weight": {3072}, "output.weight": {512, 3072},
+			"rope_factors_long.weight": {48}, "rope_factors_short.weight": {48},
+			"blk.0.attn_norm.weight": {3072}, "blk.0.attn_qkv.weight": {5120, 3072}, "blk.0.attn_output.weight": {3072, 3072},
+			"blk.0.ffn_norm.weight": {3072}, "blk.0.ffn_up.weight": {16384, 3072}, "blk.0.ffn_down.weight": {3072, 8192},
+		}, func(c llama.Config) bool {
+			return c.Arch == "phi3" && c.Dim == 3072 && c.FFN == 8192 && c.Heads == 24 && c.KVHeads == 8 && c.HeadDim == 128 &&
+				c.RopeDims == 96 && longrope(c)
+		}},
+	}
+	if testenv.Full() {
+		cases = append(cases, phi3mini128k, shapeCase{"mistral-7b", map[string][]int{
+			"token_embd.weight": {512, 4096}, "output_norm.weight": {4096}, "output.weight": {512, 4096},
+			"blk.0.attn_norm.weight": {4096}, "blk.0.attn_q.weight": {4096, 4096}, "blk.0.attn_k.weight": {1024, 4096},
+			"blk.0.attn_v.weight": {1024, 4096}, "blk.0.attn_output.weight": {4096, 4096}, "blk.0.ffn_norm.weight": {4096},
+			"blk.0.ffn_gate.weight": {14336, 4096}, "blk.0.ffn_up.weight": {14336, 4096}, "blk.0.ffn_down.weight": {4096, 14336},
+		}, func(c llama.Config) bool {
+			return c.Arch == "llama" && c.Dim == 4096 && c.FFN == 14336 && c.Heads == 32 && c.KVHeads == 8 && c.HeadDim == 128 &&
+				c.RopeDims == 128 && !c.RopeNeoX && !c.TiedOutput && c.RopeTheta == 1e6 && c.Context == 32768 &&
+				c.SlidingWindow == 0 && c.RopeScale.Type == "" && c.NormEps == 1e-5
+		}})
+	}
+	for _, tc := range cases {
 		t.Run(tc.shape, func(t *testing.T) {
 			dir := t.TempDir()
 			model := filepath.Join(dir, "m.gguf")
@@ -229,5 +276,73 @@ func TestRandomModelGemma2Phi3(t *testing.T) {
 				t.Errorf("%d logits, standard deviation %.2f: want 512 of about 4", len(row), sd)
 			}
 		})
+	}
+}
+
+// dev logits --context N picks longrope's factors by N, as the engine and
+// llama.cpp pick them by the context run with: the short ones up to the
+// original context, the long ones beyond (without --context, the model's
+// whole context: the long ones here). Its rows equal, bit for bit, those
+// of a Runner told the same context; contexts that cannot hold a prompt
+// and its tokens, or exceed the model's, are errors.
+func TestLogitsContextPicksLongrope(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.gguf")
+	s := llamatest.Spec{Arch: "phi3", Vocab: 64, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		RopeDims: 12, NormEps: 1e-5, RopeTheta: 10000, Context: 256, LongRope: llamatest.FixedLongRope(12, 16)}
+	if err := llamatest.WriteLlamaLikeGGUF(model, s, nil, 7); err != nil {
+		t.Fatal(err)
+	}
+	prompts := filepath.Join(dir, "prompts.txt")
+	prompt := []int32{1, 9, 33, 12, 50, 7}
+	if err := os.WriteFile(prompts, []byte("1 9 33 12 50 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logits := func(name string, extra ...string) []float32 {
+		t.Helper()
+		out := filepath.Join(dir, name)
+		args := append([]string{"dev", "logits", "--reference", "--model", model, "--prompts", prompts,
+			"--tokens", "4", "--out", out}, extra...)
+		if _, stderr, err := run(t, "", args...); err != nil {
+			t.Fatalf("dev logits %v: %v\n%s", extra, err, stderr)
+		}
+		_, rows := readDump(t, out, "0")
+		return rows
+	}
+	whole, short, long := logits("whole"), logits("short", "--context", "16"), logits("long", "--context", "17")
+	if !slices.Equal(whole, long) {
+		t.Error("--context 17 (beyond the original 16) differs from the model's whole context: both take the long factors")
+	}
+	if slices.Equal(short, long) {
+		t.Error("--context 16 and 17 give the same logits: the short factors were not taken")
+	}
+	ck, err := llama.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	r, err := llama.Bind(ck.Model, cpu.NewReference())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.UseContext(16)
+	_, want, err := greedyLogits(t.Context(), r, prompt, nil, 4, s.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(short, want) {
+		t.Error("--context 16 differs from a Runner told a context of 16")
+	}
+	for _, c := range []struct{ ctx, want string }{
+		{"9", "--context 9 cannot hold prompt 1's 6 tokens and 4 more"},
+		{"257", "--context 257: the model's context is 256"},
+		{"-1", "--context -1"},
+	} {
+		_, _, err := run(t, "", "dev", "logits", "--reference", "--model", model, "--prompts", prompts,
+			"--tokens", "4", "--out", filepath.Join(dir, "x"), "--context", c.ctx)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--context %s: %v, want an error saying %q", c.ctx, err, c.want)
+		}
 	}
 }

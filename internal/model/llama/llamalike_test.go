@@ -3,6 +3,7 @@ package llama
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
@@ -14,7 +15,7 @@ import (
 // (1 for short wavelengths, 32 for long ones, between in between), an
 // explicit head size, Qwen2's biases, NeoX pairs and tied output, Gemma
 // 2's window, soft-caps, embedding and attention scales, post-norms and
-// GeGLU, Phi-3's fused tensors and window; and
+// GeGLU, Phi-3's fused tensors and window, partial rotary and longrope; and
 // their logits spread as the scales promise (a standard deviation near 4)
 // and do not favour repeating the input token.
 func TestLlamaLikeGGUF(t *testing.T) {
@@ -29,6 +30,8 @@ func TestLlamaLikeGGUF(t *testing.T) {
 			RopeTheta: 10000, Context: 128, Tied: true, SlidingWindow: 6, AttnSoftCap: 50, FinalSoftCap: 30},
 		{Arch: "phi3", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5,
 			RopeTheta: 10000, Context: 128, SlidingWindow: 6},
+		{Arch: "phi3", Vocab: 96, Dim: 64, FFN: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5,
+			RopeTheta: 10000, Context: 128, RopeDims: 12, LongRope: llamatest.FixedLongRope(12, 32)},
 	} {
 		path := filepath.Join(t.TempDir(), s.Arch+".gguf")
 		if err := llamatest.WriteLlamaLikeGGUF(path, s, nil, 5); err != nil {
@@ -44,6 +47,15 @@ func TestLlamaLikeGGUF(t *testing.T) {
 			c.RopeNeoX != (s.Arch != "llama" && s.Arch != "mistral") || c.TiedOutput != s.Tied || c.RopeTheta != s.RopeTheta ||
 			c.SlidingWindow != s.SlidingWindow {
 			t.Errorf("%s: config %+v", s.Arch, c)
+		}
+		rot := s.HeadDim
+		if s.RopeDims > 0 {
+			rot = s.RopeDims
+		}
+		if l := s.LongRope; c.RopeDims != rot || (l != nil) != (c.RopeScale.Type == "longrope") || l != nil &&
+			(!slices.Equal(c.RopeScale.ShortFactors, l.Short) || !slices.Equal(c.RopeScale.LongFactors, l.Long) ||
+				c.RopeScale.OriginalContext != l.OriginalContext || c.RopeScale.AttnFactor != float64(float32(l.AttnFactor(s.Context)))) {
+			t.Errorf("%s: rotary %d, scaling %+v", s.Arch, c.RopeDims, c.RopeScale)
 		}
 		gemma := s.Arch == "gemma2"
 		if gemma != (c.PostNorms && c.GeGLU && c.SlidingPattern == 2 && c.AttnSoftCap == float32(s.AttnSoftCap) &&

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/seed9b8f47b1/redrafter"
-	_ "github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
+	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/model/drafter"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama"
@@ -176,6 +176,76 @@ func TestConvertQwen3(t *testing.T) {
 			}
 		}
 		got.Close()
+	}
+}
+
+// A Mistral GGUF's sliding window (mistral.attention.sliding_window)
+// survives conversion as config.json's sliding_window: the converted
+// model has the source's config (but for RoPE's pairing, NeoX in HF's
+// row order) and its logits over positions past the window, where the
+// window masks, to float32 rounding.
+func TestConvertMistralWindow(t *testing.T) {
+	g, err := formats.OpenGGUF(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok []formats.KV
+	for _, kv := range g.KVs() {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			tok = append(tok, kv)
+		}
+	}
+	g.Close()
+	path, err := llamatest.WriteMistralGGUF(t.TempDir(), llamatest.Spec{Vocab: 512, Dim: 64, FFN: 96, Layers: 2,
+		Heads: 4, KVHeads: 2, HeadDim: 16, NormEps: 1e-5, RopeTheta: 1e6, Context: 64}, 5, tok, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "hf")
+	if _, err := Model(path, out, Options{Bits: 32}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := llama.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	got, err := llama.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	want := src.Model.Config
+	want.RopeNeoX = true
+	if !reflect.DeepEqual(got.Model.Config, want) {
+		t.Errorf("config\n %+v, want\n %+v", got.Model.Config, want)
+	}
+	tokens := []int32{1, 40, 300, 7, 99, 12, 250, 3, 480, 61, 17, 205}
+	logits := func(m *llama.Model) []float32 {
+		r, err := llama.Bind(m, cpu.NewReference())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		st, err := r.NewState(len(tokens))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		out := make([]float32, len(tokens)*512)
+		if err := st.Forward(llama.Chain(tokens, true), out, nil); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a, b := logits(src.Model), logits(got.Model)
+	var worst, scale float64
+	for i := range a {
+		worst = math.Max(worst, math.Abs(float64(a[i]-b[i])))
+		scale = math.Max(scale, math.Abs(float64(a[i])))
+	}
+	if worst > 1e-5*scale {
+		t.Errorf("converted logits differ by %g (largest %g)", worst, scale)
 	}
 }
 

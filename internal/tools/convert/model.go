@@ -265,6 +265,12 @@ func ggufConfig(c llama.Config, v *tokenizer.Vocab, e *encoder) ([]byte, error) 
 		"hidden_act":              "silu",
 		"torch_dtype":             torchDType(e.half),
 	}
+	if c.SlidingWindow > 0 {
+		// Mistral's window (GGUF mistral.attention.sliding_window; the
+		// loader reads it for mistral only, and refuses phi3 and Gemma
+		// here), which transformers' Mistral applies whenever it is set.
+		cfg["sliding_window"] = c.SlidingWindow
+	}
 	if c.RopeScale.Type == "linear" {
 		cfg["rope_scaling"] = map[string]any{"type": "linear", "factor": c.RopeScale.Factor}
 	}

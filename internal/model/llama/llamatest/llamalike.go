@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
@@ -32,6 +33,11 @@ var Shapes = map[string]Spec{
 	// Written as "llama", as llama.cpp's converter writes Mistral.
 	"mistral-half": {Arch: "llama", Dim: 2048, FFN: 7168, Heads: 16, KVHeads: 4, HeadDim: 128,
 		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
+	// Mistral-7B-v0.3 (mistralai/Mistral-7B-v0.3's config.json) in full:
+	// GQA 32/8, heads of 128, rope base 1e6, no sliding window. Written
+	// as "llama", as llama.cpp's converter writes Mistral.
+	"mistral-7b": {Arch: "llama", Dim: 4096, FFN: 14336, Heads: 32, KVHeads: 8, HeadDim: 128,
+		NormEps: 1e-5, RopeTheta: 1e6, Context: 32768},
 	// Gemma-2-2B (google/gemma-2-2b's config.json): heads of 256 (8 × 256
 	// is not the hidden 2304), GQA 8/4, every other layer sliding over
 	// 4096, soft-caps 50 and 30, query_pre_attn_scalar 256 (llama.cpp's
@@ -43,6 +49,24 @@ var Shapes = map[string]Spec{
 	// no GQA, fused qkv and gate·up, sliding window 2047, NeoX RoPE.
 	"phi3-mini": {Arch: "phi3", Dim: 3072, FFN: 8192, Heads: 32, KVHeads: 32, HeadDim: 96,
 		NormEps: 1e-5, RopeTheta: 10000, Context: 4096, SlidingWindow: 2047},
+	// Phi-3-mini-128k and Phi-3.5-mini (microsoft/Phi-3-mini-128k-instruct,
+	// Phi-3.5-mini-instruct; the same widths): Phi-3-mini-4k's with
+	// longrope from 4096 to 131072 tokens (attention factor
+	// √(1 + ln 32/ln 4096) ≈ 1.19) and a window of 262144, which never
+	// binds. The factors are FixedLongRope's, not the released ones:
+	// the long set departs from the short one from the second pair on,
+	// so a run that picks the wrong set shows within a few positions.
+	"phi3-mini-128k": {Arch: "phi3", Dim: 3072, FFN: 8192, Heads: 32, KVHeads: 32, HeadDim: 96,
+		NormEps: 1e-5, RopeTheta: 10000, Context: 131072, SlidingWindow: 262144,
+		LongRope: FixedLongRope(96, 4096)},
+	// Phi-4-mini (microsoft/Phi-4-mini-instruct): 24 heads of 128, GQA
+	// 24/8, partial rotary over 96 of each head's 128 dimensions, longrope
+	// from 4096 to 131072 tokens over those 96 (FixedLongRope's factors).
+	// Untied, unlike the real model: llama.cpp c392e50's phi3 requires
+	// output.weight (tied output is checked on qwen2.5-0.5b and gemma2-2b).
+	"phi4-mini": {Arch: "phi3", Dim: 3072, FFN: 8192, Heads: 24, KVHeads: 8, HeadDim: 128, RopeDims: 96,
+		NormEps: 1e-5, RopeTheta: 10000, Context: 131072, SlidingWindow: 262144,
+		LongRope: FixedLongRope(96, 4096)},
 }
 
 // WriteLlamaLikeGGUF draws a model of shape s (Arch "llama", "mistral",
@@ -74,7 +98,10 @@ var Shapes = map[string]Spec{
 // 1 + N(0, 0.1²) like the others. Phi-3 (llama.cpp's converter keeps
 // Phi3's fused tensors): attn_qkv holds q, k and v's rows at their scales
 // above, ffn_up gate's rows then up's; s.SlidingWindow is written as
-// phi3.attention.sliding_window (0: the context).
+// phi3.attention.sliding_window (0: the context), s.RopeDims (partial
+// rotary) as phi3.rope.dimension_count and s.LongRope as llama.cpp's
+// converter writes longrope (the two factor tensors and
+// phi3.rope.scaling.attn_factor, no scaling type).
 func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) error {
 	switch s.Arch {
 	case "llama", "mistral", "qwen2":
@@ -86,8 +113,14 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 		if s.Tied || s.Heads*s.HeadDim != s.Dim || s.RopeFreqs {
 			return fmt.Errorf("llamatest: phi3 has an output projection, heads of hidden/heads and no rope_freqs")
 		}
+		if l := s.LongRope; l != nil && (len(l.Short) != s.rotated()/2 || len(l.Long) != s.rotated()/2) {
+			return fmt.Errorf("llamatest: longrope has %d and %d factors for %d rotated dimensions", len(l.Short), len(l.Long), s.rotated())
+		}
 	default:
 		return fmt.Errorf("llamatest: WriteLlamaLikeGGUF writes llama, mistral, qwen2, gemma2 or phi3, not %q", s.Arch)
+	}
+	if s.Arch != "phi3" && (s.RopeDims != 0 || s.LongRope != nil) {
+		return fmt.Errorf("llamatest: WriteLlamaLikeGGUF writes partial rotary and longrope for phi3 only")
 	}
 	gemma := s.Arch == "gemma2"
 	r := rand.New(rand.NewPCG(seed, 0x11a3a))
@@ -199,7 +232,7 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 		{Key: a + "block_count", Value: uint32(s.Layers)},
 		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
-		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.dimension_count", Value: uint32(s.rotated())},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: s.NormEps},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
 	}
@@ -217,7 +250,15 @@ func WriteLlamaLikeGGUF(path string, s Spec, meta []formats.KV, seed uint64) err
 		if window <= 0 {
 			window = s.Context
 		}
-		kvs = append(kvs, formats.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(s.Context)},
+		orig := s.Context
+		if l := s.LongRope; l != nil {
+			orig = l.OriginalContext
+			kvs = append(kvs, formats.KV{Key: a + "rope.scaling.attn_factor", Value: float32(l.AttnFactor(s.Context))})
+			ts = append(ts,
+				formats.Tensor{Name: "rope_factors_long.weight", DType: formats.F32, Shape: []int{len(l.Long)}, Data: graph.AsBytes(slices.Clone(l.Long))},
+				formats.Tensor{Name: "rope_factors_short.weight", DType: formats.F32, Shape: []int{len(l.Short)}, Data: graph.AsBytes(slices.Clone(l.Short))})
+		}
+		kvs = append(kvs, formats.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(orig)},
 			formats.KV{Key: a + "attention.sliding_window", Value: uint32(window)})
 	}
 	kvs = append(kvs, meta...)
@@ -262,4 +303,12 @@ func llama3FreqFactors(headDim int, theta float64) []float32 {
 		}
 	}
 	return out
+}
+
+// rotated is the rotated dimensions of each head: RopeDims, else all.
+func (s Spec) rotated() int {
+	if s.RopeDims > 0 {
+		return s.RopeDims
+	}
+	return s.HeadDim
 }
