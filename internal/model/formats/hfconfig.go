@@ -22,7 +22,7 @@ import (
 // ids of the file's top level, and the text model in TextConfig.
 type HFConfig struct {
 	Architectures         []string     `json:"architectures"` // e.g. ["LlamaForCausalLM"]
-	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2", "qwen3"
+	ModelType             string       `json:"model_type"`    // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", or "gemma3" (image-text: TextConfig holds the text model)
 	HiddenSize            int          `json:"hidden_size"`
 	IntermediateSize      int          `json:"intermediate_size"`
 	NumHiddenLayers       int          `json:"num_hidden_layers"`
