@@ -80,12 +80,15 @@ func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quan
 	xp := vnniBuffer(m, l)
 	xb := *xp
 	prepareVNNIRows(xb, x, k, 8, vnniBlock, l, 0, m)
+	for i := range m {
+		transposeVNNIBlocks(xb[i*l.ldx:], k)
+	}
 	fn, aux, auxOff := &q5KVNNI, xb, l.xsOff
 	var np *[]byte
 	if t == quant.Q6_K {
 		np = vnniBuffer(m, l)
 		for i := range m {
-			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*np)[i*l.ldx])), k/4), xb[i*l.ldx:], k, -32)
+			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*np)[i*l.ldx])), k/16), xb[i*l.ldx:], k, -32)
 		}
 		fn, aux, auxOff = &q6KVNNI, *np, 0
 	}
@@ -113,15 +116,44 @@ func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quan
 // vnniMaxRows is the most rows of x one VNNI block kernel call takes.
 const vnniMaxRows = 6
 
-// q8NegSums sets dst[lane] to f times the sum of the lane's four int8 values
-// of a row of x prepared in the 8-bit chunk layout (k elements: k/64 chunks
-// of 64 values and 16 lane scales).
+// transposeVNNIBlocks reorders a row of x prepared in the 8-bit chunk
+// layout (k elements) for the block kernels, block of 256 by block: the
+// int8 values as the kernels transpose the codes (chunk j's lane 4g+c takes
+// chunk c's lane 4g+j, so a lane of the four chunks holds the 16 elements
+// 64c+16g..64c+16g+15), and the first chunk's 16 lane scales each the
+// scale of its lane's elements (the other chunks' scale slots are unused).
+func transposeVNNIBlocks(row []byte, k int) {
+	var old [512]byte
+	for b := range k / 256 {
+		blk := row[512*b : 512*b+512 : 512*b+512]
+		copy(old[:], blk)
+		for j := range 4 {
+			for g := range 4 {
+				for c := range 4 {
+					copy(blk[128*j+4*(4*g+c):][:4], old[128*c+4*(4*g+j):][:4])
+				}
+			}
+		}
+		for g := range 4 {
+			for c := range 4 {
+				copy(blk[64+4*(4*g+c):][:4], old[128*c+64+4*(4*g):][:4])
+			}
+		}
+	}
+}
+
+// q8NegSums sets dst[16b+lane] to f times the sum of the lane's 16 int8
+// values in block b of a row of x prepared by transposeVNNIBlocks (k
+// elements: four chunks of 64 values and 16 lane scales a block).
 func q8NegSums(dst []int32, row []byte, k int, f int32) {
-	for c := range k / 64 {
-		q := row[128*c : 128*c+64 : 128*c+64]
+	for b := range k / 256 {
 		for lane := range 16 {
-			s := int32(int8(q[4*lane])) + int32(int8(q[4*lane+1])) + int32(int8(q[4*lane+2])) + int32(int8(q[4*lane+3]))
-			dst[16*c+lane] = f * s
+			var s int32
+			for j := range 4 {
+				q := row[512*b+128*j+4*lane:][:4]
+				s += int32(int8(q[0])) + int32(int8(q[1])) + int32(int8(q[2])) + int32(int8(q[3]))
+			}
+			dst[16*b+lane] = f * s
 		}
 	}
 }
