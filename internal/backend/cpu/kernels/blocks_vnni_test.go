@@ -295,3 +295,35 @@ func TestMatMulBlocksShortY(t *testing.T) {
 		}()
 	}
 }
+
+// MatMulBlocksX over the parts of a weight that the backend's workers take,
+// in any order, with x prepared once, gives MatMulBlocks' bits for the whole
+// weight: for the VNNI formats and for one that decodes (Q4_1).
+func TestMatMulBlocksXParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(uint64(rand.Int64()), 10))
+	const k, n = 512, 23
+	scratch := make([]float32, BlockRows(k)*k)
+	for _, typ := range []quant.GGML{quant.Q6_K, quant.Q5_K, quant.Q4_1} {
+		data, _ := quantizedRows(t, r, typ, n, k)
+		rb := len(data) / n
+		for _, m := range []int{1, 5, 7} {
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			want := make([]float32, m*n)
+			MatMulBlocks(want, n, x, m, data, typ, k, scratch)
+			got := make([]float32, m*n)
+			p := PrepareBlocks(x, m, k, typ)
+			for _, part := range [][2]int{{8, 23}, {0, 3}, {3, 8}} {
+				MatMulBlocksX(got[part[0]:], n, p, data[part[0]*rb:part[1]*rb], scratch)
+			}
+			p.Release()
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v m=%d: y[%d, %d] = %v in parts, %v whole", typ, m, i/n, i%n, got[i], want[i])
+				}
+			}
+		}
+	}
+}
