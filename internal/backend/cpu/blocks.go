@@ -99,10 +99,14 @@ func (b *Backend) blockMatMul(out graph.Operand, in []graph.Operand, op graph.Bl
 	}
 	step := kernels.BlockRows(k)
 	minRows := max(step, 1<<16/(k*max(m, 1))) // as matmul: give a worker ≥64K multiply-adds
+	// x is prepared once (for the VNNI kernels: rounded to int8), not by
+	// every worker's part.
+	px := kernels.PrepareBlocks(x, m, k, t)
 	b.pool.parallel(n, step, minRows, func(lo, hi int) {
 		s := b.scratch(step * k)
-		kernels.MatMulBlocks(y[lo:], n, x, m, w[lo*rb:hi*rb], t, k, *s)
+		kernels.MatMulBlocksX(y[lo:], n, px, w[lo*rb:hi*rb], *s)
 		b.release(s)
 	})
+	px.Release()
 	return nil
 }

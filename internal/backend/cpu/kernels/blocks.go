@@ -10,7 +10,7 @@ import (
 // On AVX-512 VNNI machines Q6_K and Q5_K products round x to int8 per
 // block of 32 as MatMulAffine does and multiply it by the blocks' codes
 // unpacked to bytes in registers (VPDPBUSD; internal/blocksgen, see
-// matMulBlocksVNNI): they read the blocks at memory speed, and a row's
+// blocksVNNIX): they read the blocks at memory speed, and a row's
 // result still depends on its row of x and its row of w alone. Otherwise
 // a product decodes a few rows of blocks at a time into float32 scratch,
 // with generated AVX-512 decoders where there are (Q6_K, Q5_K; see
@@ -39,15 +39,58 @@ func BlockRows(k int) int { return max(1, min(8, blockScratchFloats/max(k, 1))) 
 // holds the [m, n] block (ldy ≥ n, len(y) ≥ (m-1)·ldy + n); the
 // caller checks the format and the row size.
 func MatMulBlocks(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int, scratch []float32) {
+	p := PrepareBlocks(x, m, k, t)
+	MatMulBlocksX(y, ldy, p, w, scratch)
+	p.Release()
+}
+
+// BlocksX is x prepared for products with blocks of one format: on AVX-512
+// VNNI machines, for Q6_K and Q5_K, rounded to int8 and reordered for the
+// VNNI kernels, once for all the parts of a weight that a product's
+// workers take (MatMulBlocksX); otherwise x itself.
+type BlocksX struct {
+	x    []float32
+	m, k int
+	t    quant.GGML
+	v    *blocksVNNIX // nil: the decoding path
+}
+
+// PrepareBlocks prepares the m rows of k elements in x for MatMulBlocksX
+// with blocks of format t. It panics unless len(x) == m·k. Release returns
+// its buffers.
+func PrepareBlocks(x []float32, m, k int, t quant.GGML) *BlocksX {
+	if len(x) != m*k {
+		panic("kernels: PrepareBlocks: operands disagree")
+	}
+	p := &BlocksX{x: x, m: m, k: k, t: t}
+	if m > 0 && blocksVNNIFit(t) && k%256 == 0 {
+		p.v = prepareBlocksVNNI(x, m, k, t)
+	}
+	return p
+}
+
+// Release returns p's buffers; p must not be used again.
+func (p *BlocksX) Release() {
+	if p.v != nil {
+		p.v.release()
+		p.v = nil
+	}
+}
+
+// MatMulBlocksX is MatMulBlocks with x prepared by PrepareBlocks: the
+// same bits, whichever rows of the weight w holds.
+func MatMulBlocksX(y []float32, ldy int, p *BlocksX, w []byte, scratch []float32) {
+	x, m, k, t := p.x, p.m, p.k, p.t
 	rb := k / t.BlockElems() * t.BlockBytes()
-	if rb == 0 || len(w)%rb != 0 || len(x) != m*k {
+	if rb == 0 || len(w)%rb != 0 {
 		panic("kernels: MatMulBlocks: operands disagree")
 	}
 	// The VNNI kernels store without bounds checks.
 	if n := len(w) / rb; m > 0 && n > 0 && (ldy < n || len(y) < (m-1)*ldy+n) {
 		panic(fmt.Sprintf("kernels: MatMulBlocks: y of %d (ldy %d) for [%d, %d]", len(y), ldy, m, n))
 	}
-	if matMulBlocksVNNI(y, ldy, x, m, w, t, k) {
+	if p.v != nil {
+		p.v.matMul(y, ldy, w)
 		return
 	}
 	n, step := len(w)/rb, BlockRows(k)

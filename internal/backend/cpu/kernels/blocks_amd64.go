@@ -58,36 +58,57 @@ var (
 // the VNNI kernels here.
 func blocksVNNIFit(t quant.GGML) bool { return blocksVNNI && (t == quant.Q6_K || t == quant.Q5_K) }
 
-// matMulBlocksVNNI runs MatMulBlocks with the VNNI kernels and reports
-// whether it did: for Q6_K and Q5_K on AVX-512 VNNI machines. x is
-// quantized per row to int8 in blocks of 32 exactly as MatMulAffine
-// quantizes it (vnniPrep, 8-bit layout, with the blocks' sums d·Σq), and
-// every row of w is multiplied by up to six rows of x at a time (a
-// verification batch of 5 or 6 tokens unpacks each block once); a row's
-// result depends on its row of x and its row of w alone. Q6_K's kernels
-// start each lane from -32·Σx (its codes are q+32), taken from the int8
-// values; Q5_K's use the block sums for the mins.
-func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int) bool {
-	if !blocksVNNIFit(t) {
-		return false
+// blocksVNNIX is x prepared for the VNNI kernels: quantized per row to
+// int8 in blocks of 32 exactly as MatMulAffine quantizes it (vnniPrep,
+// 8-bit layout, with the blocks' sums d·Σq) and reordered per block of 256
+// as the kernels transpose the codes (transposeVNNIBlocks); for Q6_K also
+// each lane's -32·Σx (its codes are q+32), taken from the int8 values.
+// Q5_K's kernels use the block sums for the mins.
+type blocksVNNIX struct {
+	t      quant.GGML
+	m, k   int
+	l      vnniLayout
+	xp, np *[]byte // x and Q6_K's sums; np nil for Q5_K
+}
+
+func prepareBlocksVNNI(x []float32, m, k int, t quant.GGML) *blocksVNNIX {
+	l := newVNNILayout(k, 8, vnniBlock)
+	v := &blocksVNNIX{t: t, m: m, k: k, l: l, xp: vnniBuffer(m, l)}
+	xb := *v.xp
+	prepareVNNIRows(xb, x, k, 8, vnniBlock, l, 0, m)
+	for i := range m {
+		transposeVNNIBlocks(xb[i*l.ldx:], k)
 	}
+	if t == quant.Q6_K {
+		v.np = vnniBuffer(m, l)
+		for i := range m {
+			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*v.np)[i*l.ldx])), k/16), xb[i*l.ldx:], k, -32)
+		}
+	}
+	return v
+}
+
+func (v *blocksVNNIX) release() {
+	bytePool.Put(v.xp)
+	if v.np != nil {
+		bytePool.Put(v.np)
+	}
+}
+
+// matMul multiplies every row of w by up to six rows of x at a time (a
+// verification batch of 5 or 6 tokens unpacks each block once); a row's
+// result depends on its row of x and its row of w alone.
+func (v *blocksVNNIX) matMul(y []float32, ldy int, w []byte) {
+	t, m, k, l := v.t, v.m, v.k, v.l
 	bb, blocks := t.BlockBytes(), k/256
 	n := len(w) / (blocks * bb)
-	if m == 0 || n == 0 {
-		return true
+	if n == 0 {
+		return
 	}
-	l := newVNNILayout(k, 8, vnniBlock)
-	xp := vnniBuffer(m, l)
-	xb := *xp
-	prepareVNNIRows(xb, x, k, 8, vnniBlock, l, 0, m)
+	xb := *v.xp
 	fn, aux, auxOff := &q5KVNNI, xb, l.xsOff
-	var np *[]byte
 	if t == quant.Q6_K {
-		np = vnniBuffer(m, l)
-		for i := range m {
-			q8NegSums(unsafe.Slice((*int32)(unsafe.Pointer(&(*np)[i*l.ldx])), k/4), xb[i*l.ldx:], k, -32)
-		}
-		fn, aux, auxOff = &q6KVNNI, *np, 0
+		fn, aux, auxOff = &q6KVNNI, *v.np, 0
 	}
 	// Rows of w go in blocks that stay in L2 while every group of rows of x
 	// goes past them; one pass when one group takes every row of x.
@@ -103,25 +124,50 @@ func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quan
 			fn[mr](&xb[i0*l.ldx], l.ldx, &aux[i0*l.ldx+auxOff], &w[j0*rowBytes], blocks, nr, &y[i0*ldy+j0], ldy)
 		}
 	}
-	bytePool.Put(xp)
-	if np != nil {
-		bytePool.Put(np)
-	}
-	return true
 }
 
 // vnniMaxRows is the most rows of x one VNNI block kernel call takes.
 const vnniMaxRows = 6
 
-// q8NegSums sets dst[lane] to f times the sum of the lane's four int8 values
-// of a row of x prepared in the 8-bit chunk layout (k elements: k/64 chunks
-// of 64 values and 16 lane scales).
+// transposeVNNIBlocks reorders a row of x prepared in the 8-bit chunk
+// layout (k elements) for the block kernels, block of 256 by block: the
+// int8 values as the kernels transpose the codes (chunk j's lane 4g+c takes
+// chunk c's lane 4g+j, so a lane of the four chunks holds the 16 elements
+// 64c+16g..64c+16g+15), and the first chunk's 16 lane scales each the
+// scale of its lane's elements (the other chunks' scale slots are unused).
+func transposeVNNIBlocks(row []byte, k int) {
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(row))), k/64*32)
+	var old [128]uint32
+	for b := range k / 256 {
+		blk := words[128*b : 128*b+128 : 128*b+128]
+		old = [128]uint32(blk)
+		for j := range 4 {
+			for g := range 4 {
+				for c := range 4 {
+					blk[32*j+4*g+c] = old[32*c+4*g+j]
+				}
+			}
+		}
+		for g := range 4 {
+			for c := range 4 {
+				blk[16+4*g+c] = old[32*c+16+4*g]
+			}
+		}
+	}
+}
+
+// q8NegSums sets dst[16b+lane] to f times the sum of the lane's 16 int8
+// values in block b of a row of x prepared by transposeVNNIBlocks (k
+// elements: four chunks of 64 values and 16 lane scales a block).
 func q8NegSums(dst []int32, row []byte, k int, f int32) {
-	for c := range k / 64 {
-		q := row[128*c : 128*c+64 : 128*c+64]
+	for b := range k / 256 {
 		for lane := range 16 {
-			s := int32(int8(q[4*lane])) + int32(int8(q[4*lane+1])) + int32(int8(q[4*lane+2])) + int32(int8(q[4*lane+3]))
-			dst[16*c+lane] = f * s
+			var s int32
+			for j := range 4 {
+				q := row[512*b+128*j+4*lane:][:4]
+				s += int32(int8(q[0])) + int32(int8(q[1])) + int32(int8(q[2])) + int32(int8(q[3]))
+			}
+			dst[16*b+lane] = f * s
 		}
 	}
 }

@@ -12,6 +12,10 @@ var blocksVNNI = false
 
 func blocksVNNIFit(t quant.GGML) bool { return false }
 
-func matMulBlocksVNNI(y []float32, ldy int, x []float32, m int, w []byte, t quant.GGML, k int) bool {
-	return false
-}
+type blocksVNNIX struct{}
+
+func prepareBlocksVNNI(x []float32, m, k int, t quant.GGML) *blocksVNNIX { return nil }
+
+func (v *blocksVNNIX) release() {}
+
+func (v *blocksVNNIX) matMul(y []float32, ldy int, w []byte) {}

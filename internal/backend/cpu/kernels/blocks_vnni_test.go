@@ -30,11 +30,12 @@ func quantizeQ8(x []float32) (q []int8, d []float32) {
 }
 
 // q6KVNNIRef is the VNNI Q6_K product in pure Go, operation for operation
-// as internal/blocksgen's kernels compute it: per int32 lane (4 elements)
-// the exact Σ (q-32)·x of the int8 x, converted to float, times the lane's
-// x scale, then times its weight scale d·scales[sub-block] and added to the
-// lane's accumulator in one fused multiply-add (fma32); then the lanes
-// summed in the kernels' tree. Every other float operation is rounded on
+// as internal/blocksgen's kernels compute it: per block and int32 lane
+// 4g+c (the 16 elements 64c+16g.., one sub-block, as the kernels transpose
+// the codes) the exact Σ (q-32)·x of the int8 x, converted to float, times
+// the lane's x scale, then times its weight scale d·scales[sub-block] and
+// added to the lane's accumulator in one fused multiply-add (fma32); then
+// the lanes summed in the kernels' tree. Every other float operation is rounded on
 // its own (explicit conversions: nothing may be fused).
 func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 	const bb = 210
@@ -47,24 +48,23 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 			for b := range blocks {
 				blk := w[(j*blocks+b)*bb : (j*blocks+b+1)*bb]
 				d := quant.F16ToF32(uint16(blk[208]) | uint16(blk[209])<<8)
-				for c := range 4 {
-					for lane := range 16 {
-						var sum int32
-						for e := range 4 {
-							el := 64*c + 4*lane + e // element of the block
-							h, s, l := el/128, el%128/32, el%32
-							ql := blk[64*h+32*(s%2)+l]
-							if s >= 2 {
-								ql >>= 4
-							}
-							q := int32(ql&15) | int32(blk[128+32*h+l]>>(2*s)&3)<<4
-							sum += (q - 32) * int32(qx[256*b+el])
+				for lane := range 16 {
+					// The lane's 16 elements: 64c+16g .. 64c+16g+15, one sub-block.
+					g, c := lane/4, lane%4
+					first := 64*c + 16*g
+					var sum int32
+					for el := first; el < first+16; el++ {
+						h, s, l := el/128, el%128/32, el%32
+						ql := blk[64*h+32*(s%2)+l]
+						if s >= 2 {
+							ql >>= 4
 						}
-						el := 64*c + 4*lane
-						ws := float32(float32(int8(blk[192+el/16])) * d)
-						t := float32(float32(sum) * dx[(256*b+el)/32])
-						acc[lane] = fma32(t, ws, acc[lane])
+						q := int32(ql&15) | int32(blk[128+32*h+l]>>(2*s)&3)<<4
+						sum += (q - 32) * int32(qx[256*b+el])
 					}
+					ws := float32(float32(int8(blk[192+first/16])) * d)
+					t := float32(float32(sum) * dx[(256*b+first)/32])
+					acc[lane] = fma32(t, ws, acc[lane])
 				}
 			}
 			v := acc
@@ -80,8 +80,8 @@ func q6KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 
 // q5KVNNIRef is the VNNI Q5_K product in pure Go, operation for operation
 // as internal/blocksgen's kernels compute it: the lanes' exact Σ q·x of the
-// int8 x scaled as q6KVNNIRef's (weight scale d·sc[sub-block], sub-blocks
-// of 32), and per block a bias lane per sub-block less (dmin·m)·(d·Σq of
+// int8 x (16 elements, half a sub-block of 32, as q6KVNNIRef's) scaled as
+// q6KVNNIRef's (weight scale d·sc[sub-block]), and per block a bias lane per sub-block less (dmin·m)·(d·Σq of
 // x's block); the result is the lanes of acc + bias (zero past lane 7)
 // summed in the kernels' tree.
 func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
@@ -108,20 +108,19 @@ func q5KVNNIRef(y []float32, ldy int, x []float32, m int, w []byte, k int) {
 				for s := range 8 {
 					bias[s] = bias[s] - float32(float32(float32(mn[s])*dmin)*xsum[8*b+s])
 				}
-				for c := range 4 {
-					for lane := range 16 {
-						var sum int32
-						for e := range 4 {
-							el := 64*c + 4*lane + e
-							u, l := el%64/32, el%32
-							q := int32(blk[48+32*c+l]>>(4*u)&15) | int32(blk[16+l]>>(2*c+u)&1)<<4
-							sum += q * int32(qx[256*b+el])
-						}
-						el := 64*c + 4*lane
-						ws := float32(float32(sc[el/32]) * d)
-						t := float32(float32(sum) * dx[(256*b+el)/32])
-						acc[lane] = fma32(t, ws, acc[lane])
+				for lane := range 16 {
+					// The lane's 16 elements: 64c+16g .. 64c+16g+15, half a sub-block.
+					g, c := lane/4, lane%4
+					first := 64*c + 16*g
+					var sum int32
+					for el := first; el < first+16; el++ {
+						u, l := el%64/32, el%32
+						q := int32(blk[48+32*c+l]>>(4*u)&15) | int32(blk[16+l]>>(2*c+u)&1)<<4
+						sum += q * int32(qx[256*b+el])
 					}
+					ws := float32(float32(sc[first/32]) * d)
+					t := float32(float32(sum) * dx[(256*b+first)/32])
+					acc[lane] = fma32(t, ws, acc[lane])
 				}
 			}
 			var v [16]float32
@@ -294,5 +293,37 @@ func TestMatMulBlocksShortY(t *testing.T) {
 			}()
 			MatMulBlocks(make([]float32, c.leny), c.ldy, x, 2, data, quant.Q6_K, 256, make([]float32, BlockRows(256)*256))
 		}()
+	}
+}
+
+// MatMulBlocksX over the parts of a weight that the backend's workers take,
+// in any order, with x prepared once, gives MatMulBlocks' bits for the whole
+// weight: for the VNNI formats and for one that decodes (Q4_1).
+func TestMatMulBlocksXParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(uint64(rand.Int64()), 10))
+	const k, n = 512, 23
+	scratch := make([]float32, BlockRows(k)*k)
+	for _, typ := range []quant.GGML{quant.Q6_K, quant.Q5_K, quant.Q4_1} {
+		data, _ := quantizedRows(t, r, typ, n, k)
+		rb := len(data) / n
+		for _, m := range []int{1, 5, 7} {
+			x := make([]float32, m*k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			want := make([]float32, m*n)
+			MatMulBlocks(want, n, x, m, data, typ, k, scratch)
+			got := make([]float32, m*n)
+			p := PrepareBlocks(x, m, k, typ)
+			for _, part := range [][2]int{{8, 23}, {0, 3}, {3, 8}} {
+				MatMulBlocksX(got[part[0]:], n, p, data[part[0]*rb:part[1]*rb], scratch)
+			}
+			p.Release()
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v m=%d: y[%d, %d] = %v in parts, %v whole", typ, m, i/n, i%n, got[i], want[i])
+				}
+			}
+		}
 	}
 }

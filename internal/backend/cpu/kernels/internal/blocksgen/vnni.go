@@ -4,22 +4,32 @@ import "fmt"
 
 // VNNI products with Q6_K blocks: y = x·wᵀ with x quantized per row to
 // int8 in blocks of 32 by the affine kernels' vnniPrep (8-bit chunk layout:
-// per 64 elements, 64 int8 values then 16 float32 lane scales, the scale of
-// each int32 lane's x block) and w's codes unpacked to bytes in registers.
+// per 64 elements, 64 int8 values then 16 float32 lane scales), reordered
+// per block of 256 by kernels' transposeVNNIBlocks to match the transposed
+// codes below, and w's codes unpacked to bytes in registers.
 //
 // A block's 256 elements are four chunks of 64; chunk c (elements
 // 64c..64c+63) is, byte for byte, the low (c even) or high (c odd) nibbles
 // of ql[64h..64h+63], h = c/2, with bits 2s, 2s+1 of qh[32h + l] as bits 4
-// and 5 (s = 0..3 over the chunks' 32-element quarters). VPDPBUSD sums four
-// products code·x per int32 lane, starting from the lane's -32·Σx (the
-// caller's nsum, per row of x), so a lane holds Σ (q-32)·x exactly. Each
-// lane is then converted to float, multiplied by its x scale, and
-// multiplied by its weight scale d·scales[sub-block] (exact: an f16 times an
-// int8) and added to the row's float accumulator in one fused multiply-add;
-// the row's result is the sum of the accumulator's lanes in a fixed tree:
-// lanes l and l+8, l and l+4, l and l+2, l and l+1. A pure-Go reference
-// reproduces every bit (kernels' q6KVNNIRef, with a float32 FMA computed
-// exactly), and every row of x gets the same instructions whatever mr is.
+// and 5 (s = 0..3 over the chunks' 32-element quarters). The four chunks'
+// codes are then transposed as dwords within each 128-bit lane
+// (vnniTranspose), so that int32 lane 4g+c of the four registers holds
+// together the 16 elements 64c+16g..64c+16g+15: one Q6_K sub-block, half a
+// Q5_K one, within one x block of 32. For each row of x, four VPDPBUSD
+// sum the block's products code·x into the lanes, starting from the lane's
+// -32·Σx (the caller's nsum, per row of x and block), so a lane holds
+// Σ (q-32)·x of its 16 elements exactly. Each lane is then converted to
+// float once a block, multiplied by its x scale, and multiplied by its
+// weight scale d·scales[sub-block] (exact: an f16 times an int8) and added
+// to the row's float accumulator in one fused multiply-add; the row's
+// result is the sum of the accumulator's lanes in a fixed tree: lanes l
+// and l+8, l and l+4, l and l+2, l and l+1. The per-row work is thus 7
+// instructions a block (not 16 a block, one conversion per 4 elements, as
+// before the transposition), which matters for a verification batch; the
+// unpacking and transposition are shared by the rows of a call. A pure-Go
+// reference reproduces every bit (kernels' q6KVNNIRef, with a float32 FMA
+// computed exactly), and every row of x gets the same instructions whatever
+// mr is.
 //
 // Registers: BX the walking x for rows 0..3, R12 for rows 4..5 (rows R10 =
 // ldx bytes apart, R14 = 3·ldx); R8 the walking aux for rows 0..3 (Q6_K's
@@ -31,9 +41,10 @@ import "fmt"
 //	Z0..Z5   float accumulators, one per row of x
 //	Z6..Z11  Q5_K's bias accumulators
 //	Z12..Z15 lane sums (row r uses Z12 + r%4)
-//	Z17      high nibbles, Z18 weight scales of the chunk, Z19 its codes
+//	Z17      high nibbles, Z18 the block's weight scales a lane
 //	Z20 qh (32 bytes in both halves), Z21 ql, Z22 d·scales, Z23 d
-//	Z24..Z27 VPERMPS indices of chunks 0..3: lane l → sub-block 4c + l/4
+//	Z24      VPERMPS indices: lane 4g+c → sub-block 4c + g
+//	Z25..Z28 the codes of chunks 0..3, then transposed
 //	K2 the upper 16 words (masked shifts of the upper copies)
 //	Z30 bytes 0x30, Z31 bytes 0x0f
 
@@ -86,13 +97,11 @@ func (g *gen) vyoff(r int) {
 
 // vnniData emits the constant tables of the VNNI kernels.
 func (g *gen) vnniData() {
-	g.s.WriteString("\n// blocksperm6: chunk c's lane l takes Q6_K sub-block 4c + l/4.\n")
-	for c := range 4 {
-		for l := range 16 {
-			fmt.Fprintf(&g.s, "DATA blocksperm6<>+%d(SB)/4, $%d\n", 64*c+4*l, 4*c+l/4)
-		}
+	g.s.WriteString("\n// blocksperm6: lane L = 4g+c of the transposed chunks takes Q6_K sub-block 4c + g.\n")
+	for l := range 16 {
+		fmt.Fprintf(&g.s, "DATA blocksperm6<>+%d(SB)/4, $%d\n", 4*l, 4*(l%4)+l/4)
 	}
-	g.s.WriteString("GLOBL blocksperm6<>(SB), RODATA|NOPTR, $256\n")
+	g.s.WriteString("GLOBL blocksperm6<>(SB), RODATA|NOPTR, $64\n")
 	g.s.WriteString("DATA blocksb0f<>+0(SB)/4, $0x0f0f0f0f\nGLOBL blocksb0f<>(SB), RODATA|NOPTR, $4\n")
 	g.s.WriteString("DATA blocksb30<>+0(SB)/4, $0x30303030\nGLOBL blocksb30<>(SB), RODATA|NOPTR, $4\n")
 }
@@ -139,20 +148,40 @@ func (g *gen) vnniPrologue(name string, mr, blockBytes int, bias bool, consts fu
 	}
 }
 
-// vnniRows adds chunk c's products to the accumulators of every row:
-// codes in Z19, weight scales in Z18; lane sums start from aux at auxOff
-// (Q6_K's -32·Σx) or from zero.
-func (g *gen) vnniRows(mr, c int, auxOff int, fromAux bool) {
+// vnniTranspose transposes the dwords of the four chunks' codes in
+// Z25..Z28 within each 128-bit lane: afterwards Z25+j's lane 4g+c holds
+// chunk c's lane 4g+j (so every lane of Z25..Z28 together covers one
+// 16-element run of the block, 64c+16g..64c+16g+15). Z17, Z19, Z20, Z21
+// are clobbered.
+func (g *gen) vnniTranspose() {
+	g.a("VPUNPCKLDQ Z26, Z25, Z17") // a0 b0 a1 b1
+	g.a("VPUNPCKHDQ Z26, Z25, Z19") // a2 b2 a3 b3
+	g.a("VPUNPCKLDQ Z28, Z27, Z20") // c0 d0 c1 d1
+	g.a("VPUNPCKHDQ Z28, Z27, Z21") // c2 d2 c3 d3
+	g.a("VPUNPCKLQDQ Z20, Z17, Z25")
+	g.a("VPUNPCKHQDQ Z20, Z17, Z26")
+	g.a("VPUNPCKLQDQ Z21, Z19, Z27")
+	g.a("VPUNPCKHQDQ Z21, Z19, Z28")
+}
+
+// vnniRows adds the block's products to the accumulators of every row:
+// transposed codes in Z25..Z28, weight scales in Z18; a row's lane sums
+// start from aux at offset 0 (Q6_K's -32·Σx) or from zero, take the four
+// chunks' VPDPBUSD, and are converted, scaled by x's lane scales (the
+// block's first chunk's scale slot) and added once per block.
+func (g *gen) vnniRows(mr int, fromAux bool) {
 	for r := range mr {
 		t := 12 + r%4
 		if fromAux {
-			g.a("VMOVDQU32 %s, Z%d", vrow(true, r, auxOff), t)
+			g.a("VMOVDQU32 %s, Z%d", vrow(true, r, 0), t)
 		} else {
 			g.a("VPXORD Z%d, Z%d, Z%d", t, t, t)
 		}
-		g.a("VPDPBUSD %s, Z19, Z%d", vrow(false, r, 128*c), t)
+		for j := range 4 {
+			g.a("VPDPBUSD %s, Z%d, Z%d", vrow(false, r, 128*j), 25+j, t)
+		}
 		g.a("VCVTDQ2PS Z%d, Z%d", t, t)
-		g.a("VMULPS %s, Z%d, Z%d", vrow(false, r, 128*c+64), t, t)
+		g.a("VMULPS %s, Z%d, Z%d", vrow(false, r, 64), t, t)
 		g.a("VFMADD231PS Z18, Z%d, Z%d", t, r) // acc += t·ws
 	}
 }
@@ -200,15 +229,14 @@ func (g *gen) q6KVNNI(mr int) {
 	name := fmt.Sprintf("q6KVNNI%d", mr)
 	g.vnniPrologue(name, mr, 210, false, func() {
 		g.a("VPBROADCASTD blocksb30<>(SB), Z30")
-		for c := range 4 {
-			g.a("VMOVDQU32 blocksperm6<>+%d(SB), Z%d", 64*c, 24+c)
-		}
+		g.a("VMOVDQU32 blocksperm6<>(SB), Z24")
 	})
 	g.a("VPBROADCASTW 208(SI), Y23")
 	g.a("VCVTPH2PS Y23, Z23")
 	g.a("VPMOVSXBD 192(SI), Z22")
 	g.a("VCVTDQ2PS Z22, Z22")
 	g.a("VMULPS Z23, Z22, Z22")
+	g.a("VPERMPS Z22, Z24, Z18")
 	for h := range 2 {
 		g.a("VMOVDQU64 %d(SI), Z21", 64*h)
 		g.a("VBROADCASTI64X4 %d(SI), Z20", 128+32*h)
@@ -217,22 +245,23 @@ func (g *gen) q6KVNNI(mr int) {
 		g.a("VPSRLW $2, Z20, K2, Z20")
 		for u := range 2 {
 			c := 2*h + u
+			z := 25 + c
 			// Codes: the nibbles | qh's two bits at bits 4, 5.
 			nib := "Z21"
 			if u == 0 {
-				g.a("VPSLLW $4, Z20, Z19")
-				g.a("VPANDQ Z30, Z19, Z19")
+				g.a("VPSLLW $4, Z20, Z%d", z)
+				g.a("VPANDQ Z30, Z%d, Z%d", z, z)
 			} else {
-				g.a("VPANDQ Z30, Z20, Z19")
+				g.a("VPANDQ Z30, Z20, Z%d", z)
 				g.a("VPSRLW $4, Z21, Z17")
 				nib = "Z17"
 			}
-			g.a("VPTERNLOGD $0xf8, Z31, %s, Z19", nib) // Z19 | (nib & 0x0f)
-			g.a("VPERMPS Z22, Z%d, Z18", 24+c)
-			g.vnniRows(mr, c, 64*c, true)
+			g.a("VPTERNLOGD $0xf8, Z31, %s, Z%d", nib, z) // codes | (nib & 0x0f)
 		}
 	}
-	g.vnniEpilogue(name, mr, 210, 256, false)
+	g.vnniTranspose()
+	g.vnniRows(mr, true)
+	g.vnniEpilogue(name, mr, 210, 64, false)
 }
 
 // q5KVNNI emits the Q5_K kernel for mr rows of x; aux is the rows' group
@@ -256,16 +285,14 @@ func (g *gen) q6KVNNI(mr int) {
 //
 // Registers (besides the common ones): Z6..Z11 row r's bias accumulator,
 // Z16 bytes 0x10, Z20 qh, Z21 qs, Z22 d·sc ×8 then dmin·m ×8, Y23 dmin·m,
-// Z24..Z27 VPERMPS indices of chunks 0..3 (lane l → sub-block 2c + l/8),
-// Z29 the d/dmin lane map; K1 the fifth bits.
+// Z24 VPERMPS indices (lane 4g+c → sub-block 2c + g/2), Z25..Z28 the
+// codes as Q6_K's, Z29 the d/dmin lane map; K1 the fifth bits.
 func (g *gen) q5KVNNI(mr int) {
 	name := fmt.Sprintf("q5KVNNI%d", mr)
 	g.vnniPrologue(name, mr, 176, true, func() {
 		g.a("VPBROADCASTD blocksb10<>(SB), Z16")
 		g.a("VMOVDQU32 blocksdm<>(SB), Z29")
-		for c := range 4 {
-			g.a("VMOVDQU32 blocksperm5<>+%d(SB), Z%d", 64*c, 24+c)
-		}
+		g.a("VMOVDQU32 blocksperm5<>(SB), Z24")
 	})
 	g.a("VMOVDQU32 4(SI), X17")
 	g.a("VPANDD.BCST blocksb3f<>(SB), X17, X18")
@@ -289,27 +316,27 @@ func (g *gen) q5KVNNI(mr int) {
 		g.a("VMULPS %s, Y23, Y%d", vrow(true, r, 0), t)
 		g.a("VSUBPS Y%d, Y%d, Y%d", t, 6+r, 6+r)
 	}
+	g.a("VPERMPS Z22, Z24, Z18")
 	for c := range 4 {
+		z := 25 + c
 		g.a("VBROADCASTI64X4 %d(SI), Z21", 48+32*c)
 		g.a("VPSRLW $4, Z21, K2, Z21") // the upper copy's high nibbles
-		g.a("VPANDQ Z31, Z21, Z19")
+		g.a("VPANDQ Z31, Z21, Z%d", z)
 		g.a("VPTESTMB blocksbit5<>+%d(SB), Z20, K1", 64*c)
-		g.a("VPADDB Z16, Z19, K1, Z19")
-		g.a("VPERMPS Z22, Z%d, Z18", 24+c)
-		g.vnniRows(mr, c, 0, false)
+		g.a("VPADDB Z16, Z%d, K1, Z%d", z, z)
 	}
+	g.vnniTranspose()
+	g.vnniRows(mr, false)
 	g.vnniEpilogue(name, mr, 176, 32, true)
 }
 
 // vnniData5 emits Q5_K's constant tables.
 func (g *gen) vnniData5() {
-	g.s.WriteString("\n// blocksperm5: chunk c's lane l takes Q5_K sub-block 2c + l/8.\n")
-	for c := range 4 {
-		for l := range 16 {
-			fmt.Fprintf(&g.s, "DATA blocksperm5<>+%d(SB)/4, $%d\n", 64*c+4*l, 2*c+l/8)
-		}
+	g.s.WriteString("\n// blocksperm5: lane L = 4g+c of the transposed chunks takes Q5_K sub-block 2c + g/2.\n")
+	for l := range 16 {
+		fmt.Fprintf(&g.s, "DATA blocksperm5<>+%d(SB)/4, $%d\n", 4*l, 2*(l%4)+l/8)
 	}
-	g.s.WriteString("GLOBL blocksperm5<>(SB), RODATA|NOPTR, $256\n")
+	g.s.WriteString("GLOBL blocksperm5<>(SB), RODATA|NOPTR, $64\n")
 	g.s.WriteString("\n// blocksbit5: chunk c's fifth bits, 1<<2c (32 bytes) then 1<<(2c+1).\n")
 	for c := range 4 {
 		for h := range 2 {
