@@ -18,6 +18,7 @@ import (
 // (N = 1) over a cache holding the ancestors in order, bit for bit, on
 // both kernels (split and walking the chunks).
 func TestAttentionRowSameBitsDecodeAndTree(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(seed(t), 32))
 	const h, kvh, past, cc = 4, 2, 1022, 1400
 	// DFS pre-order: 0 is the root; 1 (with child 2) and 3 under 0... as ends:

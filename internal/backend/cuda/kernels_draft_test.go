@@ -273,6 +273,7 @@ func beamInputs(r *rand.Rand, nb, rows, v int, ties bool) ([]int32, []float32) {
 // of the same graph (matvec twice, add, add of the bias, silu) bit for bit,
 // so a backend may fuse the step or not without changing a greedy token.
 func TestRNNStepEqualsUnfused(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(seed(t), 15))
 	d := newEmuDevice(t, nil)
 	b := graph.AsBytes

@@ -323,6 +323,7 @@ func TestLinearRowsSameBitsAtAnyM(t *testing.T) {
 // order than the one-row kernel: the warps in reverse, or a thread's 16-byte
 // word's elements in reverse. Each is as accurate, so only the bits show it.
 func TestLinearRowsSameBitsCatchesOrder(t *testing.T) {
+	t.Parallel()
 	raw, err := shaders.Source("matvec.cu")
 	if err != nil {
 		t.Fatal(err)

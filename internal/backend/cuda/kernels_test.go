@@ -645,6 +645,7 @@ func seed(t *testing.T) uint64 { return testenv.Seed(t) }
 // reference backend, then checks that the cases ran every kernel the .cu
 // files define (from their PTX): a kernel without a case fails the test.
 func TestKernels(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(seed(t), 14))
 	d := newEmuDevice(t, nil)
 	ref := cpu.NewReference()

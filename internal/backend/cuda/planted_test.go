@@ -20,6 +20,7 @@ import (
 // larger ones), so `make test` plants every third, always the same ones,
 // and `make test-all` (REDRAFTER_TEST_FULL) plants them all.
 func TestHarnessCatchesPlantedBugs(t *testing.T) {
+	t.Parallel()
 	bugs := []struct{ file, from, to, cases string }{
 		// The warps' softmax states are merged before every warp stored its own.
 		{"attention.cu", "\tsync_threads();\n\tm = ATT_NEG;", "\tm = ATT_NEG;", "Attention/f32/tree/N9_H6_KVH2_D33_past20"},

@@ -121,6 +121,7 @@ func TestAttentionTreeEqualsDecode(t *testing.T) {
 // weights, plain (MatMul) and with every fusion of a LinearOp (the norm's
 // Σx² and the epilogue must not depend on the rows batched either).
 func TestMatvecRowsIndependentOfBatch(t *testing.T) {
+	t.Parallel()
 	be, _ := newEmuBackend(t, nil)
 	r := rand.New(rand.NewPCG(seed(t), 13))
 	const k, n = 128, 37

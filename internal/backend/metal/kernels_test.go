@@ -38,6 +38,7 @@ var kernelModes = testenv.Subset([]emuMode{{contract: emu.ContractOff}, {contrac
 // kernelModes, and then checks that the cases ran every kernel of the
 // library in each mode.
 func TestKernels(t *testing.T) {
+	t.Parallel()
 	s := seed(t)
 	lib, err := msl.Library()
 	if err != nil {
@@ -77,6 +78,7 @@ func TestKernels(t *testing.T) {
 // and checks that the same cases now fail (every third bug in make test,
 // all of them in make test-all).
 func TestHarnessCatchesPlantedBug(t *testing.T) {
+	t.Parallel()
 	bugs := []struct{ file, from, to, cases, header string }{
 		// The w tile is staged from x's tile rows.
 		{"matmul.metal", "matmul_stage<T>(w, args.N, args.K, n0, k0, vec4, ws, tiitg);", "matmul_stage<T>(w, args.N, args.K, m0, k0, vec4, ws, tiitg);", "MatMul/f16/M70_K132_N130", ""},

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // geometry, not only the kernels, must be right. Every kernel of the .cu
 // files must be launched by some case.
 func TestOpCases(t *testing.T) {
+	t.Parallel()
 	x := NewEmulator(t, nil)
 	be := cudafake.NewBackend(x.Exec)
 	defer be.Close()
@@ -87,6 +88,7 @@ func flagRun() string {
 // the emulated device: every kernel covered, every verdict ok, and the
 // report says so.
 func TestSelfTestEmulated(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs every op case through the emulator (about 10 s)")
 	}
