@@ -14,20 +14,7 @@ import (
 // decode plan has.
 func passesOf(t *testing.T, path string, be graph.Backend, fused bool) (outs [][]float32, decodeSteps int) {
 	t.Helper()
-	ck, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	r, err := BindFused(ck.Model, be, fused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if r.Fused() != fused {
-		t.Fatalf("BindFused(%v) built fused=%v", fused, r.Fused())
-	}
-	c := ck.Model.Config
+	r, c := bindFusedForTest(t, path, be, fused)
 	s, err := r.NewState(48)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +41,27 @@ func passesOf(t *testing.T, path string, be graph.Backend, fused bool) (outs [][
 	}
 	run(Chain([]int32{8}, false))
 	return outs, len(s.plans[[2]int{1, 1}].plan.Steps)
+}
+
+// bindFusedForTest opens the checkpoint at path and binds it to be, fused
+// or not (failing t if the binding is not what was asked for); both are
+// closed when t ends.
+func bindFusedForTest(t *testing.T, path string, be graph.Backend, fused bool) (*Runner, Config) {
+	t.Helper()
+	ck, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	r, err := BindFused(ck.Model, be, fused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if r.Fused() != fused {
+		t.Fatalf("BindFused(%v) built fused=%v", fused, r.Fused())
+	}
+	return r, ck.Model.Config
 }
 
 // Fused layers (LinearOp, RoPEKVWriteOp), which the CPU composes from the

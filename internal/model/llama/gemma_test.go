@@ -12,9 +12,7 @@ import (
 
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cpu"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudafake"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/cuda/cudatest"
 	"github.com/seed9b8f47b1/redrafter/internal/backend/metal"
-	"github.com/seed9b8f47b1/redrafter/internal/backend/metal/metaltest"
 	"github.com/seed9b8f47b1/redrafter/internal/graph"
 	"github.com/seed9b8f47b1/redrafter/internal/model/formats"
 	"github.com/seed9b8f47b1/redrafter/internal/model/llama/llamatest"
@@ -356,17 +354,25 @@ func TestGemma3Refusals(t *testing.T) {
 // bits; Metal's and CUDA's emulated kernels give its logits within 1e-4.
 func TestGemma3FusedAndGPUGraphs(t *testing.T) {
 	ck := writeGemma3(t)
-	want, _ := passesOf(t, ck.GGUF, cpu.NewReference(), false)
+	checkGPUPasses(t, ck.GGUF, fusedEqualsUnfusedOnCPU(t, ck.GGUF))
+}
+
+// fusedEqualsUnfusedOnCPU checks that model's passes (passesOf) have the
+// same bits fused and unfused on both CPU backends, and returns the CPU
+// reference's unfused passes.
+func fusedEqualsUnfusedOnCPU(t *testing.T, model string) [][]float32 {
+	t.Helper()
+	want, _ := passesOf(t, model, cpu.NewReference(), false)
 	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
-		ref, _ := passesOf(t, ck.GGUF, be, false)
-		got, _ := passesOf(t, ck.GGUF, be, true)
+		ref, _ := passesOf(t, model, be, false)
+		got, _ := passesOf(t, model, be, true)
 		for i := range ref {
 			if !bitsEqual(got[i], ref[i]) {
 				t.Errorf("%s: pass %d's %s differ fused", be.Name(), i/2, [2]string{"logits", "hidden states"}[i%2])
 			}
 		}
 	}
-	checkGPUPasses(t, ck.GGUF, want)
+	return want
 }
 
 // A joint pass over sequences of every shape (the server's batching) gives
@@ -459,42 +465,14 @@ func TestGemma2MatchesReference(t *testing.T) {
 
 // On the fused layers' path a Gemma 2 layer (fused Q·K·V with RoPE, gate·up
 // with GeGLU, O and down unfused before their post-norms) gives the
-// unfused graph's bits; Metal's and CUDA's emulated kernels give the CPU
-// reference's logits within 1e-4.
+// unfused graph's bits; Metal's fake device gives the CPU reference's
+// bits; Metal's and CUDA's emulated kernels give its logits within 1e-4.
 func TestGemma2FusedAndGPUGraphs(t *testing.T) {
 	ck, err := llamatest.Write(t.TempDir(), gemma2Spec, nil, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := passesOf(t, ck.GGUF, cpu.NewReference(), false)
-	for _, be := range []graph.Backend{cpu.NewReference(), cpu.New(2)} {
-		ref, _ := passesOf(t, ck.GGUF, be, false)
-		got, _ := passesOf(t, ck.GGUF, be, true)
-		for i := range ref {
-			if !bitsEqual(got[i], ref[i]) {
-				t.Errorf("%s: pass %d's %s differ fused", be.Name(), i/2, [2]string{"logits", "hidden states"}[i%2])
-			}
-		}
-	}
-	if testing.Short() {
-		return
-	}
-	for _, tc := range []struct {
-		name string
-		be   func(t *testing.T) graph.Backend
-	}{
-		{"metal-emulated", func(t *testing.T) graph.Backend { return metaltest.NewEmulated(t) }},
-		{"cuda-emulated", func(t *testing.T) graph.Backend { return cudatest.NewEmulated(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, _ := passesOf(t, ck.GGUF, tc.be(t), true)
-			for i := 0; i < len(want); i += 2 {
-				if e := maxRel(got[i], want[i]); e > 1e-4 {
-					t.Errorf("pass %d: logits differ from the CPU reference's by %g", i/2, e)
-				}
-			}
-		})
-	}
+	checkGPUPasses(t, ck.GGUF, fusedEqualsUnfusedOnCPU(t, ck.GGUF))
 }
 
 // A Gemma 3 GGUF without attention.sliding_window (llama.cpp's converter
@@ -581,25 +559,12 @@ func TestGemma3RopeScalingGlobalOnly(t *testing.T) {
 // of one decode step after it, fused layers or not.
 func decodeStepDispatches(t *testing.T, path string, be graph.Backend, fused bool) int {
 	t.Helper()
-	ck, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	r, err := BindFused(ck.Model, be, fused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if r.Fused() != fused {
-		t.Fatalf("BindFused(%v) built fused=%v", fused, r.Fused())
-	}
+	r, c := bindFusedForTest(t, path, be, fused)
 	s, err := r.NewState(32)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c := ck.Model.Config
 	prompt := []int32{1, 9, 33, 7, 2}
 	if err := s.Forward(Chain(prompt, false), make([]float32, c.Vocab), nil); err != nil {
 		t.Fatal(err)
