@@ -121,7 +121,7 @@ llama.cpp both load. The scales are described in docs/FORMATS.md.`,
 func newLogitsCmd(g *globalFlags) *cobra.Command {
 	var (
 		model, prompts, follow, out string
-		n, context                  int
+		n, ctxLen                   int
 		reference                   bool
 	)
 	cmd := &cobra.Command{
@@ -149,8 +149,8 @@ whole context).`,
 			if n < 1 {
 				return fmt.Errorf("--tokens %d: want at least 1", n)
 			}
-			if context < 0 {
-				return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's", context)
+			if ctxLen < 0 {
+				return fmt.Errorf("--context %d: want a positive number of tokens, or 0 for the model's", ctxLen)
 			}
 			if err := checkModelPath("--model", model); err != nil {
 				return err
@@ -182,13 +182,13 @@ whole context).`,
 					return err
 				}
 			}
-			if mc := ck.Model.Config.Context; context > mc {
-				return fmt.Errorf("--context %d: the model's context is %d", context, mc)
+			if mc := ck.Model.Config.Context; ctxLen > mc {
+				return fmt.Errorf("--context %d: the model's context is %d", ctxLen, mc)
 			}
-			if context > 0 {
+			if ctxLen > 0 {
 				for i, p := range ps {
-					if len(p)+n > context {
-						return fmt.Errorf("--context %d cannot hold prompt %d's %d tokens and %d more", context, i+1, len(p), n)
+					if len(p)+n > ctxLen {
+						return fmt.Errorf("--context %d cannot hold prompt %d's %d tokens and %d more", ctxLen, i+1, len(p), n)
 					}
 				}
 			}
@@ -197,10 +197,10 @@ whole context).`,
 				return err
 			}
 			defer r.Close()
-			if context > 0 {
+			if ctxLen > 0 {
 				// Longrope's factor set follows the context run with
 				// (internal/model/llama/rope.go); Bind took the model's.
-				r.UseContext(context)
+				r.UseContext(ctxLen)
 			}
 			vocab := ck.Model.Config.Vocab
 			for i, p := range append(slices.Clone(ps), forced...) {
@@ -251,7 +251,7 @@ whole context).`,
 	f.StringVar(&follow, "follow", "", "tokens to feed after each prompt instead of the model's own, one line a prompt")
 	f.StringVar(&out, "out", "", "directory for the tokens and logits (required)")
 	f.IntVar(&n, "tokens", 32, "tokens to decode after each prompt")
-	f.IntVar(&context, "context", 0, "the context the model runs with, which picks longrope's factors (0: the model's)")
+	f.IntVar(&ctxLen, "context", 0, "the context the model runs with, which picks longrope's factors (0: the model's)")
 	f.BoolVar(&reference, "reference", false, "run the CPU backend's pure-Go reference kernels (float32 products of the weights' exact values, one thread) instead of --backend")
 	for _, name := range []string{"model", "prompts", "out"} {
 		_ = cmd.MarkFlagRequired(name)
